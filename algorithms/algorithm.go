@@ -1,0 +1,89 @@
+package algorithms
+
+import "fmt"
+
+// Algorithm identifies how a [Limit] is enforced. The zero value is invalid;
+// a rule must choose one.
+type Algorithm uint8
+
+const (
+	// FixedWindow counts units in windows of Limit.Period aligned to the Unix
+	// epoch and allows Limit.Rate per window. It is exact within a window, but
+	// a client may spend a whole window's rate just before a boundary and again
+	// just after it: up to 2×Rate within a short interval. State: one small
+	// hash per key.
+	FixedWindow Algorithm = iota + 1
+
+	// SlidingLog records every unit in a sorted set and allows Limit.Rate units
+	// in any interval of length Limit.Period. It is exact and has no boundary
+	// burst; its memory grows with Rate (one sorted-set member per unit).
+	SlidingLog
+
+	// SlidingWindow is the sliding window counter: the current window's count
+	// plus the previous window's count weighted by the part of the previous
+	// window still inside the sliding interval. It is approximate (it assumes
+	// the previous window's traffic was evenly spread) and uses constant
+	// memory. See the README for its measured error.
+	SlidingWindow
+
+	// TokenBucket holds up to Limit.Burst tokens (Rate when Burst is zero),
+	// refilled continuously at Rate per Period; a request takes Cost tokens.
+	// Exact. State: one small hash (tokens, last refill).
+	TokenBucket
+
+	// GCRA is the generic cell rate algorithm: one stored value, the
+	// theoretical arrival time. It allows the same traffic as TokenBucket with
+	// the same Limit, with the smallest possible state.
+	GCRA
+)
+
+// Algorithms lists every valid Algorithm, in declaration order.
+var Algorithms = []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, GCRA}
+
+var algorithmNames = [...]string{
+	FixedWindow:   "fixed_window",
+	SlidingLog:    "sliding_log",
+	SlidingWindow: "sliding_window",
+	TokenBucket:   "token_bucket",
+	GCRA:          "gcra",
+}
+
+// String returns the algorithm's name as used in configuration and testdata,
+// for example "token_bucket".
+func (a Algorithm) String() string {
+	if a.Valid() {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// Valid reports whether a is one of the defined algorithms.
+func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= GCRA }
+
+// ParseAlgorithm returns the Algorithm whose [Algorithm.String] is name.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for _, a := range Algorithms {
+		if algorithmNames[a] == name {
+			return a, nil
+		}
+	}
+	return 0, &ConfigError{Field: "Algorithm", Reason: fmt.Sprintf("unknown algorithm %q", name)}
+}
+
+// MarshalText implements [encoding.TextMarshaler].
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if !a.Valid() {
+		return nil, &ConfigError{Field: "Algorithm", Reason: fmt.Sprintf("unknown algorithm %d", uint8(a))}
+	}
+	return []byte(algorithmNames[a]), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler].
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}

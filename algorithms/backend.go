@@ -1,0 +1,71 @@
+package algorithms
+
+import "context"
+
+// Check is one question to a [Backend]: may Cost units be taken from the
+// state at Key, limited by Limit under Algorithm?
+type Check struct {
+	// Key is the storage key, already namespaced and sanitised by the caller
+	// (the middleware builds "<prefix>:<rule>:{<key material>}").
+	Key string
+
+	// Algorithm and Limit say how the key is limited. They are normally the
+	// same for every check of a key; a key whose limit changes (a user moving
+	// to another tier) has its stored state reinterpreted under the new limit
+	// and clamped to its capacity.
+	Algorithm Algorithm
+	Limit     Limit
+
+	// Cost is how many units the request takes. 0 means 1; negative is
+	// invalid. A cost above the key's capacity is denied with a zero
+	// RetryAfter (see [Result.Never]) and consumes nothing.
+	Cost int64
+}
+
+// Backend decides checks and keeps their state.
+//
+// Allow evaluates all checks of one request atomically and all-or-nothing:
+// if any check denies, no check consumes. It writes one Result per check into
+// results, which must be at least as long as checks. A non-nil error means
+// nothing was decided: a *[ConfigError] for an invalid check (checked before
+// anything is stored), a *[BackendError] when the store failed.
+//
+// Implementations are safe for concurrent use.
+type Backend interface {
+	Allow(ctx context.Context, checks []Check, results []Result) error
+}
+
+// AllowAll is a Backend that allows everything and stores nothing. Drop it
+// into tests of code that takes a Backend.
+type AllowAll struct{}
+
+var _ Backend = AllowAll{}
+
+// Allow fills results with allowed Results at full capacity.
+func (AllowAll) Allow(_ context.Context, checks []Check, results []Result) error {
+	for i, c := range checks {
+		results[i] = Result{Allowed: true, Limit: c.Limit.Capacity(c.Algorithm), Remaining: c.Limit.Capacity(c.Algorithm)}
+	}
+	return nil
+}
+
+// prepared is a validated Check ready for evaluation.
+type prepared struct {
+	params
+	cost int64
+}
+
+func prepare(c *Check) (prepared, error) {
+	p, err := c.Limit.params(c.Algorithm)
+	if err != nil {
+		return prepared{}, err
+	}
+	cost := c.Cost
+	switch {
+	case cost < 0:
+		return prepared{}, fieldErr("Cost", "must be >= 0, got ", cost)
+	case cost == 0:
+		cost = 1
+	}
+	return prepared{params: p, cost: cost}, nil
+}

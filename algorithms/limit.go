@@ -1,0 +1,136 @@
+package algorithms
+
+import (
+	"strconv"
+	"time"
+)
+
+// Limit is how much traffic a rule allows: Rate units per Period, with bursts
+// of up to Burst units for the algorithms that have a bucket.
+//
+// For [FixedWindow], [SlidingLog] and [SlidingWindow] the capacity is Rate
+// per Period and Burst must be zero. For [TokenBucket] and [GCRA] the
+// capacity (the largest burst) is Burst, or Rate when Burst is zero, and
+// capacity refills continuously at Rate per Period.
+//
+// Limit is a value type; its zero value is invalid. Build one with
+// [PerSecond], [PerMinute], [PerHour] or a literal, and check it with
+// [Limit.Validate].
+type Limit struct {
+	Rate   int64         // units per Period; must be > 0
+	Period time.Duration // a whole number of microseconds, >= 1µs
+	Burst  int64         // bucket size for TokenBucket and GCRA; 0 means Rate
+}
+
+// PerSecond returns a Limit of rate units per second.
+func PerSecond(rate int64) Limit { return Limit{Rate: rate, Period: time.Second} }
+
+// PerMinute returns a Limit of rate units per minute.
+func PerMinute(rate int64) Limit { return Limit{Rate: rate, Period: time.Minute} }
+
+// PerHour returns a Limit of rate units per hour.
+func PerHour(rate int64) Limit { return Limit{Rate: rate, Period: time.Hour} }
+
+// WithBurst returns a copy of l with Burst set to burst.
+func (l Limit) WithBurst(burst int64) Limit { l.Burst = burst; return l }
+
+// Capacity returns the most units a key can hold under a: Burst (or Rate
+// when Burst is 0) for TokenBucket and GCRA, Rate otherwise. It is the value
+// reported as [Result].Limit.
+func (l Limit) Capacity(a Algorithm) int64 {
+	if (a == TokenBucket || a == GCRA) && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Rate
+}
+
+// String formats l as "100/1m0s" or "100/1s burst 20".
+func (l Limit) String() string {
+	s := strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String()
+	if l.Burst != 0 {
+		s += " burst " + strconv.FormatInt(l.Burst, 10)
+	}
+	return s
+}
+
+// Bounds that keep every computation exact in integer microseconds, in Go and
+// in Redis Lua (whose numbers are float64: integers are exact below 2^53).
+const (
+	maxExact       = 1 << 52
+	maxPeriod      = 366 * 24 * time.Hour
+	maxSlidingLog  = 1_000_000
+	maxCostOrLimit = 1 << 40
+)
+
+// Validate reports whether l can be enforced by a. The error is a
+// *[ConfigError] naming the field, for example
+// "redlimit: Limit.Rate must be > 0, got 0".
+func (l Limit) Validate(a Algorithm) error {
+	_, err := l.params(a)
+	return err
+}
+
+// params is a Limit prepared for evaluation: everything in integer
+// microseconds and, for the bucket algorithms, in scaled units where one unit
+// is u and the refill is r scaled units per microsecond (u/r µs per unit,
+// exactly: r and u are Rate and Period reduced by their gcd).
+type params struct {
+	alg    Algorithm
+	cap    int64 // capacity in units
+	period int64 // µs
+	r, u   int64 // TokenBucket, GCRA only
+}
+
+func (l Limit) params(a Algorithm) (params, error) {
+	if !a.Valid() {
+		return params{}, &ConfigError{Field: "Algorithm", Reason: "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got " + a.String()}
+	}
+	switch {
+	case l.Rate <= 0:
+		return params{}, fieldErr("Limit.Rate", "must be > 0, got ", l.Rate)
+	case l.Rate > maxCostOrLimit:
+		return params{}, fieldErr("Limit.Rate", "must be <= 2^40, got ", l.Rate)
+	case l.Period < time.Microsecond:
+		return params{}, &ConfigError{Field: "Limit.Period", Reason: "must be >= 1µs, got " + l.Period.String()}
+	case l.Period%time.Microsecond != 0:
+		return params{}, &ConfigError{Field: "Limit.Period", Reason: "must be a whole number of microseconds, got " + l.Period.String()}
+	case l.Period > maxPeriod:
+		return params{}, &ConfigError{Field: "Limit.Period", Reason: "must be <= 366 days, got " + l.Period.String()}
+	case l.Burst < 0:
+		return params{}, fieldErr("Limit.Burst", "must be >= 0, got ", l.Burst)
+	case l.Burst > maxCostOrLimit:
+		return params{}, fieldErr("Limit.Burst", "must be <= 2^40, got ", l.Burst)
+	}
+	p := params{alg: a, cap: l.Capacity(a), period: int64(l.Period / time.Microsecond)}
+	switch a {
+	case FixedWindow, SlidingWindow:
+		if l.Burst != 0 {
+			return params{}, fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+		}
+	case SlidingLog:
+		if l.Burst != 0 {
+			return params{}, fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+		}
+		if l.Rate > maxSlidingLog {
+			return params{}, fieldErr("Limit.Rate", "must be <= 1000000 for sliding_log (one sorted-set member per unit), got ", l.Rate)
+		}
+	case TokenBucket, GCRA:
+		g := gcd(l.Rate, p.period)
+		p.r, p.u = l.Rate/g, p.period/g
+		if p.u > maxExact/p.cap {
+			return params{}, fieldErr("Limit.Burst", "× Period/Rate is too large to compute exactly (capacity × µs per unit must be < 2^52); lower Burst or raise Rate, got burst ", p.cap)
+		}
+	}
+	return p, nil
+}
+
+func fieldErr(field, reason string, v int64) error {
+	return &ConfigError{Field: field, Reason: reason + strconv.FormatInt(v, 10)}
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

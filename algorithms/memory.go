@@ -1,0 +1,227 @@
+package algorithms
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+)
+
+const memoryShards = 64
+
+// MemoryConfig configures a [Memory] backend. The zero value is ready to use.
+type MemoryConfig struct {
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+
+	// MaxKeys bounds how many keys are kept (default 1<<20, about 100 MB at
+	// worst for the constant-size algorithms). Keys whose state has expired
+	// are swept first; when more live keys than MaxKeys compete, an arbitrary
+	// live key is evicted and so regains full capacity. Size it above the
+	// number of clients you expect within the longest Period.
+	MaxKeys int
+}
+
+// Memory is an in-process [Backend] with the same semantics as [Redis]: the
+// same arithmetic, field for field. It serves single-instance services,
+// tests, and the middleware's fallback while Redis is unreachable.
+//
+// It is safe for concurrent use. Keys are spread over 64 shards, each with
+// its own mutex; a call locks the shards of its keys in a fixed order, so a
+// layered check is one critical section. A check on an existing key does not
+// allocate.
+type Memory struct {
+	now      func() time.Time
+	perShard int
+	seed     maphash.Seed
+	shards   [memoryShards]memoryShard
+}
+
+type memoryShard struct {
+	mu        sync.Mutex
+	keys      map[string]*state
+	nextSweep int64
+	_         [40]byte // keep shards on separate cache lines
+}
+
+var _ Backend = (*Memory)(nil)
+
+// NewMemory returns a Memory backend configured by cfg.
+func NewMemory(cfg MemoryConfig) (*Memory, error) {
+	if cfg.MaxKeys < 0 {
+		return nil, &ConfigError{Field: "MemoryConfig.MaxKeys", Reason: "must be >= 0, got " + itoa(int64(cfg.MaxKeys))}
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = 1 << 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Memory{now: cfg.Now, perShard: max(cfg.MaxKeys/memoryShards, 1), seed: maphash.MakeSeed()}
+	for i := range m.shards {
+		m.shards[i].keys = make(map[string]*state)
+	}
+	return m, nil
+}
+
+// Allow implements [Backend].
+func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) error {
+	var pbuf [4]prepared
+	ps, err := prepareAll(checks, results, pbuf[:0])
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return &BackendError{Backend: "memory", Err: err}
+	}
+	now := m.now().UnixMicro()
+
+	var sbuf [4]uint8
+	shards := sbuf[:0]
+	for i := range checks {
+		shards = append(shards, uint8(maphash.String(m.seed, checks[i].Key)%memoryShards))
+	}
+	if len(shards) == 1 {
+		sh := &m.shards[shards[0]]
+		sh.mu.Lock()
+		m.decide(checks, ps, results, now)
+		sh.mu.Unlock()
+		return nil
+	}
+	var obuf [4]uint8
+	order := append(obuf[:0], shards...)
+	slices.Sort(order)
+	order = slices.Compact(order)
+	for _, i := range order {
+		m.shards[i].mu.Lock()
+	}
+	m.decide(checks, ps, results, now)
+	for _, i := range order {
+		m.shards[i].mu.Unlock()
+	}
+	return nil
+}
+
+// decide runs both phases with every involved shard locked: evaluate all
+// checks, then, only if all pass, evaluate again committing.
+func (m *Memory) decide(checks []Check, ps []prepared, results []Result, now int64) {
+	allowed := true
+	var absent state
+	for i := range checks {
+		st, exists := m.lookup(checks[i].Key, now)
+		if st == nil {
+			absent = state{}
+			st = &absent
+		}
+		o := st.eval(&ps[i], now, exists, false)
+		results[i] = o.result(ps[i].cap)
+		allowed = allowed && o.allowed
+	}
+	if !allowed {
+		// Nothing is consumed: the checks that passed report their state as
+		// it is, read by evaluating a cost that can never fit.
+		for i := range checks {
+			if !results[i].Allowed {
+				continue
+			}
+			st, exists := m.lookup(checks[i].Key, now)
+			if st == nil {
+				absent = state{}
+				st = &absent
+			}
+			peek := ps[i]
+			peek.cost = peek.cap + 1
+			o := st.eval(&peek, now, exists, false)
+			o.allowed = true
+			results[i] = o.result(ps[i].cap)
+		}
+		return
+	}
+	for i := range checks {
+		st, exists := m.lookup(checks[i].Key, now)
+		if st == nil {
+			st = m.insert(checks[i].Key, now)
+		}
+		o := st.eval(&ps[i], now, exists, true)
+		st.expires = now + o.reset
+	}
+}
+
+func (m *Memory) shard(key string) *memoryShard {
+	return &m.shards[maphash.String(m.seed, key)%memoryShards]
+}
+
+// lookup returns the key's state and whether it is live. An expired state is
+// returned for reuse but reported absent.
+func (m *Memory) lookup(key string, now int64) (*state, bool) {
+	st := m.shard(key).keys[key]
+	if st == nil {
+		return nil, false
+	}
+	return st, st.expires > now
+}
+
+func (m *Memory) insert(key string, now int64) *state {
+	sh := m.shard(key)
+	if len(sh.keys) >= m.perShard || now >= sh.nextSweep {
+		sh.sweep(now)
+		sh.nextSweep = now + int64(time.Second/time.Microsecond)
+	}
+	if len(sh.keys) >= m.perShard {
+		for k := range sh.keys { // full of live keys: evict an arbitrary one
+			delete(sh.keys, k)
+			break
+		}
+	}
+	st := &state{}
+	sh.keys[key] = st
+	return st
+}
+
+func (sh *memoryShard) sweep(now int64) {
+	for k, st := range sh.keys {
+		if st.expires <= now {
+			delete(sh.keys, k)
+		}
+	}
+}
+
+// Len returns how many keys the backend holds, expired or not.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += len(sh.keys)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// prepareAll validates checks and results, returning the prepared checks in
+// buf (grown only when there are more checks than buf holds).
+func prepareAll(checks []Check, results []Result, buf []prepared) ([]prepared, error) {
+	if len(checks) == 0 {
+		return nil, &ConfigError{Field: "checks", Reason: "must not be empty"}
+	}
+	if len(results) < len(checks) {
+		return nil, &ConfigError{Field: "results", Reason: "must hold one Result per Check, got " + itoa(int64(len(results))) + " for " + itoa(int64(len(checks)))}
+	}
+	for i := range checks {
+		if checks[i].Key == "" {
+			return nil, &ConfigError{Field: "Check.Key", Reason: "must not be empty"}
+		}
+		for j := range i {
+			if checks[j].Key == checks[i].Key {
+				return nil, &ConfigError{Field: "Check.Key", Reason: "appears twice in one call: " + quote(checks[i].Key)}
+			}
+		}
+		p, err := prepare(&checks[i])
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, p)
+	}
+	return buf, nil
+}

@@ -1,0 +1,35 @@
+package algorithms
+
+import "time"
+
+// Result is the outcome of one [Check].
+//
+// When a Backend denies a request, nothing is consumed by any of its checks;
+// each Result then describes its own check as if evaluated alone: Allowed
+// says whether that check would have passed, Remaining is the unchanged
+// remaining capacity.
+type Result struct {
+	// Allowed reports whether the check passed.
+	Allowed bool
+
+	// Limit is the capacity of the key: [Limit.Capacity].
+	Limit int64
+
+	// Remaining is how many units the key can still take right now, after
+	// this check's cost when it was consumed. Never negative.
+	Remaining int64
+
+	// RetryAfter is how long until this check, repeated with the same cost
+	// and no other traffic, would be allowed. Zero when Allowed. Zero on a
+	// denial means retrying can never help: the cost exceeds Limit (see
+	// [Result.Never]).
+	RetryAfter time.Duration
+
+	// ResetAfter is how long until the key is back to full capacity. Zero
+	// when it is at full capacity now.
+	ResetAfter time.Duration
+}
+
+// Never reports whether r denies a cost that can never be allowed because it
+// is larger than the key's capacity.
+func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == 0 }

@@ -1,0 +1,88 @@
+package algorithms
+
+// slidingLog mirrors lua/sliding_log.lua. An entry at time s counts while
+// s > now-period. New entries are stamped max(now, newest entry) so the log
+// stays ordered and a clock that goes back cannot make entries expire early.
+func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome {
+	from := now - p.period
+	l := &s.log
+	if !exists {
+		l.reset()
+	}
+	old := l.countAtMost(from)
+	count := l.len() - old
+	reset := int64(0)
+	newest, any := l.newest()
+	if count > 0 {
+		reset = newest + p.period - now
+	}
+	switch {
+	case p.cost > p.cap:
+		return outcome{remaining: p.cap - count, reset: reset}
+	case count+p.cost > p.cap:
+		// The (count+cost-cap)-th oldest entry in the window must leave it.
+		k := count + p.cost - p.cap
+		oldest := l.at(old + k - 1)
+		return outcome{remaining: p.cap - count, retry: oldest + p.period - now, reset: reset}
+	}
+	stamp := now
+	if any && newest > stamp {
+		stamp = newest
+	}
+	if commit {
+		l.dropFirst(old)
+		l.push(stamp, p.cost, p.cap)
+	}
+	return outcome{allowed: true, remaining: p.cap - count - p.cost, reset: stamp + p.period - now}
+}
+
+// timeLog is an ordered log of µs timestamps, oldest first, stored as a slice
+// with a moving head. Steady-state pushes reuse the slice: no allocation.
+type timeLog struct {
+	buf  []int64
+	head int
+}
+
+func (l *timeLog) reset()           { l.buf, l.head = l.buf[:0], 0 }
+func (l *timeLog) len() int64       { return int64(len(l.buf) - l.head) }
+func (l *timeLog) at(i int64) int64 { return l.buf[l.head+int(i)] }
+
+func (l *timeLog) newest() (int64, bool) {
+	if l.len() == 0 {
+		return 0, false
+	}
+	return l.buf[len(l.buf)-1], true
+}
+
+// countAtMost returns how many entries are <= t (binary search).
+func (l *timeLog) countAtMost(t int64) int64 {
+	lo, hi := l.head, len(l.buf)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.buf[mid] <= t {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return int64(lo - l.head)
+}
+
+func (l *timeLog) dropFirst(n int64) { l.head += int(n) }
+
+// push appends n entries stamped t, compacting in place when the slice is
+// full and growing it up to capacity entries.
+func (l *timeLog) push(t, n, capacity int64) {
+	if l.head > 0 && len(l.buf)+int(n) > cap(l.buf) {
+		k := copy(l.buf, l.buf[l.head:])
+		l.buf, l.head = l.buf[:k], 0
+	}
+	if need := len(l.buf) + int(n); need > cap(l.buf) {
+		grown := make([]int64, len(l.buf), max(need, min(2*cap(l.buf), int(capacity))))
+		copy(grown, l.buf)
+		l.buf = grown
+	}
+	for range n {
+		l.buf = append(l.buf, t)
+	}
+}

@@ -1,0 +1,46 @@
+-- Dispatch: two phases over all checks, one reply.
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- mode: 'check' evaluates, 'commit' evaluates and writes, 'peek' reads the
+-- state without consuming (a cost that can never fit takes no branch that
+-- writes, and reports the remaining and reset as they are).
+local function eval(i, mode)
+  local o = 2 + (i - 1) * 6
+  local alg, cap, period = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+  local r, u, cost = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
+  local commit = mode == 'commit'
+  if mode == 'peek' then cost = cap + 1 end
+  local key = KEYS[i]
+  if alg == 1 then return fixed_window(key, cap, period, cost, now, commit) end
+  if alg == 2 then return sliding_log(key, cap, period, cost, now, commit) end
+  if alg == 3 then return sliding_window(key, cap, period, cost, now, commit) end
+  if alg == 4 then return token_bucket(key, cap, r, u, cost, now, commit) end
+  if alg == 5 then return gcra(key, cap, r, u, cost, now, commit) end
+  return redis.error_reply('redlimit: unknown algorithm ' .. tostring(alg))
+end
+
+local reply = {}
+local all = true
+for i = 1, #KEYS do
+  local allowed, remaining, retry, reset = eval(i, 'check')
+  if type(allowed) == 'table' then return allowed end
+  if allowed == 0 then all = false end
+  local o = (i - 1) * 4
+  reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+end
+for i = 1, #KEYS do
+  local o = (i - 1) * 4
+  if all then
+    eval(i, 'commit')
+  elseif reply[o + 1] == 1 then
+    -- nothing is consumed: a passing check reports its state as it is
+    local _, remaining, _, reset = eval(i, 'peek')
+    reply[o + 2], reply[o + 4] = remaining, reset
+  end
+  if reply[o + 2] < 0 then reply[o + 2] = 0 end
+end
+return reply

@@ -1,0 +1,23 @@
+-- Fixed window: hash {w = window index, c = count}. Windows are aligned to
+-- the Unix epoch; a clock that goes back is held at the stored window.
+local function fixed_window(key, cap, period, cost, now, commit)
+  local v = redis.call('HMGET', key, 'w', 'c')
+  local w, c = tonumber(v[1]), tonumber(v[2])
+  local win = floor(now / period)
+  local count = 0
+  if w and c then
+    if win < w then win = w end
+    if win == w then count = c end
+  end
+  local to_end = (win + 1) * period - now
+  local reset = 0
+  if count > 0 then reset = to_end end
+  if cost > cap then return 0, cap - count, 0, reset end
+  if count + cost > cap then return 0, cap - count, to_end, reset end
+  count = count + cost
+  if commit then
+    redis.call('HSET', key, 'w', fmt(win), 'c', fmt(count))
+    pexpire(key, to_end)
+  end
+  return 1, cap - count, 0, to_end
+end

@@ -1,0 +1,40 @@
+-- Sliding log: sorted set, one member per unit, score = µs. An entry at s
+-- counts while s > now - period. Members are "<score>:<n>" where n counts the
+-- members already at that score: entries leave by score range, so all
+-- members of one score leave together and n never repeats. New entries are
+-- stamped max(now, newest) so a clock that goes back cannot expire them early.
+local function sliding_log(key, cap, period, cost, now, commit)
+  local from = '(' .. fmt(now - period)
+  local count = redis.call('ZCOUNT', key, from, '+inf')
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = tonumber(last[2])
+  local reset = 0
+  if count > 0 then reset = newest + period - now end
+  if cost > cap then return 0, cap - count, 0, reset end
+  if count + cost > cap then
+    -- the (count+cost-cap)-th oldest entry in the window must leave it
+    local k = count + cost - cap
+    local e = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+    return 0, cap - count, tonumber(e[2]) + period - now, reset
+  end
+  local stamp = now
+  if newest and newest > stamp then stamp = newest end
+  if commit then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
+    local s = fmt(stamp)
+    local seq = redis.call('ZCOUNT', key, s, s)
+    local args = {}
+    local i = 0
+    while i < cost do
+      args[#args + 1] = s
+      args[#args + 1] = s .. ':' .. fmt(seq + i)
+      i = i + 1
+      if #args == 200 or i == cost then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
+    end
+    pexpire(key, stamp + period - now)
+  end
+  return 1, cap - count - cost, 0, stamp + period - now
+end

@@ -1,0 +1,69 @@
+-- Sliding window counter: hash {w = window index, c = count in w, p = count
+-- in w-1}. The estimate at elapsed e into the window is
+-- prev*(period-e)/period + cur, computed with the same float64 operations, in
+-- the same order, as the Go backend.
+local function sw_estimate(prev, period, e)
+  return prev * (period - e) / period
+end
+
+local function sw_pass(prev, cur, cost, cap, period, e)
+  return sw_estimate(prev, period, e) + (cur + cost) <= cap
+end
+
+-- First instant (µs) at which the check passes with no other traffic.
+local function sw_wait(prev, cur, cost, cap, period, win, e)
+  local start = win * period
+  if cur + cost > cap then
+    prev, cur, start, e = cur, 0, start + period, 0
+  end
+  local slack = cap - cur - cost
+  local x = period - slack * period / prev
+  if x >= 0 then x = floor(x) else x = -floor(-x) end
+  if x < e then x = e end
+  if x > period then x = period end
+  while x < period and not sw_pass(prev, cur, cost, cap, period, x) do x = x + 1 end
+  while x > e and sw_pass(prev, cur, cost, cap, period, x - 1) do x = x - 1 end
+  return start + x
+end
+
+local function sw_reset(win, period, now, cur, prev)
+  if cur > 0 then return (win + 2) * period - now end
+  if prev > 0 then return (win + 1) * period - now end
+  return 0
+end
+
+local function sw_trunc(x)
+  if x >= 0 then return floor(x) end
+  return -floor(-x)
+end
+
+local function sliding_window(key, cap, period, cost, now, commit)
+  local v = redis.call('HMGET', key, 'w', 'c', 'p')
+  local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local win = floor(now / period)
+  local cur, prev = 0, 0
+  if w and c and p then
+    if win < w then win = w end
+    if win == w then
+      cur, prev = c, p
+    elseif win == w + 1 then
+      prev = c
+    end
+  end
+  local e = now - win * period
+  if e < 0 then e = 0 end
+  local est = sw_estimate(prev, period, e)
+  local remaining = sw_trunc(cap - est - cur)
+  local reset = sw_reset(win, period, now, cur, prev)
+  if cost > cap then return 0, remaining, 0, reset end
+  if not sw_pass(prev, cur, cost, cap, period, e) then
+    return 0, remaining, sw_wait(prev, cur, cost, cap, period, win, e) - now, reset
+  end
+  cur = cur + cost
+  reset = sw_reset(win, period, now, cur, prev)
+  if commit then
+    redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
+    pexpire(key, reset)
+  end
+  return 1, sw_trunc(cap - est - cur), 0, reset
+end
