@@ -1,6 +1,7 @@
 package algorithms
 
 import (
+	"math/bits"
 	"strconv"
 	"time"
 )
@@ -128,9 +129,18 @@ func fieldErr(field, reason string, v int64) error {
 	return &ConfigError{Field: field, Reason: reason + strconv.FormatInt(v, 10)}
 }
 
+// gcd is Stein's binary algorithm: a few shifts and subtractions, fast
+// enough to run on every check (a, b > 0).
 func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
+	x, y := uint64(a), uint64(b)
+	shift := bits.TrailingZeros64(x | y)
+	x >>= bits.TrailingZeros64(x)
+	for y != 0 {
+		y >>= bits.TrailingZeros64(y)
+		if x > y {
+			x, y = y, x
+		}
+		y -= x
 	}
-	return a
+	return int64(x << shift)
 }

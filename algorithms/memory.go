@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,10 +33,11 @@ type MemoryConfig struct {
 // layered check is one critical section. A check on an existing key does not
 // allocate.
 type Memory struct {
-	now      func() time.Time
-	perShard int
-	seed     maphash.Seed
-	shards   [memoryShards]memoryShard
+	now       func() time.Time
+	highWater atomic.Int64 // the latest now seen, µs: expiry never goes back
+	perShard  int
+	seed      maphash.Seed
+	shards    [memoryShards]memoryShard
 }
 
 type memoryShard struct {
@@ -76,6 +78,13 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 		return &BackendError{Backend: "memory", Err: err}
 	}
 	now := m.now().UnixMicro()
+	// Like Redis TTLs, expiry follows the store's own time, which never goes
+	// back: a key that expired stays expired even if the clock steps back.
+	hw := m.highWater.Load()
+	for now > hw && !m.highWater.CompareAndSwap(hw, now) {
+		hw = m.highWater.Load()
+	}
+	hw = max(hw, now)
 
 	var sbuf [4]uint8
 	shards := sbuf[:0]
@@ -85,7 +94,7 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 	if len(shards) == 1 {
 		sh := &m.shards[shards[0]]
 		sh.mu.Lock()
-		m.decide(checks, ps, results, now)
+		m.decide(checks, ps, shards, results, now, hw)
 		sh.mu.Unlock()
 		return nil
 	}
@@ -96,7 +105,7 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 	for _, i := range order {
 		m.shards[i].mu.Lock()
 	}
-	m.decide(checks, ps, results, now)
+	m.decide(checks, ps, shards, results, now, hw)
 	for _, i := range order {
 		m.shards[i].mu.Unlock()
 	}
@@ -104,72 +113,72 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 }
 
 // decide runs both phases with every involved shard locked: evaluate all
-// checks, then, only if all pass, evaluate again committing.
-func (m *Memory) decide(checks []Check, ps []prepared, results []Result, now int64) {
-	allowed := true
-	var absent state
+// checks, then, only if all pass, evaluate again committing. hw is the
+// store's time for expiry (see Allow).
+func (m *Memory) decide(checks []Check, ps []prepared, shards []uint8, results []Result, now, hw int64) {
+	var (
+		absent  state
+		sbuf    [4]*state
+		states  = sbuf[:0]
+		allowed = true
+	)
 	for i := range checks {
-		st, exists := m.lookup(checks[i].Key, now)
-		if st == nil {
-			absent = state{}
-			st = &absent
-		}
-		o := st.eval(&ps[i], now, exists, false)
+		st := m.shards[shards[i]].keys[checks[i].Key]
+		states = append(states, st)
+		o := evalOrAbsent(st, &absent, &ps[i], now, hw)
 		results[i] = o.result(ps[i].cap)
 		allowed = allowed && o.allowed
 	}
 	if !allowed {
 		// Nothing is consumed: the checks that passed report their state as
 		// it is, read by evaluating a cost that can never fit.
-		for i := range checks {
+		for i, st := range states {
 			if !results[i].Allowed {
 				continue
 			}
-			st, exists := m.lookup(checks[i].Key, now)
-			if st == nil {
-				absent = state{}
-				st = &absent
-			}
 			peek := ps[i]
 			peek.cost = peek.cap + 1
-			o := st.eval(&peek, now, exists, false)
+			o := evalOrAbsent(st, &absent, &peek, now, hw)
 			o.allowed = true
 			results[i] = o.result(ps[i].cap)
 		}
 		return
 	}
-	for i := range checks {
-		st, exists := m.lookup(checks[i].Key, now)
-		if st == nil {
-			st = m.insert(checks[i].Key, now)
+	for i, st := range states {
+		exists := st != nil && st.expires > hw
+		if !exists {
+			// insert may sweep expired states, so look the key up again
+			st = m.shards[shards[i]].insert(checks[i].Key, hw, m.perShard)
 		}
 		o := st.eval(&ps[i], now, exists, true)
-		st.expires = now + o.reset
+		// The TTL Redis would get: reset rounded up to a millisecond.
+		st.expires = hw + ceilDiv(o.reset, 1000)*1000
 	}
 }
 
-func (m *Memory) shard(key string) *memoryShard {
-	return &m.shards[maphash.String(m.seed, key)%memoryShards]
-}
-
-// lookup returns the key's state and whether it is live. An expired state is
-// returned for reuse but reported absent.
-func (m *Memory) lookup(key string, now int64) (*state, bool) {
-	st := m.shard(key).keys[key]
+// evalOrAbsent evaluates p without committing against st, or against a
+// fresh state (in absent, reused) when the key has none.
+func evalOrAbsent(st, absent *state, p *prepared, now, hw int64) outcome {
 	if st == nil {
-		return nil, false
+		*absent = state{}
+		return absent.eval(p, now, false, false)
 	}
-	return st, st.expires > now
+	return st.eval(p, now, st.expires > hw, false)
 }
 
-func (m *Memory) insert(key string, now int64) *state {
-	sh := m.shard(key)
-	if len(sh.keys) >= m.perShard || now >= sh.nextSweep {
-		sh.sweep(now)
-		sh.nextSweep = now + int64(time.Second/time.Microsecond)
+// insert returns the state for key, reusing an expired one, or a new one,
+// sweeping expired states at most once a second and evicting an arbitrary
+// live key when the shard is full of them.
+func (sh *memoryShard) insert(key string, hw int64, limit int) *state {
+	if st := sh.keys[key]; st != nil {
+		return st
 	}
-	if len(sh.keys) >= m.perShard {
-		for k := range sh.keys { // full of live keys: evict an arbitrary one
+	if len(sh.keys) >= limit || hw >= sh.nextSweep {
+		sh.sweep(hw)
+		sh.nextSweep = hw + int64(time.Second/time.Microsecond)
+	}
+	if len(sh.keys) >= limit {
+		for k := range sh.keys {
 			delete(sh.keys, k)
 			break
 		}

@@ -1,0 +1,299 @@
+package algorithms_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
+)
+
+// exactLimits is a limit of 100 under each algorithm.
+func exactLimits() map[algorithms.Algorithm]algorithms.Limit {
+	return map[algorithms.Algorithm]algorithms.Limit{
+		algorithms.FixedWindow:   algorithms.PerHour(100),
+		algorithms.SlidingLog:    algorithms.PerHour(100),
+		algorithms.SlidingWindow: algorithms.PerHour(100),
+		algorithms.TokenBucket:   algorithms.PerHour(100),
+		algorithms.GCRA:          algorithms.PerHour(100),
+	}
+}
+
+// TestConcurrentExactness: 64 goroutines on two separate go-redis clients
+// (two connection pools) hammer one key with a limit of 100: exactly 100
+// requests are allowed, for every algorithm. The clock is the server's,
+// except for the window algorithms, which get a fixed clock in the middle of
+// a window so the test cannot straddle a boundary.
+func TestConcurrentExactness(t *testing.T) {
+	srv := redistest.Require(t)
+	clients := []*redis.Client{srv.Client(t), srv.Client(t)}
+	prefix := redistest.Prefix(t)
+	for alg, limit := range exactLimits() {
+		t.Run(alg.String(), func(t *testing.T) {
+			var cfg algorithms.RedisConfig
+			if alg == algorithms.FixedWindow || alg == algorithms.SlidingWindow {
+				mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+				cfg.Now = func() time.Time { return mid }
+			}
+			backends := make([]algorithms.Backend, len(clients))
+			for i, c := range clients {
+				b, err := algorithms.NewRedis(c, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				backends[i] = b
+			}
+			key := prefix + alg.String() + ":{hot}"
+			var allowed, denied atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 64 {
+				wg.Go(func() {
+					b := backends[g%2]
+					res := make([]algorithms.Result, 1)
+					for range 5 {
+						err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit}}, res)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if res[0].Allowed {
+							allowed.Add(1)
+						} else {
+							denied.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if allowed.Load() != 100 || denied.Load() != 220 {
+				t.Fatalf("%v: allowed %d, denied %d of 320; want exactly 100 allowed", alg, allowed.Load(), denied.Load())
+			}
+		})
+	}
+}
+
+// TestConcurrentLayeredAllOrNothing: concurrent layered calls where the
+// second rule is the tighter one never consume the first rule beyond what
+// was allowed.
+func TestConcurrentLayeredAllOrNothing(t *testing.T) {
+	srv := redistest.Require(t)
+	b, _ := algorithms.NewRedis(srv.Client(t), algorithms.RedisConfig{})
+	prefix := redistest.Prefix(t)
+	outer := algorithms.Check{Key: prefix + "ip:{1.2.3.4}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1000)}
+	inner := algorithms.Check{Key: prefix + "pay:{u1}", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			res := make([]algorithms.Result, 2)
+			for range 10 {
+				if err := b.Allow(context.Background(), []algorithms.Check{outer, inner}, res); err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed && res[1].Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res := make([]algorithms.Result, 1)
+	if err := b.Allow(context.Background(), []algorithms.Check{outer}, res); err != nil {
+		t.Fatal(err)
+	}
+	// 10 layered requests went through; the outer rule was charged for
+	// those 10 and this one only.
+	if allowed.Load() != 10 || res[0].Remaining != 1000-11 {
+		t.Fatalf("allowed %d (want 10); outer remaining %d (want %d)", allowed.Load(), res[0].Remaining, 1000-11)
+	}
+}
+
+// TestScriptFlushIsTransparent: SCRIPT FLUSH between requests (a restart or
+// a failover to a node with an empty script cache looks the same) does not
+// surface: the backend reloads the script and answers.
+func TestScriptFlushIsTransparent(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+	key := redistest.Prefix(t) + "{k}"
+	res := make([]algorithms.Result, 1)
+	for i := range 4 {
+		if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10)}}, res); err != nil {
+			t.Fatalf("after SCRIPT FLUSH %d: %v", i, err)
+		}
+		if !res[0].Allowed || res[0].Remaining != int64(9-i) {
+			t.Fatalf("after SCRIPT FLUSH %d: %+v", i, res[0])
+		}
+	}
+}
+
+// TestServerClock: without an injected clock the script uses the Redis
+// server's TIME, so instances with skewed clocks agree on windows.
+func TestServerClock(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	skewed, _ := algorithms.NewRedis(c, algorithms.RedisConfig{}) // no Now: server clock
+	key := redistest.Prefix(t) + "{k}"
+	res := make([]algorithms.Result, 1)
+	if err := skewed.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.Limit{Rate: 5, Period: 10 * time.Second}}}, res); err != nil {
+		t.Fatal(err)
+	}
+	serverNow, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.HGet(context.Background(), key, "w").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := serverNow.UnixMicro() / 10_000_000; w != want && w != want-1 {
+		t.Fatalf("stored window %d, server window %d: the script did not use the server clock", w, want)
+	}
+}
+
+// TestKeysExpireAndMemory runs a mixed workload with the server clock, then
+// audits every key: each has a TTL > 0 and no longer than its state needs
+// (one Period for the window algorithms, the time to refill the bucket for
+// the others, two Periods for the sliding window counter). It logs MEMORY
+// USAGE per key for the README.
+func TestKeysExpireAndMemory(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	limit := algorithms.PerMinute(100)
+	maxTTL := map[algorithms.Algorithm]time.Duration{
+		algorithms.FixedWindow:   time.Minute,
+		algorithms.SlidingLog:    time.Minute,
+		algorithms.SlidingWindow: 2 * time.Minute,
+		algorithms.TokenBucket:   time.Minute,
+		algorithms.GCRA:          time.Minute,
+	}
+	res := make([]algorithms.Result, 1)
+	for _, alg := range algorithms.Algorithms {
+		for k := range 50 {
+			key := fmt.Sprintf("%s%s:{client-%03d}", prefix, alg, k)
+			for range 1 + k%7 {
+				if err := b.Allow(ctx, []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit, Cost: int64(1 + k%3)}}, res); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	var report []string
+	for _, alg := range algorithms.Algorithms {
+		keys, err := c.Keys(ctx, prefix+alg.String()+":*").Result()
+		if err != nil || len(keys) != 50 {
+			t.Fatalf("%v: %d keys, %v", alg, len(keys), err)
+		}
+		var mem int64
+		for _, k := range keys {
+			ttl, err := c.PTTL(ctx, k).Result()
+			if err != nil || ttl <= 0 || ttl > maxTTL[alg] {
+				t.Errorf("%s: PTTL %v (err %v), want within (0, %v]", k, ttl, err, maxTTL[alg])
+			}
+			n, err := c.MemoryUsage(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem += n
+		}
+		report = append(report, fmt.Sprintf("%s %d B/key", alg, mem/int64(len(keys))))
+	}
+	t.Logf("MEMORY USAGE (limit 100/min, 1-7 requests of cost 1-3 per key): %s", strings.Join(report, ", "))
+}
+
+// TestLuaSources guards the scripts against known pitfalls.
+func TestLuaSources(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"replicate_commands", "HMSET", "KEYS *", "'EXPIRE'"} {
+		if strings.Contains(lua.Script, bad) {
+			t.Errorf("script contains %q", bad)
+		}
+	}
+	if !strings.Contains(lua.Script, "redis.call('TIME')") {
+		t.Error("script does not read the server clock")
+	}
+}
+
+func TestMemoryConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := algorithms.NewMemory(algorithms.MemoryConfig{MaxKeys: -1}); err == nil || !strings.Contains(err.Error(), "MemoryConfig.MaxKeys") {
+		t.Fatalf("NewMemory(MaxKeys -1) = %v", err)
+	}
+	if _, err := algorithms.NewRedis(nil, algorithms.RedisConfig{}); err == nil || !strings.Contains(err.Error(), "client must not be nil") {
+		t.Fatalf("NewRedis(nil) = %v", err)
+	}
+}
+
+// TestMemoryBounded: a flood of distinct keys never holds more than
+// MaxKeys, and expired keys are swept.
+func TestMemoryBounded(t *testing.T) {
+	t.Parallel()
+	c := &clock{now: t0}
+	m, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: c.Now, MaxKeys: 6400})
+	res := make([]algorithms.Result, 1)
+	for i := range 50_000 {
+		c.now = t0.Add(time.Duration(i) * time.Microsecond)
+		check := algorithms.Check{Key: "k" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10)}
+		if err := m.Allow(context.Background(), []algorithms.Check{check}, res); err != nil || !res[0].Allowed {
+			t.Fatal(res[0], err)
+		}
+	}
+	if n := m.Len(); n > 6400 {
+		t.Fatalf("Len = %d, want <= MaxKeys 6400", n)
+	}
+	c.now = c.now.Add(2 * time.Second) // every key back to full: expired
+	for i := range 64 * 16 {
+		check := algorithms.Check{Key: "late" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10)}
+		if err := m.Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.Len(); n > 64*16 {
+		t.Fatalf("Len = %d after expiry, want only the %d live keys", n, 64*16)
+	}
+}
+
+// TestMemoryAllocs: a check on an existing key does not allocate, for every
+// algorithm, single and layered.
+func TestMemoryAllocs(t *testing.T) {
+	c := &clock{now: t0}
+	m, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: c.Now})
+	res := make([]algorithms.Result, 3)
+	for alg, limit := range exactLimits() {
+		checks := []algorithms.Check{
+			{Key: "a:" + alg.String(), Algorithm: alg, Limit: limit},
+			{Key: "b:" + alg.String(), Algorithm: alg, Limit: limit},
+			{Key: "c:" + alg.String(), Algorithm: alg, Limit: limit},
+		}
+		i := 0
+		allocs := testing.AllocsPerRun(200, func() {
+			i++
+			c.now = t0.Add(time.Duration(i) * time.Minute) // keep capacity available
+			if err := m.Allow(context.Background(), checks[:1], res); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Allow(context.Background(), checks, res); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%v: %v allocs per check on existing keys, want 0", alg, allocs)
+		}
+	}
+}
