@@ -1,0 +1,148 @@
+package keyfunc
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// fixed returns a Func that always returns key, err.
+func fixed(key string, err error) Func {
+	return func(*http.Request) (string, error) { return key, err }
+}
+
+var errBoom = errors.New("boom")
+
+func TestJoin(t *testing.T) {
+	t.Parallel()
+	missing := noKey("Header(\"X-Tenant\")", "header absent")
+	tests := []struct {
+		name    string
+		fns     []Func
+		want    string
+		wantErr error // matched with errors.Is
+	}{
+		{"one part", []Func{Const("a")}, "a", nil},
+		{"parts", []Func{Const("GET /login"), Const("203.0.113.7")}, "GET /login:203.0.113.7", nil},
+		{"ipv6 last kept", []Func{Const("GET /x"), Const("2001:db8::/64")}, "GET /x:2001:db8::/64", nil},
+		{"colon escaped before last", []Func{Const("2001:db8::/64"), Const("GET /x")}, "2001%3Adb8%3A%3A/64:GET /x", nil},
+		{"percent escaped before last", []Func{Const("50%"), Const("b"), Const("c%:")}, "50%25:b:c%:", nil},
+		{"empty parts", []Func{Const(""), Const("")}, ":", nil},
+		{"missing part", []Func{Const("a"), fixed("", missing), Const("c")}, "", ErrNoKey},
+		{"other error", []Func{Const("a"), fixed("", errBoom)}, "", errBoom},
+		{"no parts", nil, "", ErrInvalidConfig},
+		{"nil part", []Func{Const("a"), nil}, "", ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Join(tt.fns...)(httptest.NewRequest(http.MethodGet, "/", nil))
+			if got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Errorf("Join(%s) = %q, %v; want %q, %v", tt.name, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestJoinMissingPartIsThatError(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	_, want := Header("X-Tenant")(r)
+	_, err := Join(Const("a"), Header("X-Tenant"))(r)
+	if err == nil || err.Error() != want.Error() {
+		t.Errorf("Join with an absent header = %v, want %v", err, want)
+	}
+}
+
+func TestJoinInjective(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	parts := [][3]string{
+		{"a", "b:c", "d"}, {"a:b", "c", "d"}, {"a", "b", "c:d"}, {"a:b:c", "", "d"}, {"", "a:b:c", "d"},
+		{"a%3Ab", "c", "d"}, {"a", "b%3Ac", "d"}, {"a%", "3Ab", "d"}, {"a%253A", "b", "c"}, {"a%3A", "b", "c"},
+		{"2001:db8::/64", "GET /x", ""}, {"2001", "db8::/64", "GET /x"},
+	}
+	seen := map[string][3]string{}
+	for _, p := range parts {
+		got, err := Join(Const(p[0]), Const(p[1]), Const(p[2]))(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, ok := seen[got]; ok {
+			t.Errorf("Join(%q) = Join(%q) = %q", p, prev, got)
+		}
+		seen[got] = p
+	}
+}
+
+func TestJoinCopiesFuncs(t *testing.T) {
+	t.Parallel()
+	fns := []Func{Const("a"), Const("b")}
+	fn := Join(fns...)
+	fns[1] = Const("changed")
+	if got, _ := fn(httptest.NewRequest(http.MethodGet, "/", nil)); got != "a:b" {
+		t.Errorf("Join after changing the caller's slice = %q, want %q", got, "a:b")
+	}
+}
+
+func TestOr(t *testing.T) {
+	t.Parallel()
+	none1 := noKey("User", "no identity")
+	none2 := noKey(`Header("X-API-Key")`, "header absent")
+	tests := []struct {
+		name    string
+		fns     []Func
+		want    string
+		wantErr error // the exact error returned, or a category for errors.Is
+	}{
+		{"first", []Func{Const("u1"), Const("ip")}, "u1", nil},
+		{"fallback", []Func{fixed("", none1), Const("ip")}, "ip", nil},
+		{"second fallback", []Func{fixed("", none1), fixed("", none2), Const("ip")}, "ip", nil},
+		{"all missing returns last", []Func{fixed("", none1), fixed("", none2)}, "", none2},
+		{"other error stops", []Func{fixed("", errBoom), Const("ip")}, "", errBoom},
+		{"config error stops", []Func{User(nil), Const("ip")}, "", ErrInvalidConfig},
+		{"one func", []Func{fixed("", none1)}, "", none1},
+		{"no funcs", nil, "", ErrInvalidConfig},
+		{"nil func", []Func{nil, Const("ip")}, "", ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Or(tt.fns...)(httptest.NewRequest(http.MethodGet, "/", nil))
+			if got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Errorf("Or(%s) = %q, %v; want %q, %v", tt.name, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCompositionConfigErrors(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	for _, tt := range []struct {
+		fn   Func
+		want string
+	}{
+		{Join(), "redlimit: keyfunc Join(): no Func to combine: redlimit: invalid configuration"},
+		{Join(Const("a"), nil), "redlimit: keyfunc Join: Func 1 is nil: redlimit: invalid configuration"},
+		{Or(), "redlimit: keyfunc Or(): no Func to combine: redlimit: invalid configuration"},
+		{Or(nil), "redlimit: keyfunc Or: Func 0 is nil: redlimit: invalid configuration"},
+	} {
+		if _, err := tt.fn(r); err == nil || err.Error() != tt.want {
+			t.Errorf("error = %v, want %s", err, tt.want)
+		}
+	}
+}
+
+func TestConst(t *testing.T) {
+	t.Parallel()
+	fn := Const("signup")
+	for _, remote := range []string{"192.0.2.1:1", "198.51.100.9:2", ""} {
+		r := httptest.NewRequest(http.MethodPost, "/signup", nil)
+		r.RemoteAddr = remote
+		if got, err := fn(r); err != nil || got != "signup" {
+			t.Errorf(`Const("signup") from %q = %q, %v; want "signup"`, remote, got, err)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package keyfunc
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// User returns a Func whose key is the identity fn finds in the request,
+// typically the user or tenant ID an authentication middleware stored in the
+// request's context:
+//
+//	keyfunc.User(func(r *http.Request) (string, bool) {
+//		u, ok := auth.FromContext(r.Context())
+//		return u.ID, ok
+//	})
+//
+// fn reporting false, or an empty identity, means an anonymous request and
+// reports [ErrNoKey]; combine with [Or] to fall back to the client's IP.
+// fn must be safe for concurrent use and must not modify the request.
+//
+// A nil fn yields a Func that reports [ErrInvalidConfig].
+func User(fn func(*http.Request) (string, bool)) Func {
+	if fn == nil {
+		err := badConfig("User", "nil function")
+		return func(*http.Request) (string, error) { return "", err }
+	}
+	anonymous := noKey("User", "no identity")
+	return func(r *http.Request) (string, error) {
+		id, ok := fn(r)
+		if !ok || id == "" {
+			return "", anonymous
+		}
+		return id, nil
+	}
+}
+
+// ContextValue returns a Func whose key is the value stored in the request's
+// context under key: a string, or a [fmt.Stringer] whose String method gives
+// the key. It suits applications whose authentication middleware stores the
+// caller's identity directly:
+//
+//	keyfunc.ContextValue(userIDKey{})
+//
+// An absent (nil) value or an empty string reports [ErrNoKey]. A value of any
+// other type is a programming error and reports [ErrInvalidConfig], so it is
+// not silently treated as anonymous.
+func ContextValue(key any) Func {
+	fn := fmt.Sprintf("ContextValue(%#v)", key)
+	absent := noKey(fn, "no value in the request context")
+	empty := noKey(fn, "empty value in the request context")
+	return func(r *http.Request) (string, error) {
+		var s string
+		switch v := r.Context().Value(key).(type) {
+		case nil:
+			return "", absent
+		case string:
+			s = v
+		case fmt.Stringer:
+			s = v.String()
+		default:
+			return "", badConfig(fn, fmt.Sprintf("context value has type %T, want string or fmt.Stringer", v))
+		}
+		if s == "" {
+			return "", empty
+		}
+		return s, nil
+	}
+}
