@@ -1,0 +1,46 @@
+// Package middleware limits the rate of HTTP requests: a
+// func(http.Handler) http.Handler that, for each request, builds the keys of
+// its rules, asks an [algorithms.Backend] about all of them in one call,
+// writes the rate-limit headers, and either calls the next handler or
+// answers 429 Too Many Requests.
+//
+// # Mounting
+//
+// Build one [Middleware] per route (or group of routes sharing limits) with
+// [New], and mount its Handler method value:
+//
+//	r.With(mw.Handler).Post("/api/orders", orders)       // chi, per route
+//	r.Group(func(r chi.Router) { r.Use(mw.Handler); ... }) // chi, per group
+//	mux.Handle("POST /api/orders", mw.Handler(orders))   // net/http ServeMux
+//
+// A rule keyed by [keyfunc.Route] needs the matched route pattern, which
+// both routers set on the request (Request.Pattern) only once routing has
+// matched: mount the middleware on the route (chi's With, Group, or
+// wrapping the handler given to ServeMux), not around the whole router. chi's
+// top-level Use runs before routing; there Route finds no pattern and the
+// rule's MissingKey policy applies.
+//
+// # Layered limits
+//
+// All rules of one Middleware are decided together in one backend call (one
+// EVALSHA on Redis) and all-or-nothing: a request denied by its endpoint rule
+// is not counted against its IP or user rules. Put every rule that applies
+// to a route into the same Middleware (see [Middleware.With]); stacking two
+// Middlewares makes two independent decisions.
+//
+// # Failures
+//
+// A backend call gets Config.Timeout (100ms by default). When it fails or
+// times out, Config.OnError decides: [FailOpen] lets the request through,
+// [FailClosed] answers 503, [Fallback] (the default) switches to an
+// in-process [algorithms.Memory] backend until a background probe finds the
+// primary backend healthy again. Every error is reported to Config.OnDecision
+// and logged with log/slog.
+//
+// # Shadow mode
+//
+// A rule (or, with Config.Shadow, every rule) in shadow mode is decided and
+// reported, its headers are written, but it never denies: the request goes
+// through and the Decision says it would have been denied. Roll out a new
+// limit in shadow mode, watch the hook, then enforce it.
+package middleware

@@ -1,0 +1,120 @@
+package middleware
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// ErrorPolicy is what happens to a request when its limits cannot be
+// decided: the backend failed or timed out, or a key func failed with an
+// error other than a missing key.
+type ErrorPolicy uint8
+
+const (
+	// Fallback (the default) decides with the in-process fallback backend
+	// until the primary answers again; a background probe checks the
+	// primary every Config.ProbeInterval and switches back by itself.
+	// Limits are then per instance. A failing key func (not a backend
+	// problem) fails open.
+	Fallback ErrorPolicy = iota
+	// FailOpen lets the request through without rate-limit headers.
+	FailOpen
+	// FailClosed answers with Config.ErrorHandler (503 by default).
+	FailClosed
+)
+
+func (p ErrorPolicy) String() string {
+	switch p {
+	case Fallback:
+		return "fallback"
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	}
+	return "ErrorPolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// DefaultDenied answers 429 Too Many Requests. The body is an RFC 9457
+// problem (type quota-exceeded from the IETF rate-limit draft) when the
+// client accepts application/problem+json, and one line of plain text
+// otherwise; both say which rules denied and when to retry.
+var DefaultDenied http.Handler = http.HandlerFunc(defaultDenied)
+
+// DefaultError answers 503 Service Unavailable with Retry-After: 1.
+var DefaultError http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+})
+
+func defaultDenied(w http.ResponseWriter, r *http.Request) {
+	d, _ := FromContext(r.Context())
+	var names []string
+	var wait string
+	never := false
+	if d != nil {
+		for _, rd := range d.Rules {
+			if rd.MissingKey || rd.Evaluated && !rd.Shadow && !rd.Result.Allowed {
+				names = append(names, rd.Name)
+				never = never || rd.MissingKey || rd.Result.Never()
+			}
+		}
+	}
+	if ra := w.Header().Get("Retry-After"); ra != "" {
+		wait = ra
+	}
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if acceptsProblem(r.Header.Get("Accept")) {
+		h.Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		var b strings.Builder
+		b.WriteString(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429`)
+		b.WriteString(`,"detail":`)
+		b.WriteString(strconv.Quote(detail(names, wait, never)))
+		b.WriteString(`,"violated-policies":[`)
+		for i, n := range names {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Quote(n))
+		}
+		b.WriteString("]}\n")
+		w.Write([]byte(b.String()))
+		return
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write([]byte(detail(names, wait, never) + "\n"))
+}
+
+func detail(names []string, wait string, never bool) string {
+	s := "rate limit exceeded"
+	if len(names) > 0 {
+		s += ": " + strings.Join(names, ", ")
+	}
+	switch {
+	case never:
+		s += "; this request can never be allowed (no key, or cost above the limit)"
+	case wait != "":
+		s += "; retry in " + wait + "s"
+	}
+	return s
+}
+
+// acceptsProblem reports whether an Accept header asks for
+// application/problem+json (or any +json / JSON) before text.
+func acceptsProblem(accept string) bool {
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		switch strings.ToLower(strings.TrimSpace(mt)) {
+		case "application/problem+json", "application/json":
+			return true
+		case "text/plain", "text/*", "text/html":
+			return false
+		}
+	}
+	return false
+}
