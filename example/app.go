@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/netip"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// app holds the service's limiters: base (per IP and per user) for every
+// API route, and two layered ones adding a per-user endpoint rule. Each
+// route's rules are decided together: one Redis round trip per request.
+type app struct {
+	base, orders, payments *middleware.Middleware
+}
+
+func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Logger) (*app, error) {
+	ip, err := keyfunc.IP(keyfunc.IPConfig{TrustedProxies: trusted})
+	if err != nil {
+		return nil, err
+	}
+	user := keyfunc.Header("X-User-ID") // stands in for authentication
+	base, err := middleware.New(backend, middleware.Config{
+		Logger: logger,
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
+			// Anonymous requests have no user: this rule skips them.
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: middleware.SkipMissingKey},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	orders, err := base.With(middleware.Rule{
+		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: middleware.SkipMissingKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The seed's compound key "rate:api:payment:user:{id}" is this rule:
+	// stored as "rate:payments:{<id>}", in the same hash slot as the user
+	// rule, so a user's rules share one Redis Cluster node.
+	payments, err := base.With(middleware.Rule{
+		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: middleware.SkipMissingKey,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &app{base: base, orders: orders, payments: payments}, nil
+}
+
+// Close stops the limiters' background fallback probes.
+func (a *app) Close() {
+	a.base.Close()
+	a.orders.Close()
+	a.payments.Close()
+}
+
+// chiRouter mounts the limiters per route with r.With, after routing, so
+// every rule sees the matched route.
+func (a *app) chiRouter() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", healthz)
+	r.With(a.base.Handler).Get("/api/profile", profile)
+	r.With(a.orders.Handler).Post("/api/orders", order)
+	r.With(a.payments.Handler).Post("/api/payments", payment)
+	return r
+}
+
+// stdMux mounts the same routes on net/http's ServeMux by wrapping each
+// handler.
+func (a *app) stdMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.Handle("GET /api/profile", a.base.Handler(http.HandlerFunc(profile)))
+	mux.Handle("POST /api/orders", a.orders.Handler(http.HandlerFunc(order)))
+	mux.Handle("POST /api/payments", a.payments.Handler(http.HandlerFunc(payment)))
+	return mux
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) }
+
+func profile(w http.ResponseWriter, r *http.Request) {
+	reply(w, http.StatusOK, map[string]string{"user": userOf(r)})
+}
+
+func order(w http.ResponseWriter, r *http.Request) {
+	reply(w, http.StatusCreated, map[string]string{"order": "accepted", "user": userOf(r)})
+}
+
+func payment(w http.ResponseWriter, r *http.Request) {
+	reply(w, http.StatusCreated, map[string]string{"payment": "accepted", "user": userOf(r)})
+}
+
+func userOf(r *http.Request) string {
+	if u := r.Header.Get("X-User-ID"); u != "" {
+		return u
+	}
+	return "anonymous"
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
