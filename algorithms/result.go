@@ -6,8 +6,12 @@ import "time"
 //
 // When a Backend denies a request, nothing is consumed by any of its checks;
 // each Result then describes its own check as if evaluated alone: Allowed
-// says whether that check would have passed, Remaining is the unchanged
-// remaining capacity.
+// says whether that check would have passed, Remaining and ResetAfter are
+// those of the unchanged state.
+//
+// The zero Result (Limit == 0) means the check was not evaluated: a
+// [DenyCache] answered the call from a cached denial of another check.
+// Callers leave such Results out of headers and reports.
 type Result struct {
 	// Allowed reports whether the check passed.
 	Allowed bool

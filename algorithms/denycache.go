@@ -1,0 +1,318 @@
+package algorithms
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	denyShardsMax  = 64          // shards of a DenyCache (fewer when MaxKeys < 64)
+	denySample     = 8           // entries sampled to pick an eviction victim
+	denySweepEvery = time.Second // how often a shard drops its expired entries
+)
+
+// DenyCacheConfig configures a [DenyCache]. The zero value is ready to use.
+type DenyCacheConfig struct {
+	// MaxKeys bounds how many denials are remembered (default 65536, about
+	// 17 MB when full with 64-byte keys). The bound is split evenly over the shards
+	// (64, or the largest power of two <= MaxKeys when it is smaller) and
+	// rounded down to a multiple of their number. Expired entries are swept
+	// first; a shard full of live entries evicts the entry expiring soonest
+	// among 8 it samples at random. An evicted denial only costs one more
+	// call to the wrapped Backend.
+	MaxKeys int
+
+	// Now is the local clock. Nil means time.Now, whose monotonic reading
+	// keeps entries immune to steps of the wall clock.
+	Now func() time.Time
+}
+
+// DenyCache is a [Backend] that remembers denials in process and answers
+// further requests of a denied key itself, without calling the Backend it
+// wraps. A client far over its limit then costs about one call to that
+// Backend (one EVALSHA for [Redis]) per RetryAfter period and application
+// instance, instead of one per request: more precisely, one per call of the
+// key in flight when its entry expires, since those all go to the wrapped
+// Backend.
+//
+// When the wrapped Backend denies a check with a finite RetryAfter d (not
+// [Result.Never]), the cache records for its Key: the Algorithm and Limit,
+// the denied cost (0 counting as 1), and the denial's Limit, Remaining and
+// reset instant t+ResetAfter, valid from t until t+d. t is the local time at
+// which the call to the wrapped Backend began, so a slow round trip can only
+// shorten an entry, never lengthen it.
+//
+// A later call is denied locally when any of its checks matches a live
+// entry: same Key, same Algorithm and Limit (a changed limit, such as a user
+// moving to a higher tier, bypasses the entry), a cost at least the denied
+// cost and at most the capacity, at a local time now with t <= now < t+d (a
+// clock that went back bypasses the entry). This is safe: other instances
+// sharing the store can only consume capacity, never give it back, so the
+// key cannot be allowed that cost before t+d. Each matching check's Result
+// is Allowed false, Limit the capacity, Remaining as recorded, RetryAfter
+// t+d-now (> 0) and ResetAfter the larger of reset-now and RetryAfter. Every
+// other check of the call is not evaluated: its Result is the zero Result. A
+// zero Result (Limit == 0) means "not evaluated"; callers writing headers
+// skip it. Nothing is consumed anywhere, as when the wrapped Backend denies a
+// call. A call answered locally does not look at ctx; it is validated like
+// [Memory] and [Redis] validate one and fails with the same *[ConfigError]
+// (for example "redlimit: results must hold one Result per Check, got 1 for
+// 2"). Any other call goes to the wrapped Backend unchanged, which validates
+// it.
+//
+// When the wrapped Backend returns an error, Allow returns it and records
+// nothing. An allowed check removes its key's entry unless the entry is live,
+// under the same Algorithm and Limit, for a larger cost (which that check
+// does not contradict). If the store loses a key's state (eviction, FLUSHALL,
+// an unreplicated failover), the cache may keep denying that key for at most
+// the RetryAfter last reported.
+//
+// Only durations cross from the store to the cache: the store's clock
+// measures d, the local clock measures t and now. Their offsets never matter.
+//
+// DenyCache is safe for concurrent use. Keys are spread over up to 64
+// shards; looking a key up takes its shard's read lock only, recording a
+// denial its write lock. Expired entries are ignored at once, replaced or
+// removed when the wrapped Backend next denies or allows their key, swept
+// from each shard at most once a second, and preferred by eviction.
+//
+// Allocation budget: a call whose keys are not cached adds none to the
+// wrapped Backend's; a call of up to 4 checks answered locally makes none;
+// recording a new denial may allocate.
+//
+// DenyCache is not a rate limiter of its own: it never allows anything and
+// never caches allowances; the wrapped Backend decides everything else.
+type DenyCache struct {
+	next     Backend
+	now      func() time.Time
+	epoch    time.Time // instants are kept as durations since epoch
+	seed     maphash.Seed
+	mask     uint64
+	perShard int
+	shards   []denyShard
+}
+
+type denyShard struct {
+	mu        sync.RWMutex
+	entries   map[string]denial
+	nextSweep time.Duration
+	local     atomic.Uint64 // calls answered locally whose first hit is here
+	_         [64]byte      // keep shards on separate cache lines
+}
+
+// denial is one remembered denial. Instants are durations since the cache's
+// epoch on its local clock.
+type denial struct {
+	limit     Limit
+	cost      int64 // the denied cost, >= 1
+	capacity  int64
+	remaining int64
+	at        time.Duration // when the call to next began
+	until     time.Duration // at + RetryAfter
+	reset     time.Duration // at + ResetAfter
+	alg       Algorithm
+}
+
+var _ Backend = (*DenyCache)(nil)
+
+// NewDenyCache returns a DenyCache in front of next, configured by cfg.
+func NewDenyCache(next Backend, cfg DenyCacheConfig) (*DenyCache, error) {
+	if next == nil {
+		return nil, &ConfigError{Field: "next", Reason: "must not be nil"}
+	}
+	if cfg.MaxKeys < 0 {
+		return nil, fieldErr("DenyCacheConfig.MaxKeys", "must be >= 0, got ", int64(cfg.MaxKeys))
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = 1 << 16
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	n := denyShardsMax
+	for n > cfg.MaxKeys {
+		n /= 2
+	}
+	d := &DenyCache{
+		next:     next,
+		now:      cfg.Now,
+		epoch:    cfg.Now(),
+		seed:     maphash.MakeSeed(),
+		mask:     uint64(n - 1),
+		perShard: cfg.MaxKeys / n,
+		shards:   make([]denyShard, n),
+	}
+	for i := range d.shards {
+		d.shards[i].entries = make(map[string]denial)
+		d.shards[i].nextSweep = math.MinInt64
+	}
+	return d, nil
+}
+
+// Allow implements [Backend]: locally when a check matches a remembered
+// denial, by the wrapped Backend otherwise (see [DenyCache]).
+func (d *DenyCache) Allow(ctx context.Context, checks []Check, results []Result) error {
+	now := d.now().Sub(d.epoch)
+	var (
+		seen  uint64 // bit i: checks[i] had an entry, live or not
+		first = -1   // the first check answered locally
+	)
+	for i := range checks {
+		c := &checks[i]
+		sh := d.shard(c.Key)
+		sh.mu.RLock()
+		e, ok := sh.entries[c.Key]
+		sh.mu.RUnlock()
+		if !ok {
+			if first >= 0 {
+				results[i] = Result{}
+			}
+			continue
+		}
+		seen |= 1 << i // a no-op past 64: those count as seen below
+		hit := e.matches(c, now)
+		if hit && first < 0 {
+			// A lone check that hits is valid: its entry was recorded
+			// from a call next accepted, with the same Key, Algorithm
+			// and Limit and a cost in 1..capacity. Other calls are
+			// validated in full before they are answered.
+			if len(checks) > 1 || len(results) == 0 {
+				var pbuf [4]prepared
+				if _, err := prepareAll(checks, results, pbuf[:0]); err != nil {
+					return err
+				}
+			}
+			clear(results[:i])
+			first = i
+		}
+		switch {
+		case hit:
+			results[i] = e.result(now)
+		case first >= 0:
+			results[i] = Result{}
+		}
+	}
+	if first >= 0 {
+		d.shard(checks[first].Key).local.Add(1)
+		return nil
+	}
+
+	if err := d.next.Allow(ctx, checks, results); err != nil {
+		return err
+	}
+	for i := range min(len(checks), len(results)) {
+		c, r := &checks[i], &results[i]
+		switch {
+		case !r.Allowed && r.RetryAfter > 0:
+			d.record(c, r, now)
+		case r.Allowed && (i >= 64 || seen&(1<<i) != 0):
+			d.forget(c, now)
+		}
+	}
+	return nil
+}
+
+// LocalDenials returns how many calls d has denied locally, without calling
+// the wrapped Backend, since it was created.
+func (d *DenyCache) LocalDenials() uint64 {
+	var n uint64
+	for i := range d.shards {
+		n += d.shards[i].local.Load()
+	}
+	return n
+}
+
+func (d *DenyCache) shard(key string) *denyShard {
+	return &d.shards[maphash.String(d.seed, key)&d.mask]
+}
+
+// matches reports whether e, looked up by c's key, decides c at now.
+func (e *denial) matches(c *Check, now time.Duration) bool {
+	cost := c.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	return e.at <= now && now < e.until &&
+		c.Algorithm == e.alg && c.Limit == e.limit &&
+		cost >= e.cost && cost <= e.capacity
+}
+
+func (e *denial) result(now time.Duration) Result {
+	retry := e.until - now
+	return Result{
+		Limit:      e.capacity,
+		Remaining:  e.remaining,
+		RetryAfter: retry,
+		ResetAfter: max(e.reset-now, retry),
+	}
+}
+
+// record remembers that r denied c in a call to next that began at now.
+func (d *DenyCache) record(c *Check, r *Result, now time.Duration) {
+	e := denial{
+		limit:     c.Limit,
+		cost:      max(c.Cost, 1),
+		capacity:  c.Limit.Capacity(c.Algorithm),
+		remaining: r.Remaining,
+		at:        now,
+		until:     now + r.RetryAfter,
+		reset:     now + r.ResetAfter,
+		alg:       c.Algorithm,
+	}
+	sh := d.shard(c.Key)
+	sh.mu.Lock()
+	if now >= sh.nextSweep {
+		sh.sweep(now)
+		sh.nextSweep = now + denySweepEvery
+	}
+	if _, ok := sh.entries[c.Key]; !ok && len(sh.entries) >= d.perShard {
+		sh.evict()
+	}
+	sh.entries[c.Key] = e
+	sh.mu.Unlock()
+}
+
+// forget removes c's entry after next allowed c at now, unless the entry
+// still holds: live, same limit, for a larger cost than c's.
+func (d *DenyCache) forget(c *Check, now time.Duration) {
+	sh := d.shard(c.Key)
+	sh.mu.Lock()
+	if e, ok := sh.entries[c.Key]; ok {
+		live := e.at <= now && now < e.until && c.Algorithm == e.alg && c.Limit == e.limit
+		if !live || max(c.Cost, 1) >= e.cost {
+			delete(sh.entries, c.Key)
+		}
+	}
+	sh.mu.Unlock()
+}
+
+func (sh *denyShard) sweep(now time.Duration) {
+	for k, e := range sh.entries {
+		if e.until <= now {
+			delete(sh.entries, k)
+		}
+	}
+}
+
+// evict removes the entry expiring soonest among a few at a random place of
+// the map (Go randomises where iteration starts).
+func (sh *denyShard) evict() {
+	var (
+		victim string
+		soon   time.Duration = math.MaxInt64
+		n      int
+	)
+	for k, e := range sh.entries {
+		if e.until < soon {
+			victim, soon = k, e.until
+		}
+		if n++; n == denySample {
+			break
+		}
+	}
+	delete(sh.entries, victim)
+}

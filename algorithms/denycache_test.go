@@ -1,0 +1,618 @@
+package algorithms_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// countingBackend counts the calls that reach next. With err set it still
+// calls next (which may write Results) and then fails with err.
+type countingBackend struct {
+	next  algorithms.Backend
+	calls atomic.Int64
+	err   error
+}
+
+func (c *countingBackend) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	c.calls.Add(1)
+	err := c.next.Allow(ctx, checks, results)
+	if c.err != nil {
+		return c.err
+	}
+	return err
+}
+
+// denyAll denies every check for an hour.
+type denyAll struct{}
+
+func (denyAll) Allow(_ context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	for i, c := range checks {
+		results[i] = algorithms.Result{Limit: c.Limit.Capacity(c.Algorithm), RetryAfter: time.Hour, ResetAfter: time.Hour}
+	}
+	return nil
+}
+
+// denyFixture is a DenyCache in front of a counted Memory backend, both on
+// one settable clock.
+type denyFixture struct {
+	clock *clock
+	mem   *algorithms.Memory
+	next  *countingBackend
+	cache *algorithms.DenyCache
+}
+
+func newDenyFixture(t *testing.T) *denyFixture {
+	t.Helper()
+	f := &denyFixture{clock: &clock{now: t0}}
+	var err error
+	if f.mem, err = algorithms.NewMemory(algorithms.MemoryConfig{Now: f.clock.Now}); err != nil {
+		t.Fatal(err)
+	}
+	f.next = &countingBackend{next: f.mem}
+	if f.cache, err = algorithms.NewDenyCache(f.next, algorithms.DenyCacheConfig{Now: f.clock.Now}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// allow calls the cache at t0+at and reports the Results and whether the
+// call reached next.
+func (f *denyFixture) allow(t *testing.T, at time.Duration, checks ...algorithms.Check) ([]algorithms.Result, bool) {
+	t.Helper()
+	f.clock.now = t0.Add(at)
+	before := f.next.calls.Load()
+	res := make([]algorithms.Result, len(checks))
+	if err := f.cache.Allow(context.Background(), checks, res); err != nil {
+		t.Fatalf("Allow(%v, t0+%v): %v", checks, at, err)
+	}
+	return res, f.next.calls.Load() != before
+}
+
+// direct asks the Memory backend itself at t0+at.
+func (f *denyFixture) direct(t *testing.T, at time.Duration, checks ...algorithms.Check) []algorithms.Result {
+	t.Helper()
+	f.clock.now = t0.Add(at)
+	res := make([]algorithms.Result, len(checks))
+	if err := f.mem.Allow(context.Background(), checks, res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestNewDenyCacheErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next algorithms.Backend
+		cfg  algorithms.DenyCacheConfig
+		want string
+	}{
+		{"nil next", nil, algorithms.DenyCacheConfig{}, "redlimit: next must not be nil"},
+		{"negative MaxKeys", algorithms.AllowAll{}, algorithms.DenyCacheConfig{MaxKeys: -1}, "redlimit: DenyCacheConfig.MaxKeys must be >= 0, got -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := algorithms.NewDenyCache(tc.next, tc.cfg)
+			var ce *algorithms.ConfigError
+			if !errors.As(err, &ce) || err.Error() != tc.want {
+				t.Fatalf("NewDenyCache = %v, want *ConfigError %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDenyCacheLocalAnswer: once next denies, the cache answers until
+// RetryAfter has passed, with exactly the Result next itself would give
+// (no other traffic), and then asks next again.
+func TestDenyCacheLocalAnswer(t *testing.T) {
+	limit := algorithms.Limit{Rate: 2, Period: time.Second}
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			f := newDenyFixture(t)
+			check := algorithms.Check{Key: "k", Algorithm: alg, Limit: limit}
+			for range 2 {
+				if res, called := f.allow(t, 0, check); !res[0].Allowed || !called {
+					t.Fatalf("Allow(t0) = %+v, called next %v; want allowed by next", res[0], called)
+				}
+			}
+			const deniedAt = 100 * time.Millisecond
+			res, called := f.allow(t, deniedAt, check)
+			if res[0].Allowed || res[0].Never() || !called {
+				t.Fatalf("Allow(t0+%v) = %+v, called next %v; want a finite denial by next", deniedAt, res[0], called)
+			}
+			until := deniedAt + res[0].RetryAfter
+			for _, at := range []time.Duration{deniedAt, deniedAt + time.Millisecond, (deniedAt + until) / 2, until - time.Microsecond} {
+				got, called := f.allow(t, at, check)
+				want := f.direct(t, at, check)
+				if called || got[0] != want[0] {
+					t.Errorf("Allow(t0+%v) = %s limit %d, called next %v; want %s limit %d locally",
+						at, formatResult(got[0]), got[0].Limit, called, formatResult(want[0]), want[0].Limit)
+				}
+			}
+			if got, called := f.allow(t, until, check); !called || !got[0].Allowed {
+				t.Errorf("Allow(t0+%v) at RetryAfter = %s, called next %v; want allowed by next", until, formatResult(got[0]), called)
+			}
+			if n := f.cache.LocalDenials(); n != 4 {
+				t.Errorf("LocalDenials = %d, want 4", n)
+			}
+		})
+	}
+}
+
+// TestDenyCacheExactResult spells one local answer out: GCRA 2/s, both
+// units taken at t0, denied at t0+100ms (retry 400ms, reset 900ms).
+func TestDenyCacheExactResult(t *testing.T) {
+	f := newDenyFixture(t)
+	check := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(2)}
+	f.allow(t, 0, check)
+	f.allow(t, 0, check)
+	f.allow(t, 100*time.Millisecond, check)
+	got, called := f.allow(t, 300*time.Millisecond, check)
+	want := algorithms.Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: 200 * time.Millisecond, ResetAfter: 700 * time.Millisecond}
+	if called || got[0] != want {
+		t.Fatalf("Allow(t0+300ms) = %+v, called next %v; want %+v locally", got[0], called, want)
+	}
+	// The local clock has nanoseconds: 1ns before RetryAfter is still local.
+	if got, called := f.allow(t, 500*time.Millisecond-1, check); called || got[0].RetryAfter != 1 {
+		t.Fatalf("Allow(t0+500ms-1ns) = %+v, called next %v; want RetryAfter 1ns locally", got[0], called)
+	}
+}
+
+// TestDenyCacheMatching: after a denial of cost 2 (GCRA 4/s, 3 of 4 taken),
+// which calls are answered locally and which go to next.
+func TestDenyCacheMatching(t *testing.T) {
+	limit := algorithms.PerSecond(4)
+	base := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: limit}
+	with := func(edit func(c *algorithms.Check)) algorithms.Check {
+		c := base
+		edit(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name      string
+		check     algorithms.Check
+		wantLocal bool
+	}{
+		{"same cost", with(func(c *algorithms.Check) { c.Cost = 2 }), true},
+		{"larger cost", with(func(c *algorithms.Check) { c.Cost = 3 }), true},
+		{"cost = capacity", with(func(c *algorithms.Check) { c.Cost = 4 }), true},
+		{"smaller cost", with(func(c *algorithms.Check) { c.Cost = 1 }), false},
+		{"cost 0 means 1", with(func(c *algorithms.Check) { c.Cost = 0 }), false},
+		{"cost > capacity is Never", with(func(c *algorithms.Check) { c.Cost = 5 }), false},
+		{"higher tier", with(func(c *algorithms.Check) { c.Cost = 2; c.Limit = algorithms.PerSecond(8) }), false},
+		{"same capacity, other Limit", with(func(c *algorithms.Check) { c.Cost = 2; c.Limit = limit.WithBurst(4) }), false},
+		{"other algorithm", with(func(c *algorithms.Check) { c.Cost = 2; c.Algorithm = algorithms.TokenBucket }), false},
+		{"other key", with(func(c *algorithms.Check) { c.Cost = 2; c.Key = "k2" }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newDenyFixture(t)
+			f.allow(t, 0, with(func(c *algorithms.Check) { c.Cost = 3 }))
+			if res, _ := f.allow(t, 0, with(func(c *algorithms.Check) { c.Cost = 2 })); res[0].Allowed {
+				t.Fatalf("setup: cost 2 allowed: %+v", res[0])
+			}
+			res, called := f.allow(t, 10*time.Millisecond, tc.check)
+			if called == tc.wantLocal {
+				t.Fatalf("Allow(%+v) = %+v, called next %v; want local %v", tc.check, res[0], called, tc.wantLocal)
+			}
+			if tc.wantLocal && (res[0].Allowed || res[0].RetryAfter != 240*time.Millisecond || res[0].Limit != 4) {
+				t.Errorf("local Result = %+v, want denied, RetryAfter 240ms, Limit 4", res[0])
+			}
+		})
+	}
+}
+
+// TestDenyCacheNeverNotCached: a cost above capacity can never pass; its
+// denial is not remembered (there is no RetryAfter to remember).
+func TestDenyCacheNeverNotCached(t *testing.T) {
+	f := newDenyFixture(t)
+	check := algorithms.Check{Key: "k", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2), Cost: 3}
+	for i := range 3 {
+		res, called := f.allow(t, time.Duration(i)*time.Second, check)
+		if !res[0].Never() || !called {
+			t.Fatalf("call %d: %+v, called next %v; want Never from next", i, res[0], called)
+		}
+	}
+}
+
+// TestDenyCacheLayered: one cached check denies the whole call locally;
+// the other checks are not evaluated (zero Result) and nothing is consumed.
+func TestDenyCacheLayered(t *testing.T) {
+	limit := algorithms.PerMinute(3)
+	ip := algorithms.Check{Key: "ip:{1.2.3.4}", Algorithm: algorithms.SlidingLog, Limit: limit}
+	user := algorithms.Check{Key: "user:{ann}", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(1)}
+	route := algorithms.Check{Key: "route:{/x}", Algorithm: algorithms.FixedWindow, Limit: limit}
+
+	f := newDenyFixture(t)
+	f.allow(t, 0, user)
+	res, _ := f.allow(t, 0, ip, user, route) // denied by next: user is out
+	if res[0].Allowed != true || res[1].Allowed || res[1].Never() || !res[2].Allowed {
+		t.Fatalf("setup: %+v", res)
+	}
+	res, called := f.allow(t, time.Second, ip, user, route)
+	if called {
+		t.Fatal("the call reached next; want a local denial")
+	}
+	want := algorithms.Result{Limit: 1, RetryAfter: 59 * time.Second, ResetAfter: 59 * time.Second}
+	if res[0] != (algorithms.Result{}) || res[1] != want || res[2] != (algorithms.Result{}) {
+		t.Fatalf("local Results = %+v, want [zero %+v zero]", res, want)
+	}
+	// Nothing was consumed: ip and route are untouched.
+	for _, c := range []algorithms.Check{ip, route} {
+		if got := f.direct(t, time.Second, c); !got[0].Allowed || got[0].Remaining != 2 {
+			t.Errorf("%s after the local denial: %s, want allow with 2 remaining (this call took the first unit)", c.Key, formatResult(got[0]))
+		}
+	}
+	// Previously unevaluated checks may be overwritten with stale values: the
+	// cache zeroes them.
+	res = []algorithms.Result{{Allowed: true, Limit: 9}, {}, {Allowed: true, Limit: 9}}
+	f.clock.now = t0.Add(2 * time.Second)
+	if err := f.cache.Allow(context.Background(), []algorithms.Check{ip, user, route}, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0] != (algorithms.Result{}) || res[2] != (algorithms.Result{}) {
+		t.Fatalf("Results of checks not evaluated = %+v, %+v; want zero", res[0], res[2])
+	}
+}
+
+// TestDenyCacheErrors: next's errors pass through and record nothing; a
+// call the cache would answer is validated like Memory validates it.
+func TestDenyCacheErrors(t *testing.T) {
+	boom := errors.New("boom")
+	next := &countingBackend{next: denyAll{}, err: boom}
+	cache, _ := algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{})
+	check := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
+	res := make([]algorithms.Result, 2)
+	if err := cache.Allow(context.Background(), []algorithms.Check{check}, res); !errors.Is(err, boom) {
+		t.Fatalf("Allow = %v, want next's error", err)
+	}
+	next.err = nil
+	cache.Allow(context.Background(), []algorithms.Check{check}, res)
+	if n := next.calls.Load(); n != 2 {
+		t.Fatalf("next called %d times, want 2: a failed call must not be cached", n)
+	}
+	// Now k is cached. Invalid calls that would hit it fail like Memory's.
+	other := algorithms.Check{Key: "o", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
+	bad := other
+	bad.Limit.Rate = 0
+	for _, tc := range []struct {
+		name   string
+		checks []algorithms.Check
+		res    int
+		want   string
+	}{
+		{"short results", []algorithms.Check{other, check}, 1, "redlimit: results must hold one Result per Check, got 1 for 2"},
+		{"duplicate key", []algorithms.Check{check, check}, 2, `redlimit: Check.Key appears twice in one call: "k"`},
+		{"invalid limit", []algorithms.Check{check, bad}, 2, "redlimit: Limit.Rate must be > 0, got 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := make([]algorithms.Result, tc.res)
+			for i := range res {
+				res[i].Limit = 7
+			}
+			err := cache.Allow(context.Background(), tc.checks, res)
+			if !errors.Is(err, algorithms.ErrInvalidConfig) || err.Error() != tc.want {
+				t.Fatalf("Allow = %v, want %q", err, tc.want)
+			}
+			for i := range res {
+				if res[i].Limit != 7 {
+					t.Fatalf("results written on error: %+v", res)
+				}
+			}
+		})
+	}
+}
+
+// TestDenyCacheAllowedForgets: an allowed check removes its key's entry,
+// unless it was a smaller cost than the one denied under the same limit.
+func TestDenyCacheAllowedForgets(t *testing.T) {
+	free := algorithms.Check{Key: "k", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(1)}
+	paid := free
+	paid.Limit = algorithms.PerSecond(10)
+
+	f := newDenyFixture(t)
+	f.allow(t, 0, free)
+	f.allow(t, 0, free) // denied for 1s, cached
+	if _, called := f.allow(t, 0, free); called {
+		t.Fatal("not cached")
+	}
+	if res, called := f.allow(t, 0, paid); !called || !res[0].Allowed {
+		t.Fatalf("higher tier: %+v, called next %v; want allowed by next", res[0], called)
+	}
+	if _, called := f.allow(t, time.Millisecond, free); !called {
+		t.Fatal("entry kept after the key was allowed under another limit; want it removed")
+	}
+
+	big := algorithms.Check{Key: "b", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(4), Cost: 3}
+	small := big
+	small.Cost = 1
+	f.allow(t, 0, big)
+	f.allow(t, 0, big) // 1 left: cost 3 denied and cached
+	if res, called := f.allow(t, 0, small); !called || !res[0].Allowed {
+		t.Fatalf("smaller cost: %+v, called next %v; want allowed by next", res[0], called)
+	}
+	if _, called := f.allow(t, time.Millisecond, big); called {
+		t.Fatal("entry for cost 3 removed by an allowed cost 1; want it kept (still true)")
+	}
+}
+
+// TestDenyCacheClockBack: a local clock that goes back before a denial was
+// recorded bypasses the entry rather than stretch the denial.
+func TestDenyCacheClockBack(t *testing.T) {
+	f := newDenyFixture(t)
+	check := algorithms.Check{Key: "k", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(1)}
+	f.allow(t, 500*time.Millisecond, check)
+	f.allow(t, 500*time.Millisecond, check) // denied until t0+1s
+	if _, called := f.allow(t, 400*time.Millisecond, check); !called {
+		t.Fatal("Allow(t0+400ms) answered locally; want next (the clock went back)")
+	}
+}
+
+// TestDenyCacheMaxKeys floods the cache with distinct denied keys: at most
+// MaxKeys of them are then answered locally.
+func TestDenyCacheMaxKeys(t *testing.T) {
+	for _, tc := range []struct{ maxKeys, min int }{
+		{10, 8},      // 8 shards of 1
+		{256, 256},   // 64 shards of 4
+		{1000, 960},  // 64 shards of 15
+		{4096, 4096}, // 64 shards of 64
+	} {
+		t.Run("MaxKeys="+strconv.Itoa(tc.maxKeys), func(t *testing.T) {
+			t.Parallel()
+			next := &countingBackend{next: denyAll{}}
+			cache, err := algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{MaxKeys: tc.maxKeys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const flood = 20_000
+			checks := make([]algorithms.Check, flood)
+			res := make([]algorithms.Result, 1)
+			for i := range checks {
+				checks[i] = algorithms.Check{Key: "flood:" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}
+				if err := cache.Allow(context.Background(), checks[i:i+1], res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Make next fail: every key still cached answers without error.
+			next.err = errors.New("not cached")
+			local := 0
+			for i := range checks {
+				if cache.Allow(context.Background(), checks[i:i+1], res) == nil {
+					local++
+				}
+			}
+			if local > tc.maxKeys || local < tc.min {
+				t.Fatalf("%d keys answered locally after a flood of %d, want %d..%d", local, flood, tc.min, tc.maxKeys)
+			}
+		})
+	}
+}
+
+// TestDenyCacheConcurrent: many goroutines on few keys. The cache never
+// allows anything itself, so a fixed clock allows exactly the limit per key;
+// every call is answered either by next or locally.
+func TestDenyCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	at := t0.Add(30 * time.Minute)
+	mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: func() time.Time { return at }})
+	next := &countingBackend{next: mem}
+	cache, _ := algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{Now: func() time.Time { return at }})
+	const keys, limit, goroutines, calls = 8, 10, 16, 2000
+	var allowed [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			res := make([]algorithms.Result, 2)
+			for i := range calls {
+				k := (g + i) % keys
+				checks := []algorithms.Check{{Key: "k" + strconv.Itoa(k), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(limit)}}
+				if err := cache.Allow(context.Background(), checks, res); err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed {
+					allowed[k].Add(1)
+				} else if res[0].RetryAfter <= 0 || res[0].Limit != limit {
+					t.Errorf("denial %+v, want RetryAfter > 0 and Limit %d", res[0], limit)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range allowed {
+		if n := allowed[k].Load(); n != limit {
+			t.Errorf("key %d: %d allowed, want exactly %d", k, n, limit)
+		}
+	}
+	total := int64(goroutines * calls)
+	if got := next.calls.Load() + int64(cache.LocalDenials()); got != total {
+		t.Errorf("next calls %d + local denials %d = %d, want %d", next.calls.Load(), cache.LocalDenials(), got, total)
+	}
+	if cache.LocalDenials() < uint64(total)/2 {
+		t.Errorf("only %d of %d calls answered locally", cache.LocalDenials(), total)
+	}
+}
+
+// TestDenyCacheConcurrentMovingClock runs layered calls while the clock
+// moves, so entries expire, are swept and evicted concurrently (-race).
+func TestDenyCacheConcurrentMovingClock(t *testing.T) {
+	t.Parallel()
+	var ns atomic.Int64
+	now := func() time.Time { return t0.Add(time.Duration(ns.Load())) }
+	mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: now})
+	cache, _ := algorithms.NewDenyCache(mem, algorithms.DenyCacheConfig{Now: now, MaxKeys: 64})
+	limit := algorithms.Limit{Rate: 5, Period: 100 * time.Millisecond}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			res := make([]algorithms.Result, 2)
+			for i := range 3000 {
+				ns.Add(int64(50 * time.Microsecond))
+				checks := []algorithms.Check{
+					{Key: "g:" + strconv.Itoa(g%4), Algorithm: algorithms.GCRA, Limit: limit},
+					{Key: "k:" + strconv.Itoa(i%200), Algorithm: algorithms.SlidingWindow, Limit: limit},
+				}
+				if err := cache.Allow(context.Background(), checks, res); err != nil {
+					t.Error(err)
+					return
+				}
+				// A zero Result (not evaluated) comes with a local denial.
+				zero, denied := 0, false
+				for _, r := range res {
+					switch {
+					case r == (algorithms.Result{}):
+						zero++
+					case r.Limit != 5:
+						t.Errorf("Result %+v, want Limit 5", r)
+					case !r.Allowed:
+						denied = true
+					}
+				}
+				if zero == 2 || zero == 1 && !denied {
+					t.Errorf("inconsistent Results %+v", res)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if cache.LocalDenials() == 0 {
+		t.Error("no call answered locally")
+	}
+}
+
+// TestDenyCacheAllocs: the cache's own overhead allocates nothing, on a
+// local answer (hit) and on a call it passes on (miss).
+func TestDenyCacheAllocs(t *testing.T) {
+	c := &clock{now: t0}
+	mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: c.Now})
+	hit, _ := algorithms.NewDenyCache(mem, algorithms.DenyCacheConfig{Now: c.Now})
+	miss, _ := algorithms.NewDenyCache(algorithms.AllowAll{}, algorithms.DenyCacheConfig{Now: c.Now})
+	checks := layeredChecks("allocs:", 3)
+	denied := algorithms.Check{Key: "allocs:denied", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}
+	res := make([]algorithms.Result, 3)
+	for range 2 {
+		if err := hit.Allow(context.Background(), []algorithms.Check{denied}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hitChecks := append([]algorithms.Check{denied}, checks[1:]...)
+	for _, tc := range []struct {
+		name   string
+		cache  *algorithms.DenyCache
+		checks []algorithms.Check
+	}{
+		{"hit/rules=1", hit, hitChecks[:1]},
+		{"hit/rules=3", hit, hitChecks},
+		{"miss/rules=1", miss, checks[:1]},
+		{"miss/rules=3", miss, checks},
+	} {
+		before := hit.LocalDenials()
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := tc.cache.Allow(context.Background(), tc.checks, res); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per call, want 0", tc.name, allocs)
+		}
+		if tc.cache == hit && hit.LocalDenials() == before {
+			t.Errorf("%s: not answered locally", tc.name)
+		}
+	}
+}
+
+// TestDenyCacheAbusiveClient is the acceptance test: under one key sending
+// far over its limit, the scripts Redis runs for it drop to the allowed
+// requests plus about one per RetryAfter period per application instance
+// (per goroutine of an instance calling at the moment an entry expires),
+// counted by the server (INFO commandstats). Real redis-server, server
+// clock, real local clock, one DenyCache per simulated instance. Not
+// parallel: the counts are server-wide.
+func TestDenyCacheAbusiveClient(t *testing.T) {
+	srv := redistest.Require(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	limit := algorithms.Limit{Rate: 10, Period: 200 * time.Millisecond}
+	gcraPeriod := limit.Period / time.Duration(limit.Rate) // one unit every 20ms
+	for _, tc := range []struct {
+		name                  string
+		alg                   algorithms.Algorithm
+		period                time.Duration // the RetryAfter period once over the limit
+		run                   time.Duration
+		instances, goroutines int // goroutines per instance
+	}{
+		{"fixed_window/instances=1/goroutines=1", algorithms.FixedWindow, limit.Period, time.Second, 1, 1},
+		{"gcra/instances=1/goroutines=1", algorithms.GCRA, gcraPeriod, 500 * time.Millisecond, 1, 1},
+		{"gcra/instances=2/goroutines=2", algorithms.GCRA, gcraPeriod, 500 * time.Millisecond, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			redisBackend, err := algorithms.NewRedis(client, algorithms.RedisConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := &countingBackend{next: redisBackend}
+			caches := make([]*algorithms.DenyCache, tc.instances)
+			for i := range caches {
+				if caches[i], err = algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := algorithms.Check{Key: redistest.Prefix(t) + "{abuser}", Algorithm: tc.alg, Limit: limit}
+			if err := client.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var requests, allowed atomic.Int64
+			start := time.Now()
+			deadline := start.Add(tc.run)
+			var wg sync.WaitGroup
+			for i := range tc.instances * tc.goroutines {
+				cache := caches[i%tc.instances]
+				wg.Go(func() {
+					checks := []algorithms.Check{check}
+					res := make([]algorithms.Result, 1)
+					var n, ok int64
+					for time.Now().Before(deadline) {
+						if err := cache.Allow(ctx, checks, res); err != nil {
+							t.Error(err)
+							break
+						}
+						n++
+						if res[0].Allowed {
+							ok++
+						}
+					}
+					requests.Add(n)
+					allowed.Add(ok)
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			scripts, _ := scriptStats(ctx, client)
+			var local uint64
+			for _, c := range caches {
+				local += c.LocalDenials()
+			}
+			periods := int64(elapsed/tc.period) + 1
+			callers := int64(tc.instances * tc.goroutines)
+			bound := allowed.Load() + 2*periods*callers + 10
+			t.Logf("%v: %d requests, %d allowed, %d local denials; Redis ran %d scripts (next called %d times); %d RetryAfter periods of %v; bound %d",
+				elapsed.Round(time.Millisecond), requests.Load(), allowed.Load(), local, int64(scripts), next.calls.Load(), periods, tc.period, bound)
+			if int64(scripts) < next.calls.Load() || int64(scripts) > bound {
+				t.Errorf("Redis ran %d scripts, want between %d (calls to next) and %d (allowed + 2 per period per caller + 10)", int64(scripts), next.calls.Load(), bound)
+			}
+			if requests.Load() < 10*int64(scripts) {
+				t.Errorf("%d requests for %d scripts: want the requests to outnumber the scripts by far", requests.Load(), int64(scripts))
+			}
+			if got := int64(local) + next.calls.Load(); got != requests.Load() {
+				t.Errorf("local denials %d + calls to next %d = %d, want the %d requests", local, next.calls.Load(), got, requests.Load())
+			}
+		})
+	}
+}
