@@ -24,5 +24,11 @@ bench:
 
 ## fuzz: a short run of each fuzz target
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzIP -fuzztime 30s ./keyfunc
-	$(GO) test -run '^$$' -fuzz FuzzSanitize -fuzztime 30s ./keyfunc
+	$(GO) test -run '^$$' -fuzz FuzzIP -fuzztime 300000x ./keyfunc
+	$(GO) test -run '^$$' -fuzz FuzzSanitize -fuzztime 300000x ./keyfunc
+
+## peerbench: redlimit against redis_rate, ulule/limiter and throttled on a fresh redis-server
+## (nested module with its own go.mod); flags via PEERBENCH_FLAGS="-duration 3s -rounds 5"
+.PHONY: peerbench
+peerbench:
+	cd example/peerbench && $(GO) run . $(PEERBENCH_FLAGS)

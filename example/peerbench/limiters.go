@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulimiter "github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// allowFunc is the adapter every limiter is measured through: one check of
+// cost 1 on key, answering whether it was allowed.
+type allowFunc func(ctx context.Context, key string) (bool, error)
+
+// limit is rate units per period, translated by each adapter into its
+// library's own type. Bucket algorithms get a burst of rate.
+type limit struct {
+	rate int
+	per  time.Duration
+}
+
+// limiter is one row of the tables.
+type limiter struct {
+	name string
+	// id prefixes every key the limiter is given, so that no two limiters
+	// ever share state on the one Redis server.
+	id string
+	// main limiters run every scenario; the others (redlimit's other
+	// algorithms, the deny cache) only the scenarios listed in only.
+	only []string
+	// build makes an adapter on client for l.
+	build func(c *redis.Client, l limit) (allowFunc, error)
+	// prefix is what the library prepends to the keys it is given.
+	prefix string
+	// stateless marks the baseline, which limits nothing.
+	stateless bool
+}
+
+func (lm limiter) runs(scenario string) bool {
+	if lm.only == nil {
+		return true
+	}
+	for _, s := range lm.only {
+		if s == scenario {
+			return true
+		}
+	}
+	return false
+}
+
+// limiters lists the rows in table order; the first is the reference of
+// every ratio.
+func limiters() []limiter {
+	secondary := []string{scHot8, scKeys}
+	return []limiter{
+		{name: "redlimit gcra", id: "gcra", build: redlimitGCRA(false)},
+		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimitGCRA(true), only: []string{scAbuse}},
+		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
+		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:"},
+		{name: "throttled v2 (goredisstore.v9)", id: "throttled", build: throttledGCRA, prefix: "throttled:"},
+		{name: "baseline: EVALSHA `return 1`", id: "baseline", build: baseline, stateless: true},
+		{name: "redlimit token_bucket", id: "tb", build: redlimitAlg(algorithms.TokenBucket), only: secondary},
+		{name: "redlimit sliding_window", id: "sw", build: redlimitAlg(algorithms.SlidingWindow), only: secondary},
+		{name: "redlimit fixed_window", id: "fw", build: redlimitAlg(algorithms.FixedWindow), only: secondary},
+		{name: "redlimit sliding_log", id: "sl", build: redlimitAlg(algorithms.SlidingLog), only: secondary},
+	}
+}
+
+func redlimitGCRA(denyCache bool) func(*redis.Client, limit) (allowFunc, error) {
+	return func(c *redis.Client, l limit) (allowFunc, error) {
+		b, err := algorithms.NewRedis(c, algorithms.RedisConfig{})
+		if err != nil {
+			return nil, err
+		}
+		var backend algorithms.Backend = b
+		if denyCache {
+			if backend, err = algorithms.NewDenyCache(b, algorithms.DenyCacheConfig{}); err != nil {
+				return nil, err
+			}
+		}
+		return redlimitAllow(backend, algorithms.GCRA, l), nil
+	}
+}
+
+func redlimitAlg(a algorithms.Algorithm) func(*redis.Client, limit) (allowFunc, error) {
+	return func(c *redis.Client, l limit) (allowFunc, error) {
+		b, err := algorithms.NewRedis(c, algorithms.RedisConfig{})
+		if err != nil {
+			return nil, err
+		}
+		return redlimitAllow(b, a, l), nil
+	}
+}
+
+// redlimitAllow is the plain way to ask a Backend one question, as a
+// handler would; the two one-element arrays are part of what it costs.
+func redlimitAllow(b algorithms.Backend, a algorithms.Algorithm, l limit) allowFunc {
+	lim := algorithms.Limit{Rate: int64(l.rate), Period: l.per}
+	if err := lim.Validate(a); err != nil {
+		return func(context.Context, string) (bool, error) { return false, err }
+	}
+	return func(ctx context.Context, key string) (bool, error) {
+		checks := [1]algorithms.Check{{Key: key, Algorithm: a, Limit: lim}}
+		var results [1]algorithms.Result
+		err := b.Allow(ctx, checks[:], results[:])
+		return results[0].Allowed, err
+	}
+}
+
+func redisRate(c *redis.Client, l limit) (allowFunc, error) {
+	rl := redis_rate.NewLimiter(c)
+	lim := redis_rate.Limit{Rate: l.rate, Burst: l.rate, Period: l.per}
+	return func(ctx context.Context, key string) (bool, error) {
+		res, err := rl.Allow(ctx, key, lim)
+		if err != nil {
+			return false, err
+		}
+		return res.Allowed > 0, nil
+	}, nil
+}
+
+func ulule(c *redis.Client, l limit) (allowFunc, error) {
+	store, err := ulredis.NewStore(c)
+	if err != nil {
+		return nil, err
+	}
+	lim := ulimiter.New(store, ulimiter.Rate{Period: l.per, Limit: int64(l.rate)})
+	return func(ctx context.Context, key string) (bool, error) {
+		res, err := lim.Get(ctx, key)
+		return err == nil && !res.Reached, err
+	}, nil
+}
+
+func throttledGCRA(c *redis.Client, l limit) (allowFunc, error) {
+	store, err := goredisstore.NewCtx(c, "throttled:")
+	if err != nil {
+		return nil, err
+	}
+	// MaxBurst counts the requests beyond the first: a burst of rate.
+	quota := throttled.RateQuota{MaxRate: throttled.PerDuration(l.rate, l.per), MaxBurst: l.rate - 1}
+	rl, err := throttled.NewGCRARateLimiterCtx(store, quota)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, key string) (bool, error) {
+		limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+		return err == nil && !limited, err
+	}, nil
+}
+
+// returnOne is the cheapest script there is: the cost of one EVALSHA round
+// trip, with no state and no decision.
+var returnOne = redis.NewScript("return 1")
+
+func baseline(c *redis.Client, _ limit) (allowFunc, error) {
+	return func(ctx context.Context, key string) (bool, error) {
+		err := returnOne.Run(ctx, c, []string{key}).Err()
+		return err == nil, err
+	}, nil
+}
