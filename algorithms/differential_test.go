@@ -160,7 +160,9 @@ func TestDifferential(t *testing.T) {
 
 func newMiniBackend(t *testing.T, mr *miniredis.Miniredis) (algorithms.Backend, *clock) {
 	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	// No retries: a script retried after a timeout on a loaded machine
+	// would run twice.
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ReadTimeout: 10 * time.Second})
 	t.Cleanup(func() { client.Close() })
 	c := &clock{}
 	b, err := algorithms.NewRedis(client, algorithms.RedisConfig{Now: c.Now})

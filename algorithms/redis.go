@@ -17,24 +17,102 @@ type RedisConfig struct {
 	// every check. Leave it nil in production: the server's clock is the one
 	// clock every application instance shares. Tests inject a fixed clock.
 	Now func() time.Time
+
+	// OnRefundError, when set, is called with a *[BackendError] when a
+	// compensation fails (see [Redis], "Redis Cluster"): units that one hash
+	// slot committed for a call that was denied or failed could not be
+	// given back, and stay consumed until the key's state expires. Allow
+	// has returned (or returns) its answer regardless. It may be called
+	// concurrently and after Allow has returned. Only cluster and Ring
+	// clients compensate.
+	OnRefundError func(err error)
 }
 
-// Redis is the [Backend] of record: every check of a call is evaluated by one
-// Lua script ([lua.Script]) in one EVALSHA round trip. go-redis's Script.Run
-// falls back to EVAL when the server answers NOSCRIPT, which loads the script
+// Redis is the [Backend] of record: the checks of a call are evaluated by one
+// Lua script ([lua.Script]) run with EVALSHA. go-redis's Script.Run falls
+// back to EVAL when the server answers NOSCRIPT, which loads the script
 // again, so SCRIPT FLUSH, a restart or a failover to a replica with an empty
 // script cache is invisible to callers.
 //
+// # Single node, Sentinel
+//
+// With a *redis.Client (a failover client from redis.NewFailoverClient is
+// one) every call is one EVALSHA, and all-or-nothing is atomic: the script
+// evaluates every check, then commits all of them only if all pass.
+//
+// # Redis Cluster
+//
+// A script may only touch keys of one hash slot ([HashSlot]). With a
+// *redis.ClusterClient, or a type that embeds one, the checks of a call are
+// grouped by slot. Keys look like "<prefix>:<rule>:{<key material>}", so
+// the rules of one key material share a slot and rules of different
+// materials (IP, user, ...) usually do not.
+//
+// A call whose keys share one slot is one EVALSHA, atomic as on a single
+// node. A call spanning slots sends one EVALSHA per slot, all at once (one
+// round-trip time), each deciding its own slot all-or-nothing, atomically.
+// If every slot allows, the call is allowed: one round trip, nothing more.
+// If some slot denies, the slots that committed are compensated by a second,
+// concurrent round of EVALSHAs in refund mode, which give back exactly what
+// each commit took (fixed and sliding window: the count of the window the
+// commit counted in; sliding log: that many entries of the commit's stamp;
+// token bucket: the tokens, up to the capacity; GCRA: the theoretical
+// arrival time, not below the commit's time), then report each check's
+// state, so the Results read as on a single node.
+//
+// What is atomic: everything within one slot. What is compensated: the
+// units that the other slots of a denied call committed. A refund gives back
+// exactly what its commit took, but it is not atomic with it, and giving
+// back is not always undoing:
+//
+//   - between a commit and its refund (one round trip) the units are
+//     visible, and a concurrent call may be denied because of them;
+//   - a token bucket or GCRA key that would have refilled to capacity while
+//     the units were out gets back up to cost units that it would have lost
+//     to the cap;
+//   - a refund cannot restore what its commit overwrote, which only matters
+//     if the key's clock then goes back (a window left behind, an earlier
+//     refill time): time going back can then recreate capacity.
+//
+// If a slot fails (network, timeout, a node down), nothing was decided: the
+// slots that committed are refunded in the background, without waiting and
+// without the caller's context, and Allow returns the error. A failed slot
+// may or may not have committed; it is left alone (its units stay charged,
+// as when a single-node call times out). A refund that outlives the
+// caller's context also finishes in the background. If a refund fails, its
+// units stay charged until the key's state expires, and
+// [RedisConfig].OnRefundError hears of it; refunds that the cluster refused without running them
+// (CLUSTERDOWN during a failover, ...) are tried again for up to 2 s. A
+// refund whose reply is lost may be sent again by go-redis's own retries
+// and then give back its units twice.
+//
+// After a failed script the backend asks the cluster client to reload its
+// slot map (ReloadState): a crashed master sends no MOVED, and go-redis
+// would otherwise route its slots to the dead address until its next
+// periodic reload (ClusterStateReloadInterval, 60 s by default).
+//
+// With a *redis.Ring the checks are grouped by the shard that owns each key
+// (one script on a Ring runs on its first key's shard), with the same
+// protocol.
+//
 // Redis is safe for concurrent use; it holds no lock of its own.
 type Redis struct {
-	client redis.Scripter
-	now    func() time.Time
+	client        redis.Scripter
+	now           func() time.Time
+	onRefundError func(error)
+	shards        sharder // nil: every key on one server
 }
 
 var _ Backend = (*Redis)(nil)
 
 // script is shared by every Redis backend: one SHA1, computed once.
 var script = redis.NewScript(lua.Script)
+
+// Script modes (ARGV[2]).
+const (
+	modeDecide = 0
+	modeRefund = 1
+)
 
 // NewRedis returns a Redis backend using client, which may be any go-redis
 // client: *redis.Client, *redis.ClusterClient, *redis.Ring, a failover
@@ -43,47 +121,85 @@ func NewRedis(client redis.Scripter, cfg RedisConfig) (*Redis, error) {
 	if client == nil {
 		return nil, &ConfigError{Field: "client", Reason: "must not be nil"}
 	}
-	return &Redis{client: client, now: cfg.Now}, nil
+	return &Redis{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}, nil
 }
 
-// Allow implements [Backend] with one EVALSHA.
+// Allow implements [Backend]: one EVALSHA, or on a cluster one per hash
+// slot of the checks' keys, plus one per committed slot when another slot
+// denies (see [Redis]).
 func (b *Redis) Allow(ctx context.Context, checks []Check, results []Result) error {
 	var pbuf [4]prepared
 	ps, err := prepareAll(checks, results, pbuf[:0])
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(checks))
-	args := make([]any, 1+6*len(checks))
-	args[0] = int64(0)
+	var now int64
 	if b.now != nil {
-		args[0] = b.now().UnixMicro()
+		now = b.now().UnixMicro()
 	}
-	for i := range checks {
-		keys[i] = checks[i].Key
-		p := &ps[i]
-		o := 1 + 6*i
-		args[o], args[o+1], args[o+2] = int64(p.alg), p.cap, p.period
-		args[o+3], args[o+4], args[o+5] = p.r, p.u, p.cost
+	if b.shards == nil {
+		_, err := decide(ctx, b.client, checks, ps, results, now)
+		return err
 	}
-	vals, err := script.Run(ctx, b.client, keys, args...).Int64Slice()
+	return b.allowSharded(ctx, checks, ps, results, now)
+}
+
+// decide runs the script in decide mode on client for checks, which must all
+// live on one server (one hash slot on a cluster), and returns the now the
+// script used.
+func decide(ctx context.Context, client redis.Scripter, checks []Check, ps []prepared, results []Result, now int64) (int64, error) {
+	keys, args := scriptArgs(checks, ps, now, modeDecide, 0)
+	vals, err := script.Run(ctx, client, keys, args...).Int64Slice()
 	if err != nil {
-		return &BackendError{Backend: "redis", Err: err}
+		return 0, &BackendError{Backend: "redis", Err: err}
 	}
 	return decode(vals, ps, results)
 }
 
-// decode checks a script reply and turns it into Results.
-func decode(vals []int64, ps []prepared, results []Result) error {
-	if len(vals) != 4*len(ps) {
-		return &BackendError{Backend: "redis", Err: fmt.Errorf("script reply has %d values, want %d", len(vals), 4*len(ps))}
+// refund runs the script in refund mode: it gives back what a decide call
+// at now, which allowed every check and replied results, consumed, and
+// replaces results with the checks' state after the refund.
+func refund(ctx context.Context, client redis.Scripter, checks []Check, ps []prepared, results []Result, now int64) error {
+	keys, args := scriptArgs(checks, ps, now, modeRefund, len(checks))
+	for i := range checks {
+		args = append(args, int64(results[i].ResetAfter/time.Microsecond))
+	}
+	vals, err := script.Run(ctx, client, keys, args...).Int64Slice()
+	if err != nil {
+		return &BackendError{Backend: "redis", Err: err}
+	}
+	_, err = decode(vals, ps, results)
+	return err
+}
+
+// scriptArgs builds KEYS and ARGV (see lua/prelude.lua), with room for
+// extra more arguments.
+func scriptArgs(checks []Check, ps []prepared, now int64, mode, extra int) ([]string, []any) {
+	keys := make([]string, len(checks))
+	args := make([]any, 2+6*len(checks), 2+6*len(checks)+extra)
+	args[0], args[1] = now, mode
+	for i := range checks {
+		keys[i] = checks[i].Key
+		p := &ps[i]
+		o := 2 + 6*i
+		args[o], args[o+1], args[o+2] = int64(p.alg), p.cap, p.period
+		args[o+3], args[o+4], args[o+5] = p.r, p.u, p.cost
+	}
+	return keys, args
+}
+
+// decode checks a script reply, turns it into Results and returns the now
+// the script used.
+func decode(vals []int64, ps []prepared, results []Result) (int64, error) {
+	if len(vals) != 4*len(ps)+1 {
+		return 0, &BackendError{Backend: "redis", Err: fmt.Errorf("script reply has %d values, want %d", len(vals), 4*len(ps)+1)}
 	}
 	for i := range ps {
 		v := vals[4*i : 4*i+4]
 		if v[0] != 0 && v[0] != 1 || v[2] < 0 || v[3] < 0 {
-			return &BackendError{Backend: "redis", Err: errors.New("malformed script reply")}
+			return 0, &BackendError{Backend: "redis", Err: errors.New("malformed script reply")}
 		}
 		results[i] = outcome{allowed: v[0] == 1, remaining: v[1], retry: v[2], reset: v[3]}.result(ps[i].cap)
 	}
-	return nil
+	return vals[len(vals)-1], nil
 }

@@ -21,3 +21,21 @@ local function fixed_window(key, cap, period, cost, now, commit)
   end
   return 1, cap - count, 0, to_end
 end
+
+-- Refund (Cluster compensation): take cost back from the window a commit at
+-- now wrote. That commit replied reset = (win+1)*period - now, which names
+-- the window even when the clock was held at a later stored one. If another
+-- commit has moved the key to a later window since, the units no longer
+-- count and there is nothing to give back.
+local function fixed_window_refund(key, period, cost, now, reset)
+  local win = floor((now + reset) / period) - 1
+  local v = redis.call('HMGET', key, 'w', 'c')
+  local w, c = tonumber(v[1]), tonumber(v[2])
+  if w ~= win or not c then return end
+  c = c - cost
+  if c <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('HSET', key, 'c', fmt(c))
+  end
+end

@@ -25,3 +25,23 @@ local function gcra(key, cap, r, u, cost, now, commit)
   end
   return 1, floor((full - nxt) / u), 0, reset
 end
+
+-- Refund (Cluster compensation): move the TAT back by the cost's emission
+-- time, not below now (the commit's now). A TAT at or before now is a full
+-- bucket: the key is deleted.
+local function gcra_refund(key, cap, r, u, cost, now)
+  local v = redis.call('GET', key)
+  if not v then return end
+  local a, f = string.match(v, '^(%d+):(%d+)$')
+  a, f = tonumber(a), tonumber(f)
+  if not (a and f) or a < now then return end
+  local d = a - now
+  local dmax = floor(4503599627370496 / r) -- 2^52 / r, as in gcra
+  if d > dmax then d = dmax end
+  local diff = d * r + f - cost * u
+  if diff <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('SET', key, fmt(now + floor(diff / r)) .. ':' .. fmt(diff % r), 'PX', fmt(ceil_div(ceil_div(diff, r), 1000)))
+end

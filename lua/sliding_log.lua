@@ -38,3 +38,27 @@ local function sliding_log(key, cap, period, cost, now, commit)
   end
   return 1, cap - count - cost, 0, stamp + period - now
 end
+
+-- Refund (Cluster compensation): remove cost members from the stamp a
+-- commit at now used, named by its reply reset = stamp + period - now.
+-- Members of one stamp are all alike and numbered <stamp>:0..n-1; the
+-- newest cost numbers go, so the rest stay contiguous and the next commit's
+-- numbers (starting at the count) stay unique.
+local function sliding_log_refund(key, period, cost, now, reset)
+  local s = fmt(now + reset - period)
+  local n = redis.call('ZCOUNT', key, s, s)
+  local stop = n - cost
+  if stop < 0 then stop = 0 end
+  local args = {}
+  local i = n - 1
+  while i >= stop do
+    args[#args + 1] = s .. ':' .. fmt(i)
+    i = i - 1
+    if #args == 200 or i < stop then
+      redis.call('ZREM', key, unpack(args))
+      args = {}
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
+end

@@ -67,3 +67,31 @@ local function sliding_window(key, cap, period, cost, now, commit)
   end
   return 1, sw_trunc(cap - est - cur), 0, reset
 end
+
+-- Refund (Cluster compensation): take cost back from the window a commit at
+-- now added it to, win, named by the commit's reply reset =
+-- (win+2)*period - now. The units are the current count while the key is
+-- still at win, the previous count once it has moved on to win+1, and
+-- forgotten after that.
+local function sliding_window_refund(key, period, cost, now, reset)
+  local win = floor((now + reset) / period) - 2
+  local v = redis.call('HMGET', key, 'w', 'c', 'p')
+  local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  if not (w and c and p) then return end
+  if w == win then
+    c = c - cost
+    if c < 0 then c = 0 end
+  elseif w == win + 1 then
+    p = p - cost
+    if p < 0 then p = 0 end
+  else
+    return
+  end
+  local reset_now = sw_reset(w, period, now, c, p)
+  if reset_now <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'c', fmt(c), 'p', fmt(p))
+  pexpire(key, reset_now)
+end

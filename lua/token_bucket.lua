@@ -2,11 +2,14 @@
 -- token is u units; the bucket refills r units per µs, exactly. A denied
 -- check writes nothing, so no accrued refill is ever lost; a clock that goes
 -- back refills nothing.
-local function token_bucket(key, cap, r, u, cost, now, commit)
+
+-- tb_load returns the tokens refilled up to now, the refill base
+-- max(ts, now), and whether the key holds state.
+local function tb_load(key, full, r, now)
   local v = redis.call('HMGET', key, 't', 'ts')
-  local full = cap * u
   local tokens, last = tonumber(v[1]), tonumber(v[2])
-  if tokens and last then
+  local exists = tokens ~= nil and last ~= nil
+  if exists then
     if tokens > full then tokens = full end
   else
     tokens, last = full, now
@@ -21,6 +24,12 @@ local function token_bucket(key, cap, r, u, cost, now, commit)
       tokens = tokens + elapsed * r
     end
   end
+  return tokens, base, exists
+end
+
+local function token_bucket(key, cap, r, u, cost, now, commit)
+  local full = cap * u
+  local tokens, base = tb_load(key, full, r, now)
   local need = cost * u
   if cost > cap then
     return 0, floor(tokens / u), 0, base + ceil_div(full - tokens, r) - now
@@ -35,4 +44,22 @@ local function token_bucket(key, cap, r, u, cost, now, commit)
     pexpire(key, reset)
   end
   return 1, floor(tokens / u), 0, reset
+end
+
+-- Refund (Cluster compensation): put back the cost tokens a commit at now
+-- took, clamped to the capacity. Evaluated at the commit's now, so no refill
+-- is counted twice.
+local function token_bucket_refund(key, cap, r, u, cost, now)
+  local full = cap * u
+  local tokens, base, exists = tb_load(key, full, r, now)
+  if not exists then return end
+  tokens = tokens + cost * u
+  if tokens > full then tokens = full end
+  local reset = base + ceil_div(full - tokens, r) - now
+  if reset <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 't', fmt(tokens), 'ts', fmt(base))
+  pexpire(key, reset)
 end

@@ -135,9 +135,11 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
-// Client returns a new go-redis client for s, closed when t ends.
+// Client returns a new go-redis client for s, closed when t ends. It does
+// not retry (a retried script would run twice and skew exact counts) and
+// waits long for replies (the machine running the tests may be busy).
 func (s *Server) Client(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -1,0 +1,302 @@
+package algorithms
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// HashSlot returns the Redis Cluster hash slot of key, 0 to 16383: CRC16
+// (XMODEM) of the key modulo 16384, where only the part between the first
+// '{' and the next '}' is hashed when that part is not empty (the hash
+// tag). It is what CLUSTER KEYSLOT answers; keys with equal slots can be
+// evaluated by one script.
+func HashSlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
+	}
+	return int(crc % 16384)
+}
+
+// crc16Table is CRC16-CCITT (polynomial 0x1021), one entry per byte value.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// sharder says where a key lives when a client spreads keys over servers.
+// Two keys may be touched by one script exactly when shard returns the same
+// slot and node for both.
+type sharder interface {
+	// shard returns key's hash slot, and the node to run the script on,
+	// or nil for the client itself.
+	shard(key string) (slot int, node *redis.Client, err error)
+
+	// failed is told that a script failed, so that the client may learn
+	// where the slots live now.
+	failed()
+}
+
+// clusterClient is implemented by *redis.ClusterClient and by types
+// embedding it; no other go-redis client has ForEachMaster.
+type clusterClient interface {
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *redis.Client) error) error
+	ReloadState(ctx context.Context)
+}
+
+// ringClient is implemented by *redis.Ring and by types embedding it.
+type ringClient interface {
+	GetShardClientForKey(key string) (*redis.Client, error)
+}
+
+type clusterSharder struct{ cluster clusterClient }
+
+func (clusterSharder) shard(key string) (int, *redis.Client, error) { return HashSlot(key), nil, nil }
+
+// failed asks for the slot map to be reloaded in the background (go-redis
+// coalesces these requests). A master that crashed sends no MOVED, and
+// go-redis otherwise reloads its map only every ClusterStateReloadInterval
+// (60 s by default): without this, the slots of a crashed master would
+// keep failing that long after its replica took over.
+func (s clusterSharder) failed() { s.cluster.ReloadState(context.Background()) }
+
+type ringSharder struct{ ring ringClient }
+
+func (s ringSharder) shard(key string) (int, *redis.Client, error) {
+	c, err := s.ring.GetShardClientForKey(key)
+	return 0, c, err
+}
+
+// failed does nothing: a Ring watches its shards' health itself.
+func (ringSharder) failed() {}
+
+// sharderFor returns the sharder for client, or nil when every key lives on
+// one server.
+func sharderFor(client redis.Scripter) sharder {
+	switch c := client.(type) {
+	case clusterClient:
+		return clusterSharder{c}
+	case ringClient:
+		return ringSharder{c}
+	}
+	return nil
+}
+
+// part is the checks of one call that live in one slot (or ring shard).
+type part struct {
+	slot   int
+	node   *redis.Client
+	idx    []int // positions in the call
+	checks []Check
+	ps     []prepared
+	res    []Result
+	now    int64 // the now the decide call used
+	err    error
+}
+
+func (p *part) allowed() bool {
+	for i := range p.res {
+		if !p.res[i].Allowed {
+			return false
+		}
+	}
+	return true
+}
+
+// allowSharded decides a call whose checks may live in several slots: one
+// decide call per slot, concurrently; if any slot denies or fails, the
+// slots that committed are refunded, concurrently. See [Redis].
+func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared, results []Result, now int64) error {
+	slot, node, err := b.shards.shard(checks[0].Key)
+	if err != nil {
+		return &BackendError{Backend: "redis", Err: err}
+	}
+	one := true
+	for i := 1; i < len(checks) && one; i++ {
+		s, n, err := b.shards.shard(checks[i].Key)
+		if err != nil {
+			return &BackendError{Backend: "redis", Err: err}
+		}
+		one = s == slot && n == node
+	}
+	if one {
+		// One slot: one script, atomic, as on a single node.
+		client := b.client
+		if node != nil {
+			client = node
+		}
+		_, err := decide(ctx, client, checks, ps, results, now)
+		if err != nil {
+			b.shards.failed()
+		}
+		return err
+	}
+
+	var parts []part
+	for i := range checks {
+		slot, node, err := b.shards.shard(checks[i].Key)
+		if err != nil {
+			return &BackendError{Backend: "redis", Err: err}
+		}
+		j := 0
+		for j < len(parts) && (parts[j].slot != slot || parts[j].node != node) {
+			j++
+		}
+		if j == len(parts) {
+			parts = append(parts, part{slot: slot, node: node})
+		}
+		parts[j].idx = append(parts[j].idx, i)
+	}
+	for j := range parts {
+		p := &parts[j]
+		p.checks = make([]Check, len(p.idx))
+		p.ps = make([]prepared, len(p.idx))
+		p.res = make([]Result, len(p.idx))
+		for k, i := range p.idx {
+			p.checks[k], p.ps[k] = checks[i], ps[i]
+		}
+	}
+	concurrently(len(parts), func(j int) {
+		p := &parts[j]
+		p.now, p.err = decide(ctx, b.on(p), p.checks, p.ps, p.res, now)
+	})
+
+	var failed error
+	allowed := true
+	for j := range parts {
+		if parts[j].err != nil {
+			failed = parts[j].err
+			b.shards.failed()
+		} else if !parts[j].allowed() {
+			allowed = false
+		}
+	}
+	if failed == nil && allowed {
+		scatter(parts, results)
+		return nil
+	}
+
+	// Compensate: every slot that committed gives its units back. A slot
+	// that failed may or may not have committed; it is left alone.
+	var committed []*part
+	for j := range parts {
+		if parts[j].err == nil && parts[j].allowed() {
+			committed = append(committed, &parts[j])
+		}
+	}
+	if failed != nil {
+		// Nothing was decided: the caller does not wait for the refunds,
+		// which must not depend on its context (it may be what failed).
+		for _, p := range committed {
+			go b.refundDetached(ctx, p)
+		}
+		return failed
+	}
+	concurrently(len(committed), func(j int) {
+		p := committed[j]
+		res := p.res
+		p.res = slices.Clone(res) // a failed refund leaves the commit's results
+		if err := refund(ctx, b.on(p), p.checks, p.ps, p.res, p.now); err != nil {
+			p.res = res
+			if ctx.Err() != nil || notRun(err) {
+				go b.refundDetached(ctx, p)
+				return
+			}
+			b.refundFailed(err)
+		}
+	})
+	scatter(parts, results)
+	return nil
+}
+
+// refundTimeout bounds the refunds that run after their call returned.
+const refundTimeout = 2 * time.Second
+
+// refundDetached refunds p on a context of its own, for a call that has
+// returned already, trying again while the cluster answers that it did not
+// run the script (CLUSTERDOWN while a failover is under way, ...).
+func (b *Redis) refundDetached(ctx context.Context, p *part) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	res := slices.Clone(p.res)
+	for {
+		err := refund(ctx, b.on(p), p.checks, p.ps, res, p.now)
+		if err == nil {
+			return
+		}
+		if !notRun(err) || ctx.Err() != nil {
+			b.refundFailed(err)
+			return
+		}
+		b.shards.failed()
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// notRun reports whether err is a reply saying that the script did not run
+// and may run later: it is safe to send it again. (Network errors are not:
+// the script may have run. A refund must not run twice.)
+func notRun(err error) bool {
+	return redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
+		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsNoReplicasError(err)
+}
+
+func (b *Redis) refundFailed(err error) {
+	b.shards.failed()
+	if b.onRefundError != nil {
+		b.onRefundError(err)
+	}
+}
+
+// on returns the client that runs p's script.
+func (b *Redis) on(p *part) redis.Scripter {
+	if p.node != nil {
+		return p.node
+	}
+	return b.client
+}
+
+// concurrently runs fn(0) ... fn(n-1), fn(0) on the calling goroutine and
+// the others on goroutines of their own, and waits for all.
+func concurrently(n int, fn func(j int)) {
+	var wg sync.WaitGroup
+	for j := 1; j < n; j++ {
+		wg.Go(func() { fn(j) })
+	}
+	if n > 0 {
+		fn(0)
+	}
+	wg.Wait()
+}
+
+// scatter copies each part's results to their positions in the call.
+func scatter(parts []part, results []Result) {
+	for j := range parts {
+		for k, i := range parts[j].idx {
+			results[i] = parts[j].res[k]
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterNodeTimeout is the cluster-node-timeout of the clusters
+// [StartCluster] starts: a master that stops answering for this long is
+// failed over to one of its replicas (about a second later).
+const ClusterNodeTimeout = time.Second
+
+// Cluster is a Redis Cluster of redis-server processes on loopback ports,
+// started by [StartCluster].
+type Cluster struct {
+	// Nodes are every node, masters and replicas, in the order they were
+	// started. Roles change with failovers: ask [Cluster.Masters].
+	Nodes []*Server
+}
+
+// ClusterCLI returns the path of redis-cli, or "" when it is not installed.
+// StartCluster needs it (redis-cli --cluster create).
+func ClusterCLI() string {
+	p, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// RequireCluster skips t when redis-server or redis-cli is missing, and
+// fails it instead when CI=true.
+func RequireCluster(t testing.TB) {
+	t.Helper()
+	if Binary() != "" && ClusterCLI() != "" {
+		return
+	}
+	if InCI() {
+		t.Fatal("CI=true but redis-server or redis-cli is not installed")
+	}
+	t.Skip("redis-server or redis-cli not available")
+}
+
+// StartCluster starts masters × (1 + replicasPerMaster) nodes, joins them
+// with redis-cli --cluster create, and waits until every node reports
+// cluster_state:ok with all 16384 slots assigned and every replica is in
+// sync with its master. Close it when done.
+func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
+	if masters < 3 {
+		return nil, errors.New("redistest: a cluster needs at least 3 masters")
+	}
+	if replicasPerMaster < 0 {
+		return nil, errors.New("redistest: replicasPerMaster must be >= 0")
+	}
+	cli := ClusterCLI()
+	if cli == "" {
+		return nil, errors.New("redistest: redis-cli not found on PATH")
+	}
+	// start the nodes concurrently: each waits for its PING
+	c := &Cluster{Nodes: make([]*Server, masters*(1+replicasPerMaster))}
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Go(func() {
+			c.Nodes[i], errs[i] = Start(
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", "nodes.conf",
+				"--cluster-node-timeout", strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10),
+				// the tests fail masters over on purpose: a replica may be
+				// promoted however long ago it last heard from its master
+				"--cluster-replica-validity-factor", "0",
+				// replicas sync at once, not after the default 5 s wait for more
+				"--repl-diskless-sync-delay", "0",
+			)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Close()
+		return nil, err
+	}
+	args := []string{"--cluster", "create"}
+	for _, s := range c.Nodes {
+		args = append(args, s.Addr)
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPerMaster), "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
+	}
+	if err := c.WaitHealthy(15 * time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	// FLUSHALL (of an empty node) is a write every master may take,
+	// whatever slots it serves.
+	masterNodes, err := c.Masters(context.Background())
+	if err == nil {
+		for _, m := range masterNodes {
+			if err = waitStreaming(m, replicasPerMaster, "FLUSHALL"); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Addrs returns every node's address.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// Client returns a new cluster client, closed when t ends.
+func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// NodeClient returns a plain client for one node, for commands addressed
+// to that node (CLUSTER FAILOVER, INFO, ...). Close it after use.
+func (s *Server) NodeClient() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
+}
+
+// Role returns "master" or "slave" as the node itself reports it (ROLE).
+func (s *Server) Role(ctx context.Context) (string, error) {
+	nc := s.NodeClient()
+	defer nc.Close()
+	v, err := nc.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return "", err
+	}
+	if len(v) == 0 {
+		return "", errors.New("redistest: empty ROLE reply")
+	}
+	role, _ := v[0].(string)
+	return role, nil
+}
+
+// Masters returns the running nodes that currently are masters.
+func (c *Cluster) Masters(ctx context.Context) ([]*Server, error) { return c.withRole(ctx, "master") }
+
+// Replicas returns the running nodes that currently are replicas.
+func (c *Cluster) Replicas(ctx context.Context) ([]*Server, error) { return c.withRole(ctx, "slave") }
+
+func (c *Cluster) withRole(ctx context.Context, want string) ([]*Server, error) {
+	var out []*Server
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		role, err := s.Role(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if role == want {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ReplicaOf returns a running replica of master.
+func (c *Cluster) ReplicaOf(ctx context.Context, master *Server) (*Server, error) {
+	for _, s := range c.Nodes {
+		if s == master || !s.Running() {
+			continue
+		}
+		nc := s.NodeClient()
+		info, err := nc.Info(ctx, "replication").Result()
+		nc.Close()
+		if err != nil {
+			return nil, err
+		}
+		if infoField(info, "role") == "slave" && infoField(info, "master_port") == strconv.Itoa(master.Port) {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("redistest: no running replica of %s", master.Addr)
+}
+
+// WaitHealthy waits until every running node reports cluster_state:ok,
+// all 16384 slots assigned and ok, and knows as many nodes as the cluster
+// has; and every running replica's link to its master is up.
+func (c *Cluster) WaitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if last = c.healthy(); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: cluster not healthy after %v: %w", timeout, last)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) healthy() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		nc := s.NodeClient()
+		info, err := nc.ClusterInfo(ctx).Result()
+		var repl string
+		if err == nil {
+			repl, err = nc.Info(ctx, "replication").Result()
+		}
+		nc.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Addr, err)
+		}
+		for field, want := range map[string]string{
+			"cluster_state":       "ok",
+			"cluster_slots_ok":    "16384",
+			"cluster_known_nodes": strconv.Itoa(len(c.Nodes)),
+		} {
+			if got := infoField(info, field); got != want {
+				return fmt.Errorf("%s: %s:%s, want %s", s.Addr, field, got, want)
+			}
+		}
+		if infoField(repl, "role") == "slave" && infoField(repl, "master_link_status") != "up" {
+			return fmt.Errorf("%s: replica link %s", s.Addr, infoField(repl, "master_link_status"))
+		}
+	}
+	return nil
+}
+
+// ForEachMaster calls fn with a client for every running master.
+func (c *Cluster) ForEachMaster(ctx context.Context, fn func(*redis.Client) error) error {
+	ms, err := c.Masters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range ms {
+		nc := s.NodeClient()
+		err := fn(nc)
+		nc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops every node and removes their directories.
+func (c *Cluster) Close() {
+	for _, s := range c.Nodes {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// infoField returns the value of "field:value" in an INFO reply.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Running reports whether s has been started and not stopped since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
