@@ -55,6 +55,15 @@ if ARGV[2] == '1' then
   return reply
 end
 
+-- One check (the common case): evaluate once, committing. A check writes
+-- only when it is allowed, so this is the two phases in one pass.
+if n == 1 then
+  local allowed, remaining, retry, reset = eval(1, 'commit')
+  if type(allowed) == 'table' then return allowed end
+  if remaining < 0 then remaining = 0 end
+  return {allowed, remaining, retry, reset, now}
+end
+
 local all = true
 for i = 1, n do
   local allowed, remaining, retry, reset = eval(i, 'check')
