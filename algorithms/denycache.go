@@ -316,3 +316,10 @@ func (sh *denyShard) evict() {
 	}
 	delete(sh.entries, victim)
 }
+
+// HonoursDeadline reports whether the backend behind d returns by its
+// context's deadline (see [Redis.HonoursDeadline]); local answers always do.
+func (d *DenyCache) HonoursDeadline() bool {
+	h, ok := d.next.(interface{ HonoursDeadline() bool })
+	return ok && h.HonoursDeadline()
+}

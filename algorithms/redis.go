@@ -203,3 +203,19 @@ func decode(vals []int64, ps []prepared, results []Result) (int64, error) {
 	}
 	return vals[len(vals)-1], nil
 }
+
+// HonoursDeadline reports whether the client returns by its context's
+// deadline: go-redis does only with ContextTimeoutEnabled set in its
+// options. The middleware calls a backend that honours deadlines directly;
+// any other backend it calls in a goroutine it can stop waiting for.
+func (b *Redis) HonoursDeadline() bool {
+	switch c := b.client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}

@@ -297,3 +297,16 @@ func TestMemoryAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestHonoursDeadline(t *testing.T) {
+	t.Parallel()
+	for _, enabled := range []bool{false, true} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: enabled})
+		b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+		dc, _ := algorithms.NewDenyCache(b, algorithms.DenyCacheConfig{})
+		if b.HonoursDeadline() != enabled || dc.HonoursDeadline() != enabled {
+			t.Errorf("ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v", enabled, b.HonoursDeadline(), dc.HonoursDeadline())
+		}
+		c.Close()
+	}
+}

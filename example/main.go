@@ -129,11 +129,14 @@ func redisClient() (redis.UniversalClient, string, func(), error) {
 		// Fail fast: the middleware's error policy handles outages.
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = 200*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
 		o.MaxRetries = -1
+		// Return by the middleware's deadline: then it calls Redis
+		// directly instead of in a goroutine it can abandon.
+		o.ContextTimeoutEnabled = true
 	}
 	if addrs := splitList(os.Getenv("REDIS_CLUSTER_ADDRS")); len(addrs) > 0 {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, DialTimeout: 200 * time.Millisecond, ReadTimeout: 100 * time.Millisecond,
-			WriteTimeout: 100 * time.Millisecond, PoolTimeout: 100 * time.Millisecond,
+			WriteTimeout: 100 * time.Millisecond, PoolTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true,
 		})
 		return c, "cluster " + strings.Join(addrs, ","), func() { c.Close() }, nil
 	}

@@ -19,9 +19,12 @@ import (
 //     the method folded into one space; a pattern without a method ("/static/")
 //     is prefixed with the request's method.
 //   - chi (v5.5+) sets it before calling the endpoint's handler chain, which
-//     includes middlewares added with r.With, inside r.Group or r.Route, but
-//     not those added with r.Use on the top-level router: they run before
-//     routing. chi patterns never carry a method, so the request's method is
+//     includes middlewares added with r.With and with r.Use inside r.Group.
+//     Middlewares added with r.Use on a router run before that router has
+//     routed: on the top-level router the pattern is still empty, and inside
+//     r.Route or a mounted sub-router it is only the mount point
+//     ("/users/*"), so every route below it would share one key. Use r.With
+//     there. chi patterns never carry a method, so the request's method is
 //     prefixed.
 //
 // Since ServeMux's "GET" patterns also match HEAD, a HEAD request to a

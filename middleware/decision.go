@@ -27,7 +27,11 @@ type Decision struct {
 	// key func failure), or nil.
 	Err error
 
-	// Latency is the time spent deciding, backend call included.
+	// Latency is the time spent deciding, backend call included. It is
+	// measured when something can read it: Config.OnDecision, debug
+	// logging, Config.DecisionInContext, a custom Config.Denied or
+	// Config.ErrorHandler, or Check. Otherwise it is zero, which saves two
+	// clock reads a request.
 	Latency time.Duration
 }
 
@@ -50,6 +54,8 @@ type RuleDecision struct {
 	// Shadow reports that the rule is in shadow mode.
 	Shadow bool
 	Result algorithms.Result
+
+	limit algorithms.Limit // the limit applied: the tier's or the rule's
 }
 
 // Source is which backend produced a Decision.

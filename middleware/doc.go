@@ -18,7 +18,10 @@
 // matched: mount the middleware on the route (chi's With, Group, or
 // wrapping the handler given to ServeMux), not around the whole router. chi's
 // top-level Use runs before routing; there Route finds no pattern and the
-// rule's MissingKey policy applies.
+// rule's MissingKey policy applies. Use inside chi's Route or on a mounted
+// sub-router runs when only the mount point has matched: Route then sees
+// its pattern ("/users/*") and every route below shares one bucket; use With
+// on each route there.
 //
 // # Layered limits
 //
@@ -30,8 +33,10 @@
 //
 // # Failures
 //
-// A backend call gets Config.Timeout (100ms by default). When it fails or
-// times out, Config.OnError decides: [FailOpen] lets the request through,
+// A backend call gets Config.Timeout (100ms by default), and the request
+// waits no longer even when the backend's client ignores the deadline (see
+// Config.Timeout for what that costs). When the call fails or times out,
+// Config.OnError decides: [FailOpen] lets the request through,
 // [FailClosed] answers 503, [Fallback] (the default) switches to an
 // in-process [algorithms.Memory] backend until a background probe finds the
 // primary backend healthy again. Every error is reported to Config.OnDecision

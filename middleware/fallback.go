@@ -58,7 +58,7 @@ func (h *health) probe(stop chan struct{}) {
 			timeout = time.Second
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := h.m.backend.Allow(ctx, check, res)
+		err := h.m.bounded(ctx, h.m.backend, check, res)
 		cancel()
 		if err == nil {
 			h.mu.Lock()

@@ -29,8 +29,30 @@ type Config struct {
 	Headers headers.Writer
 
 	// Timeout bounds each backend call (default 100ms; negative disables).
-	// An in-process Memory backend is never given a timeout: it cannot block.
+	// The call gets a context with this deadline, and the request stops
+	// waiting at the deadline even when the backend's client ignores it
+	// (go-redis honours context deadlines only with
+	// Options.ContextTimeoutEnabled; otherwise its ReadTimeout, 5s by
+	// default, applies): the call runs in a goroutine of its own (two more
+	// scheduler hand-offs per request, about 40µs per Redis call on a small
+	// VM), and a late one finishes in the background, its answer dropped.
+	// Give the client timeouts no longer than this one anyway, so abandoned
+	// calls do not pile up; past 1024 of them still running (per
+	// Middleware), calls fail at once. A backend with a method
+	// HonoursDeadline() bool that returns true promises to return by its
+	// context's deadline and is called directly, without the goroutine. An
+	// in-process Memory backend is never given a timeout: it cannot block.
 	Timeout time.Duration
+
+	// NoDenyCache turns off the local deny cache. By default a backend that
+	// is not in-process is wrapped in an [algorithms.DenyCache]: a key denied
+	// with RetryAfter d is denied locally, without a backend call, until d
+	// has passed (other instances can only consume more, never give
+	// capacity back). Middlewares derived with With share it.
+	NoDenyCache bool
+
+	// DenyCache sizes the deny cache (default 65,536 denied keys).
+	DenyCache algorithms.DenyCacheConfig
 
 	// OnError is the error policy (default Fallback).
 	OnError ErrorPolicy
@@ -82,6 +104,7 @@ type Middleware struct {
 	backend  algorithms.Backend
 	fallback algorithms.Backend
 	cfg      Config
+	raw      Config // cfg as given, before defaults: With starts from it
 	rules    []compiled
 	timeout  time.Duration
 	logger   *slog.Logger
@@ -89,6 +112,10 @@ type Middleware struct {
 	health   *health
 	errors   atomic.Int64 // errors not yet logged
 	lastLog  atomic.Int64 // unix ns of the last error line
+	stalled  atomic.Int64 // abandoned backend calls still running (see bounded)
+	inline   bool         // the backend honours deadlines: no goroutine per call
+	wallNow  bool         // cfg.Now is time.Now: reuse the time decide read
+	timed    bool         // something besides debug logging reads Decision.Latency
 }
 
 // New returns a Middleware deciding with backend, configured by cfg.
@@ -99,6 +126,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if backend == nil {
 		return nil, &algorithms.ConfigError{Field: "backend", Reason: "must not be nil"}
 	}
+	raw := cfg
 	if cfg.Prefix == "" {
 		cfg.Prefix = "rate"
 	}
@@ -120,6 +148,9 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = time.Second
 	}
+	// Latency costs two clock reads a request; measure it only when
+	// something can read it (debug logging is checked per request).
+	timed := cfg.OnDecision != nil || cfg.DecisionInContext || cfg.Denied != nil || cfg.ErrorHandler != nil
 	if cfg.Denied == nil {
 		cfg.Denied = DefaultDenied
 	}
@@ -129,13 +160,26 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
+	wallNow := cfg.Now == nil
+	if wallNow {
 		cfg.Now = time.Now
 	}
-	m := &Middleware{backend: backend, cfg: cfg, timeout: cfg.Timeout, logger: cfg.Logger}
-	if _, inProcess := backend.(*algorithms.Memory); inProcess {
+	_, inProcess := backend.(*algorithms.Memory)
+	if _, wrapped := backend.(*algorithms.DenyCache); wrapped {
+		cfg.NoDenyCache = true // already wrapped: With shares its parent's cache
+	}
+	if !inProcess && !cfg.NoDenyCache {
+		dc, err := algorithms.NewDenyCache(backend, cfg.DenyCache)
+		if err != nil {
+			return nil, err
+		}
+		backend = dc
+	}
+	m := &Middleware{backend: backend, cfg: cfg, raw: raw, timeout: cfg.Timeout, logger: cfg.Logger, wallNow: wallNow, timed: timed}
+	if inProcess {
 		m.timeout = -1
 	}
+	m.inline = honoursDeadline(backend)
 	seen := map[string]bool{}
 	for _, r := range cfg.Rules {
 		c, err := compile(cfg.Prefix, r)
@@ -176,7 +220,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 // and the given rules added after m's: per-route rules layered on shared
 // ones, decided together in one call. It shares m's fallback state.
 func (m *Middleware) With(rules ...Rule) (*Middleware, error) {
-	cfg := m.cfg
+	cfg := m.raw
 	cfg.Rules = append(append([]Rule(nil), m.cfg.Rules...), rules...)
 	cfg.FallbackBackend = m.fallback
 	n, err := New(m.backend, cfg)
@@ -187,6 +231,15 @@ func (m *Middleware) With(rules ...Rule) (*Middleware, error) {
 		n.health = m.health
 	}
 	return n, nil
+}
+
+// LocalDenials returns how many requests the deny cache answered without a
+// backend call (0 without a deny cache).
+func (m *Middleware) LocalDenials() uint64 {
+	if dc, ok := m.backend.(*algorithms.DenyCache); ok {
+		return dc.LocalDenials()
+	}
+	return 0
 }
 
 // Close stops the fallback probe, if one runs. The Middleware keeps working.
@@ -204,6 +257,7 @@ type scratch struct {
 	index    []int // rule index of each check
 	policies []headers.Policy
 	dec      Decision
+	now      time.Time // when decide finished: the wall clock for headers when Config.Now is time.Now
 }
 
 type outcome uint8
@@ -220,7 +274,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := m.pool.Get().(*scratch)
 		defer m.pool.Put(s)
-		out := m.decide(r, s)
+		out := m.decide(r, s, m.timed)
 		switch out {
 		case pass:
 			m.writeHeaders(w.Header(), s)
@@ -244,7 +298,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 func (m *Middleware) Check(r *http.Request) (*Decision, error) {
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
-	m.decide(r, s)
+	m.decide(r, s, true)
 	d := s.dec.clone()
 	return d, d.Err
 }
@@ -259,17 +313,22 @@ func (m *Middleware) WriteHeaders(h http.Header, d *Decision) {
 		}
 	}
 	m.cfg.Headers.Write(h, m.cfg.Now(), pol)
-	if d.Allowed {
-		h.Del("Retry-After")
+	if d.Allowed && d.WouldDeny {
+		h.Del("Retry-After") // shadow denials: the response is not a 429
 	}
 }
 
 func (m *Middleware) policy(i int, rd *RuleDecision) headers.Policy {
-	return headers.Policy{Name: rd.Name, Window: window(m.rules[i].Algorithm, m.limitOf(i, rd)), Result: rd.Result}
+	l := rd.limit
+	if l.Rate <= 0 {
+		l = m.limitOf(i, rd)
+	}
+	return headers.Policy{Name: rd.Name, Window: window(m.rules[i].Algorithm, l), Result: rd.Result}
 }
 
-// limitOf recovers the limit a rule used from its result's capacity: the
-// tier whose capacity matches, else the rule's Limit.
+// limitOf recovers the limit a rule used from its result's capacity, for a
+// RuleDecision that does not record it (one built by the caller): the tier
+// whose capacity matches, else the rule's Limit.
 func (m *Middleware) limitOf(i int, rd *RuleDecision) algorithms.Limit {
 	r := &m.rules[i]
 	if r.Limit.Capacity(r.Algorithm) == rd.Result.Limit {
@@ -297,24 +356,43 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 	if len(s.policies) == 0 {
 		return
 	}
-	m.cfg.Headers.Write(h, m.cfg.Now(), s.policies)
-	if s.dec.Allowed {
+	now := s.now
+	if !m.wallNow || now.IsZero() {
+		now = m.cfg.Now()
+	}
+	m.cfg.Headers.Write(h, now, s.policies)
+	if s.dec.Allowed && s.dec.WouldDeny {
 		h.Del("Retry-After") // shadow denials: the response is not a 429
 	}
 }
 
-// decide fills s.dec for r and returns what to do with the request.
-func (m *Middleware) decide(r *http.Request, s *scratch) outcome {
-	start := time.Now()
+// decide fills s.dec for r and returns what to do with the request. timed
+// says whether to measure Decision.Latency.
+func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) outcome {
+	debug := m.logger.Enabled(r.Context(), slog.LevelDebug)
+	timed = timed || debug
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	d := &s.dec
 	*d = Decision{Rules: d.Rules[:len(m.rules)]}
+	// Every rule starts afresh: build may stop at any rule, and what a
+	// pooled scratch holds past it belongs to an earlier request.
+	for i := range m.rules {
+		d.Rules[i] = RuleDecision{Name: m.rules[i].Name, Shadow: m.rules[i].Shadow || m.cfg.Shadow}
+	}
 	s.checks, s.index = s.checks[:0], s.index[:0]
 	out := m.build(r, s)
 	if out == pass && len(s.checks) > 0 {
 		out = m.evaluate(r.Context(), s)
 	}
-	d.Latency = time.Since(start)
-	m.report(r, d)
+	s.now = time.Time{}
+	if timed {
+		s.now = time.Now()
+		d.Latency = s.now.Sub(start)
+	}
+	m.report(r, d, debug)
 	return out
 }
 
@@ -326,7 +404,6 @@ func (m *Middleware) build(r *http.Request, s *scratch) outcome {
 	for i := range m.rules {
 		rule := &m.rules[i]
 		rd := &d.Rules[i]
-		*rd = RuleDecision{Name: rule.Name, Shadow: rule.Shadow || m.cfg.Shadow}
 		material, err := rule.Key(r)
 		if err != nil {
 			if errors.Is(err, keyfunc.ErrNoKey) {
@@ -358,6 +435,7 @@ func (m *Middleware) build(r *http.Request, s *scratch) outcome {
 			}
 		}
 		rd.Key = rule.prefix + keyfunc.Sanitize(material) + "}"
+		rd.limit = limit
 		s.checks = append(s.checks, algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: cost})
 		s.index = append(s.index, i)
 	}
@@ -374,7 +452,11 @@ func (m *Middleware) evaluate(ctx context.Context, s *scratch) outcome {
 	}
 	err := m.call(ctx, backend, s.checks, s.results)
 	if err != nil && src == SourcePrimary && m.health != nil {
-		m.health.failed(err)
+		// A request whose client has gone (its context canceled) says
+		// nothing about the backend: fall back for it alone.
+		if ctx.Err() == nil {
+			m.health.failed(err)
+		}
 		backend, src = m.fallback, SourceFallback
 		d.Err = err
 		err = m.call(ctx, backend, s.checks, s.results)
@@ -451,7 +533,7 @@ func (m *Middleware) call(ctx context.Context, b algorithms.Backend, checks []al
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	return b.Allow(ctx, checks, results)
+	return m.bounded(ctx, b, checks, results)
 }
 
 // policyFor applies the error policy to err. backendErr says whether the
@@ -485,11 +567,11 @@ func (m *Middleware) logError(err error) {
 	m.logger.Warn("redlimit: rate limit not decided", "err", err, "policy", m.cfg.OnError.String(), "errors", n)
 }
 
-func (m *Middleware) report(r *http.Request, d *Decision) {
+func (m *Middleware) report(r *http.Request, d *Decision, debug bool) {
 	if m.cfg.OnDecision != nil {
 		m.cfg.OnDecision(r, d)
 	}
-	if m.logger.Enabled(r.Context(), slog.LevelDebug) {
+	if debug {
 		attrs := make([]any, 0, 8+2*len(d.Rules))
 		attrs = append(attrs, "allowed", d.Allowed, "would_deny", d.WouldDeny, "source", d.Source.String(), "latency", d.Latency)
 		for _, rd := range d.Rules {

@@ -1,7 +1,9 @@
 package middleware
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -34,8 +36,10 @@ type Rule struct {
 	Tiers map[string]algorithms.Limit
 
 	// Cost, when set, returns how many units the request takes (default 1).
-	// A cost larger than the limit's capacity is denied without Retry-After:
-	// waiting cannot help. A negative cost is an error (error policy).
+	// A cost of 0 counts as 1, as in [algorithms.Check]: every request that
+	// reaches the rule takes something. A cost larger than the limit's
+	// capacity is denied without Retry-After: waiting cannot help. A
+	// negative cost is an error (error policy).
 	Cost func(*http.Request) int64
 
 	// MissingKey says what happens when Key finds no key material.
@@ -108,8 +112,8 @@ func compile(prefix string, r Rule) (compiled, error) {
 	if err := r.Limit.Validate(r.Algorithm); err != nil {
 		return compiled{}, algorithms.WithRule(err, name)
 	}
-	for tier, l := range r.Tiers {
-		if err := l.Validate(r.Algorithm); err != nil {
+	for _, tier := range slices.Sorted(maps.Keys(r.Tiers)) { // sorted: the same error every time
+		if err := r.Tiers[tier].Validate(r.Algorithm); err != nil {
 			ce := algorithms.WithRule(err, name).(*algorithms.ConfigError)
 			ce.Field = "Tiers[" + quote(tier) + "]." + ce.Field
 			return compiled{}, ce

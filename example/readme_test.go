@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestREADMESnippetsCompile: every ```go block in the README is taken from
+// an Example function (a file named example*_test.go), so it compiles and
+// its behaviour is checked by the Example's output. The test compares
+// trimmed, non-empty lines: the snippet must appear contiguously in one
+// example file.
+func TestREADMESnippetsCompile(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var examples [][]string
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "peerbench" || strings.HasPrefix(d.Name(), ".")) && path != ".." {
+			return filepath.SkipDir
+		}
+		if name := d.Name(); strings.HasPrefix(name, "example") && strings.HasSuffix(name, "_test.go") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			examples = append(examples, lines(string(b)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlocks(string(readme))
+	if len(blocks) == 0 {
+		t.Fatal("no ```go blocks in README.md")
+	}
+	for i, block := range blocks {
+		want := lines(block)
+		found := false
+		for _, ex := range examples {
+			if contains(ex, want) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("README go block %d is not taken verbatim from an Example function:\n%s", i+1, block)
+		}
+	}
+}
+
+func goBlocks(md string) []string {
+	var out []string
+	for {
+		start := strings.Index(md, "```go\n")
+		if start < 0 {
+			return out
+		}
+		md = md[start+len("```go\n"):]
+		end := strings.Index(md, "```")
+		if end < 0 {
+			return out
+		}
+		out = append(out, md[:end])
+		md = md[end+3:]
+	}
+}
+
+func lines(s string) []string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func contains(hay, needle []string) bool {
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		match := true
+		for j := range needle {
+			if hay[i+j] != needle[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,211 @@
+package middleware_test
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// benchWriter is a reusable ResponseWriter: the caller clears its Header
+// before each request, which keeps the map's storage (as net/http does not:
+// it hands each request a fresh map, whose growth is not the limiter's).
+type benchWriter struct {
+	h    http.Header
+	code int
+}
+
+func newBenchWriter() *benchWriter                           { return &benchWriter{h: http.Header{}, code: 200} }
+func (w *benchWriter) Header() http.Header                   { return w.h }
+func (w *benchWriter) Write(b []byte) (int, error)           { return len(b), nil }
+func (w *benchWriter) WriteString(s string) (int, error)     { return len(s), nil }
+func (w *benchWriter) WriteHeader(code int)                  { w.code = code }
+func (w *benchWriter) reset()                                { clear(w.h); w.code = 200 }
+func (w *benchWriter) serve(h http.Handler, r *http.Request) { w.reset(); h.ServeHTTP(w, r) }
+
+// outOfProcess hides a Memory backend's type, so the middleware treats it
+// like a remote store.
+type outOfProcess struct{ *algorithms.Memory }
+
+// huge never runs out under a fixed clock: each request moves the GCRA's
+// arrival time by 2^-30 s.
+var huge = algorithms.PerSecond(1 << 30)
+
+// benchRules returns n (1 or 3) rules: per IP, per user (a header), per
+// endpoint (the ServeMux pattern, which Route returns without allocating).
+func benchRules(tb testing.TB, n int) []middleware.Rule {
+	rules := []middleware.Rule{
+		{Name: "ip", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: huge},
+		{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: huge},
+		{Name: "endpoint", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge},
+	}
+	return rules[:n]
+}
+
+// benchRequest is a request as ServeMux hands it to the wrapped handler.
+func benchRequest(remote string) *http.Request {
+	r := req("POST", "/api/orders", remote, "X-User", "alice")
+	r.Pattern = "POST /api/orders"
+	return r
+}
+
+// benchHandler wraps ok in a middleware with n rules on backend b. The
+// middleware's wall clock (for X-RateLimit-Reset) is the real one, as in
+// production: one clock read per request.
+func benchHandler(tb testing.TB, b algorithms.Backend, rules int, prefix string) http.Handler {
+	mw := newMW(tb, b, middleware.Config{Rules: benchRules(tb, rules), Prefix: prefix, Now: time.Now})
+	return mw.Handler(ok)
+}
+
+// BenchmarkHandler measures one allowed request through the middleware on
+// existing keys: memory backend (fixed clock) and, when a redis-server is
+// available, the shared real one.
+func BenchmarkHandler(b *testing.B) {
+	for _, n := range []int{1, 3} {
+		name := "rules=" + strconv.Itoa(n)
+		b.Run(name, func(b *testing.B) {
+			h := benchHandler(b, newMemory(b, fixed), n, "")
+			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
+			w.serve(h, r)
+			b.ReportAllocs()
+			for b.Loop() {
+				w.serve(h, r)
+			}
+			if w.code != 200 {
+				b.Fatalf("status %d", w.code)
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			h := benchHandler(b, newMemory(b, fixed), n, "")
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w, r := newBenchWriter(), benchRequest("192.0.2."+strconv.FormatInt(next.Add(1), 10)+":1234")
+				for pb.Next() {
+					w.serve(h, r)
+				}
+				if w.code != 200 {
+					b.Errorf("status %d", w.code)
+				}
+			})
+		})
+	}
+	// A backend that is not in-process runs in a goroutine of its own so
+	// that Timeout holds even when it ignores its context (see
+	// Config.Timeout), unless it says it honours deadlines.
+	for _, tt := range []struct {
+		name string
+		b    algorithms.Backend
+	}{
+		{"call=goroutine", outOfProcess{newMemory(b, fixed)}},
+		{"call=direct", honest{ctxBackend{newMemory(b, fixed)}}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			h := benchHandler(b, tt.b, 1, "")
+			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
+			w.serve(h, r)
+			b.ReportAllocs()
+			for b.Loop() {
+				w.serve(h, r)
+			}
+			if w.code != 200 {
+				b.Fatalf("status %d", w.code)
+			}
+		})
+	}
+	for _, n := range []int{1, 3} {
+		name := "redis/rules=" + strconv.Itoa(n)
+		b.Run(name, func(b *testing.B) {
+			srv := redistest.Require(b)
+			rb, err := algorithms.NewRedis(srv.Client(b), algorithms.RedisConfig{Now: fixed})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := benchHandler(b, rb, n, redistest.Prefix(b))
+			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
+			w.serve(h, r)
+			b.ReportAllocs()
+			for b.Loop() {
+				w.serve(h, r)
+			}
+			if w.code != 200 {
+				b.Fatalf("status %d", w.code)
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			srv := redistest.Require(b)
+			rb, err := algorithms.NewRedis(srv.Client(b), algorithms.RedisConfig{Now: fixed})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := benchHandler(b, rb, n, redistest.Prefix(b))
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w, r := newBenchWriter(), benchRequest("192.0.2."+strconv.FormatInt(next.Add(1), 10)+":1234")
+				for pb.Next() {
+					w.serve(h, r)
+				}
+				if w.code != 200 {
+					b.Errorf("status %d", w.code)
+				}
+			})
+		})
+	}
+}
+
+// TestHandlerAllocs enforces the allocation budget of one allowed request
+// on existing keys of the memory backend, as measured:
+//
+//   - 1 per rule: the storage key "<prefix>:<rule>:{<material>}", built
+//     for each request (the key funcs used here allocate nothing);
+//   - 1 per key material that keyfunc.Sanitize must encode: a route key
+//     always holds a space ("POST /api/orders" is stored as
+//     "POST%20/api/orders"), so rules=3 pays it once;
+//   - 2 for the header writer: one string holding every value and one
+//     []string backing every field (headers.Writer.Write's budget);
+//   - nothing else: working memory is pooled, the memory backend does not
+//     allocate for existing keys, and no timeout context is made for it.
+//
+// DecisionInContext adds 4 (the Decision's copy, its Rules, the context
+// value and the request copy WithContext makes); Style None saves the
+// writer's 2.
+func TestHandlerAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items)")
+	}
+	tests := []struct {
+		name   string
+		rules  int
+		cfg    middleware.Config
+		budget float64
+	}{
+		{"rules=1", 1, middleware.Config{}, 3},
+		{"rules=3", 3, middleware.Config{}, 6},
+		{"rules=1/ietf", 1, middleware.Config{Headers: headers.Writer{Style: headers.Both}}, 3},
+		{"rules=1/none", 1, middleware.Config{Headers: headers.Writer{Style: headers.None}}, 1},
+		{"rules=1/in context", 1, middleware.Config{DecisionInContext: true}, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Rules = benchRules(t, tt.rules)
+			h := newMW(t, newMemory(t, fixed), cfg).Handler(ok)
+			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
+			w.serve(h, r)
+			got := testing.AllocsPerRun(1000, func() { w.serve(h, r) })
+			if got > tt.budget {
+				t.Errorf("%v allocations per request, budget %v", got, tt.budget)
+			} else if got < tt.budget {
+				t.Logf("%v allocations per request, under the budget of %v: lower the budget", got, tt.budget)
+			}
+		})
+	}
+}

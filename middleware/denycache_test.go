@@ -1,0 +1,61 @@
+package middleware_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// countingBackend counts calls to a Memory backend; not being a *Memory
+// itself, it is treated like a remote backend (deny cache, timeout).
+type countingBackend struct {
+	next  *algorithms.Memory
+	calls atomic.Int64
+}
+
+func (c *countingBackend) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	c.calls.Add(1)
+	return c.next.Allow(ctx, checks, results)
+}
+
+// TestDenyCacheDefault: by default a denied key is answered locally until
+// its RetryAfter has passed; NoDenyCache sends every request to the backend.
+func TestDenyCacheDefault(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{})
+		cb := &countingBackend{next: mem}
+		mw, err := middleware.New(cb, middleware.Config{NoDenyCache: off, Rules: []middleware.Rule{
+			{Name: "k", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(2)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		codes := map[int]int{}
+		for range 100 {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			codes[rec.Code]++
+			if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+				t.Fatal("local denial without Retry-After")
+			}
+		}
+		if codes[200] != 2 || codes[429] != 98 {
+			t.Fatalf("NoDenyCache=%v: %v, want 2 allowed and 98 denied", off, codes)
+		}
+		want, wantLocal := int64(3), uint64(97) // 2 allowed + the first denial; the rest local
+		if off {
+			want, wantLocal = 100, 0
+		}
+		if cb.calls.Load() != want || mw.LocalDenials() != wantLocal {
+			t.Fatalf("NoDenyCache=%v: %d backend calls, %d local denials; want %d and %d", off, cb.calls.Load(), mw.LocalDenials(), want, wantLocal)
+		}
+		mw.Close()
+	}
+}

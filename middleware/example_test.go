@@ -1,0 +1,226 @@
+package middleware_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// clock is the fixed time of the examples, so that their output is
+// reproducible. A real service leaves both Now fields nil.
+func clock() time.Time { return time.Unix(1_700_000_000, 0) }
+
+// Limit POST /api/orders to 3 requests a minute per client IP and route,
+// on an http.ServeMux. The fourth request is denied with Retry-After.
+func ExampleNew() {
+	backend, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ip, err := keyfunc.IP(keyfunc.IPConfig{}) // no proxy in front: the TCP peer is the client
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{{
+			Name:      "orders",
+			Key:       keyfunc.Join(keyfunc.Route(), ip),
+			Algorithm: algorithms.GCRA,
+			Limit:     algorithms.PerMinute(3),
+		}},
+		Now: clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	orders := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "created\n")
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/orders", mw.Handler(orders))
+
+	for range 4 {
+		r := httptest.NewRequest("POST", "/api/orders", nil)
+		r.RemoteAddr = "203.0.113.7:50000"
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		h := w.Header()
+		fmt.Printf("%d limit=%s remaining=%s reset=%s retry-after=%q\n", w.Code,
+			h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"), h.Get("Retry-After"))
+	}
+	// Output:
+	// 200 limit=3 remaining=2 reset=1700000020 retry-after=""
+	// 200 limit=3 remaining=1 reset=1700000040 retry-after=""
+	// 200 limit=3 remaining=0 reset=1700000060 retry-after=""
+	// 429 limit=3 remaining=0 reset=1700000060 retry-after="20"
+}
+
+// Layer a per-endpoint limit on the per-IP and per-user limits every route
+// shares. The payments route decides all three rules in one backend call:
+// the request its own rule denies is not counted by the other two.
+func ExampleMiddleware_With() {
+	backend, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: clock})
+	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
+	user := keyfunc.User(func(r *http.Request) (string, bool) {
+		id := r.Header.Get("X-User") // in a real service: the authenticated user
+		return id, id != ""
+	})
+	api, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: middleware.SkipMissingKey},
+		},
+		Headers: headers.Writer{Style: headers.IETF},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer api.Close()
+	payments, err := api.With(middleware.Rule{
+		Name: "payments", Key: keyfunc.Join(keyfunc.Route(), user),
+		Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", payments.Handler(ok))
+	mux.Handle("GET /profile", api.Handler(ok))
+
+	for _, target := range []string{"POST /payments", "POST /payments", "POST /payments", "GET /profile"} {
+		var method, path string
+		fmt.Sscan(target, &method, &path)
+		r := httptest.NewRequest(method, path, nil)
+		r.RemoteAddr = "203.0.113.7:50000"
+		r.Header.Set("X-User", "alice")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		fmt.Println(w.Code, target)
+		fmt.Println("   ", w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// 200 POST /payments
+	//     "ip";r=99;t=1, "user";r=59;t=1, "payments";r=1;t=30
+	// 200 POST /payments
+	//     "ip";r=98;t=2, "user";r=58;t=2, "payments";r=0;t=60
+	// 429 POST /payments
+	//     "ip";r=98;t=2, "user";r=58;t=2, "payments";r=0;t=60
+	// 200 GET /profile
+	//     "ip";r=97;t=2, "user";r=57;t=3
+}
+
+// Decide inside a handler, for example to limit only the requests that
+// reach an expensive branch.
+func ExampleMiddleware_Check() {
+	backend, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: clock})
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{{
+			Name: "export", Key: keyfunc.Header("X-API-Key"),
+			Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(2),
+		}},
+		Headers: headers.Writer{Reset: headers.DeltaSeconds},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	export := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("format") != "pdf" {
+			io.WriteString(w, "csv\n") // cheap: not limited
+			return
+		}
+		d, err := mw.Check(r)
+		if err != nil {
+			log.Print(err) // the error policy has decided; d says what to do
+		}
+		mw.WriteHeaders(w.Header(), d)
+		if !d.Allowed {
+			http.Error(w, "export quota exceeded", http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, "pdf\n")
+	})
+
+	for _, q := range []string{"pdf", "csv", "pdf", "pdf"} {
+		r := httptest.NewRequest("GET", "/export?format="+q, nil)
+		r.Header.Set("X-API-Key", "k-123")
+		w := httptest.NewRecorder()
+		export.ServeHTTP(w, r)
+		fmt.Printf("%s: %d remaining=%q reset=%q retry-after=%q\n", q, w.Code,
+			w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("X-RateLimit-Reset"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// pdf: 200 remaining="1" reset="1800" retry-after=""
+	// csv: 200 remaining="" reset="" retry-after=""
+	// pdf: 200 remaining="0" reset="3600" retry-after=""
+	// pdf: 429 remaining="0" reset="3600" retry-after="1800"
+}
+
+// The quick start in the README: a Redis backend, a per-IP and a per-user
+// rule, mounted per route in chi. (Here Redis is an embedded miniredis and
+// the clock is fixed, so the output is reproducible; a real service passes
+// its *redis.Client and leaves Now nil to use the Redis server's clock.)
+func ExampleMiddleware_Handler_chi() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	defer client.Close()
+
+	backend, err := algorithms.NewRedis(client, algorithms.RedisConfig{Now: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ip, err := keyfunc.IP(keyfunc.IPConfig{}) // behind a load balancer: TrustedProxies
+	if err != nil {
+		log.Fatal(err)
+	}
+	user := keyfunc.Header("X-User-ID") // use keyfunc.User with your authentication
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: middleware.SkipMissingKey},
+		},
+		Now: clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	r := chi.NewRouter()
+	r.With(mw.Handler).Get("/api/profile", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "profile")
+	})
+
+	for range 3 {
+		req := httptest.NewRequest("GET", "/api/profile", nil)
+		req.Header.Set("X-User-ID", "alice")
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		fmt.Printf("%d remaining=%s retry-after=%q\n", w.Code, w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 remaining=1 retry-after=""
+	// 200 remaining=0 retry-after=""
+	// 429 remaining=0 retry-after="30"
+}

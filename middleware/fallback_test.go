@@ -1,0 +1,278 @@
+package middleware_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// The tests in this file kill, restart and pause a redis-server of their
+// own (never the shared one), with a client configured to fail fast.
+
+const redisTimeout = 100 * time.Millisecond
+
+// ownRedis starts a redis-server for t alone. Without the binary it skips,
+// except in CI. It checks for leaked goroutines when t ends, after every
+// other cleanup (clients, middlewares, the server).
+func ownRedis(t *testing.T) *redistest.Server {
+	t.Helper()
+	if redistest.Binary() == "" {
+		if redistest.InCI() {
+			t.Fatal("CI=true but redis-server is not installed")
+		}
+		t.Skip("redis-server not available")
+	}
+	base := runtimeGoroutines()
+	t.Cleanup(func() { waitGoroutines(t, base) })
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// fastClient fails within about 50ms when the server is down or stalled,
+// and never retries.
+func fastClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:               srv.Addr,
+		MaxRetries:         -1,
+		DialerRetries:      1,
+		DialerRetryTimeout: time.Millisecond,
+		DialTimeout:        50 * time.Millisecond,
+		ReadTimeout:        50 * time.Millisecond,
+		WriteTimeout:       50 * time.Millisecond,
+		PoolTimeout:        50 * time.Millisecond,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// defaultClient is go-redis with its defaults: ContextTimeoutEnabled off,
+// ReadTimeout 5s, three retries. Only the middleware's own bound keeps a
+// stalled server from holding requests for seconds.
+func defaultClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func redisMW(t *testing.T, c redis.Scripter, cfg middleware.Config) (*middleware.Middleware, *recorder) {
+	t.Helper()
+	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	cfg.Rules = []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}}
+	cfg.Timeout = redisTimeout
+	cfg.OnDecision = rec.hook
+	return newMW(t, b, cfg), &rec
+}
+
+// timed serves one request and returns the response and how long it took.
+func timed(h http.Handler, r *http.Request) (int, http.Header, time.Duration) {
+	start := time.Now()
+	w := serve(h, r)
+	return w.Code, w.Header(), time.Since(start)
+}
+
+// untilPrimary serves requests from remote until one is decided by the
+// primary and returns how long that took.
+func untilPrimary(t *testing.T, h http.Handler, rec *recorder, remote string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		serve(h, req("GET", "/", remote))
+		if d := rec.last(t); d.Source == middleware.SourcePrimary && d.Err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("not back on Redis 3s after it came back: last decision %+v", rec.last(t))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRedisFailOpen(t *testing.T) {
+	srv := ownRedis(t)
+	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{OnError: middleware.FailOpen})
+	h := mw.Handler(ok)
+	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
+
+	srv.Stop()
+	var slowest time.Duration
+	for i := range 10 {
+		code, hdr, took := timed(h, req("GET", "/", "192.0.2.1:1"))
+		slowest = max(slowest, took)
+		if got := limitHeaders(hdr); code != 200 || len(got) != 0 {
+			t.Errorf("killed, request %d: status %d headers %v; want 200 without rate-limit headers", i, code, got)
+		}
+		if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != middleware.SourceNone {
+			t.Errorf("killed, request %d: decision %+v", i, d)
+		}
+	}
+	t.Logf("fail-open, server killed: slowest request %v", slowest)
+	if slowest > redisTimeout+150*time.Millisecond {
+		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fail-open: limiting resumed %v after the restart", untilPrimary(t, h, rec, "192.0.2.1:1"))
+	// The restarted server is empty: the request that found it took the
+	// first unit; exactly two more pass.
+	for i, code := range []int{200, 200, 429} {
+		if w := serve(h, req("GET", "/", "192.0.2.1:1")); w.Code != code {
+			t.Errorf("after restart, request %d: status %d, want %d", i, w.Code, code)
+		}
+	}
+}
+
+func TestRedisFailClosed(t *testing.T) {
+	srv := ownRedis(t)
+	c := fastClient(t, srv)
+	mw, rec := redisMW(t, c, middleware.Config{OnError: middleware.FailClosed})
+	var seen error
+	custom, _ := redisMW(t, c, middleware.Config{OnError: middleware.FailClosed,
+		ErrorHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d, _ := middleware.FromContext(r.Context())
+			seen = d.Err
+			http.Error(w, "try later", http.StatusTooManyRequests)
+		})})
+	checkResponse(t, "up", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
+
+	srv.Stop()
+	var slowest time.Duration
+	for i := range 10 {
+		code, hdr, took := timed(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
+		slowest = max(slowest, took)
+		if code != 503 || hdr.Get("Retry-After") != "1" || hdr.Get("X-Ratelimit-Limit") != "" {
+			t.Errorf("killed, request %d: status %d headers %v; want DefaultError's 503", i, code, hdr)
+		}
+		if d := rec.last(t); d.Allowed || !errors.Is(d.Err, algorithms.ErrBackend) {
+			t.Errorf("killed, request %d: decision %+v", i, d)
+		}
+	}
+	t.Logf("fail-closed, server killed: slowest request %v", slowest)
+	if slowest > redisTimeout+150*time.Millisecond {
+		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	}
+	if w := serve(custom.Handler(ok), req("GET", "/", "192.0.2.1:1")); w.Code != 429 || !errors.Is(seen, algorithms.ErrBackend) {
+		t.Errorf("custom ErrorHandler: status %d, saw Err %v", w.Code, seen)
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fail-closed: requests pass again %v after the restart", untilPrimary(t, mw.Handler(ok), rec, "192.0.2.1:1"))
+}
+
+func TestRedisFallback(t *testing.T) {
+	srv := ownRedis(t)
+	const probe = 50 * time.Millisecond
+	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{
+		OnError:         middleware.Fallback,
+		ProbeInterval:   probe,
+		FallbackBackend: newMemory(t, fixed),
+	})
+	h := mw.Handler(ok)
+	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
+
+	srv.Stop()
+	var slowest time.Duration
+	for i, want := range threeAndDenied {
+		code, hdr, took := timed(h, req("GET", "/", "192.0.2.1:1"))
+		slowest = max(slowest, took)
+		if code != want.code || !mapsEqual(limitHeaders(hdr), want.headers) {
+			t.Errorf("killed, request %d: %d %v, want %d %v", i, code, limitHeaders(hdr), want.code, want.headers)
+		}
+		if d := rec.last(t); d.Source != middleware.SourceFallback {
+			t.Errorf("killed, request %d: Source %v, want fallback", i, d.Source)
+		}
+	}
+	t.Logf("fallback, server killed: slowest request %v", slowest)
+	if slowest > redisTimeout+150*time.Millisecond {
+		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := untilPrimary(t, h, rec, "192.0.2.2:1")
+	t.Logf("fallback: back on Redis %v after the restart (ProbeInterval %v)", back, probe)
+	if back > probe+250*time.Millisecond {
+		t.Errorf("back on Redis %v after the restart, want within about ProbeInterval %v", back, probe)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRedisPaused: a stalled server (SIGSTOP: connections accepted, nothing
+// answered) delays no request by more than Timeout plus a margin, under
+// every policy, with a fast-failing client and with go-redis's defaults;
+// after SIGCONT the limiter recovers by itself.
+func TestRedisPaused(t *testing.T) {
+	clients := []struct {
+		name string
+		new  func(*testing.T, *redistest.Server) *redis.Client
+	}{{"fast client", fastClient}, {"default client", defaultClient}}
+	for _, cl := range clients {
+		for _, policy := range []middleware.ErrorPolicy{middleware.FailOpen, middleware.FailClosed, middleware.Fallback} {
+			t.Run(cl.name+"/"+policy.String(), func(t *testing.T) {
+				srv := ownRedis(t)
+				mw, rec := redisMW(t, cl.new(t, srv), middleware.Config{OnError: policy, ProbeInterval: 50 * time.Millisecond})
+				h := mw.Handler(ok)
+				if w := serve(h, req("GET", "/", "192.0.2.1:1")); w.Code != 200 {
+					t.Fatalf("up: status %d", w.Code)
+				}
+				if err := srv.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				paused := true
+				defer func() {
+					if paused {
+						srv.Resume()
+					}
+				}()
+				var slowest time.Duration
+				for range 5 {
+					code, _, took := timed(h, req("GET", "/", "192.0.2.1:1"))
+					slowest = max(slowest, took)
+					if want := map[middleware.ErrorPolicy]int{middleware.FailClosed: 503}[policy]; want != 0 && code != want {
+						t.Errorf("paused: status %d, want %d", code, want)
+					}
+				}
+				t.Logf("paused: slowest request %v (Timeout %v)", slowest, redisTimeout)
+				if slowest > redisTimeout+150*time.Millisecond {
+					t.Errorf("paused: slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+				}
+				if err := srv.Resume(); err != nil {
+					t.Fatal(err)
+				}
+				paused = false
+				t.Logf("resumed: back on Redis after %v", untilPrimary(t, h, rec, "192.0.2.3:1"))
+				waitFor(t, "abandoned calls to finish", func() bool { return mw.Stalled() == 0 })
+			})
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package middleware_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+)
+
+// TestMain starts the shared redis-server the real-Redis benchmarks use.
+// The failure-policy tests start (and kill) servers of their own.
+// go-redis's own log lines (failed dials while a test has killed its
+// server) are dropped.
+func TestMain(m *testing.M) {
+	redis.SetLogger(discardRedisLog{})
+	os.Exit(redistest.Main(m))
+}
+
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
+
+// t0 is the fixed time of the tests: a whole second, so epoch resets are
+// t0 plus whole seconds.
+var t0 = time.Unix(1_700_000_000, 0)
+
+func fixed() time.Time { return t0 }
+
+const epoch0 = 1_700_000_000
+
+// quiet is a logger that drops everything: error-policy tests would
+// otherwise fill the test output with warnings.
+var quiet = slog.New(slog.DiscardHandler)
+
+// newMemory returns a Memory backend on clock now.
+func newMemory(t testing.TB, now func() time.Time) *algorithms.Memory {
+	t.Helper()
+	m, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// newMW builds a Middleware, defaulting Now to the fixed clock and Logger
+// to quiet, and closes it when t ends.
+func newMW(t testing.TB, b algorithms.Backend, cfg middleware.Config) *middleware.Middleware {
+	t.Helper()
+	if cfg.Now == nil {
+		cfg.Now = fixed
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	mw, err := middleware.New(b, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { mw.Close() })
+	return mw
+}
+
+// ipFunc is keyfunc.IP trusting no proxy.
+func ipFunc(t testing.TB) keyfunc.Func {
+	t.Helper()
+	f, err := keyfunc.IP(keyfunc.IPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// userFunc keys a request by the X-User header an authentication layer
+// would have checked; anonymous without it.
+var userFunc = keyfunc.User(func(r *http.Request) (string, bool) {
+	u := r.Header.Get("X-User")
+	return u, u != ""
+})
+
+// ok is the next handler: 200 with body "ok".
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+
+// req builds a request from remote with header pairs ("Name", "value", ...).
+func req(method, target, remote string, hdr ...string) *http.Request {
+	r := httptest.NewRequest(method, target, nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	return r
+}
+
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// rateHeaders are every field the middleware may write.
+var rateHeaders = []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After", "Ratelimit-Policy", "Ratelimit"}
+
+// limitHeaders returns the rate-limit fields of h, each field's lines
+// joined with "\n"; absent fields are left out.
+func limitHeaders(h http.Header) map[string]string {
+	got := map[string]string{}
+	for _, k := range rateHeaders {
+		if v, ok := h[k]; ok {
+			got[k] = strings.Join(v, "\n")
+		}
+	}
+	return got
+}
+
+// checkResponse compares a response's status and its rate-limit fields,
+// exactly: a field absent from want must be absent.
+func checkResponse(t *testing.T, step string, w *httptest.ResponseRecorder, code int, want map[string]string) {
+	t.Helper()
+	if w.Code != code {
+		t.Errorf("%s: status %d, want %d (body %q)", step, w.Code, code, w.Body.String())
+	}
+	if got := limitHeaders(w.Header()); !maps.Equal(got, want) {
+		t.Errorf("%s: headers\n got %v\nwant %v", step, fmtHeaders(got), fmtHeaders(want))
+	}
+}
+
+func fmtHeaders(h map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		b.WriteString(k + ": " + h[k] + "; ")
+	}
+	return b.String()
+}
+
+// xHeaders are the X-RateLimit fields with an epoch reset, plus
+// Retry-After when retry is not "".
+func xHeaders(limit, remaining string, reset int64, retry string) map[string]string {
+	h := map[string]string{
+		"X-Ratelimit-Limit":     limit,
+		"X-Ratelimit-Remaining": remaining,
+		"X-Ratelimit-Reset":     itoa(reset),
+	}
+	if retry != "" {
+		h["Retry-After"] = retry
+	}
+	return h
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// recorder collects the decisions given to Config.OnDecision, copied.
+type recorder struct {
+	mu   sync.Mutex
+	got  []middleware.Decision
+	reqs []*http.Request
+}
+
+func (rec *recorder) hook(r *http.Request, d *middleware.Decision) {
+	c := *d
+	c.Rules = slices.Clone(d.Rules)
+	rec.mu.Lock()
+	rec.got = append(rec.got, c)
+	rec.reqs = append(rec.reqs, r)
+	rec.mu.Unlock()
+}
+
+func (rec *recorder) last(t *testing.T) middleware.Decision {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.got) == 0 {
+		t.Fatal("OnDecision never called")
+	}
+	return rec.got[len(rec.got)-1]
+}
+
+func (rec *recorder) len() int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.got)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger written from several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// slogTo returns a text logger at Info writing to w.
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// waitFor polls cond for up to 5 seconds.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func runtimeGoroutines() int { return runtime.NumGoroutine() }
+
+// waitGoroutines waits up to 5 seconds for the number of goroutines to come
+// back to base, and fails with every stack when it does not. No slack: the
+// tests using it do not run in parallel, and go-redis keeps no goroutine
+// once its client is closed, so a single leaked probe or call shows.
+func waitGoroutines(t testing.TB, base int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before the test:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
