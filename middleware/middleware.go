@@ -434,7 +434,7 @@ func (m *Middleware) build(r *http.Request, s *scratch) outcome {
 				return m.policyFor(d, &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "returned a negative cost"}, false)
 			}
 		}
-		rd.Key = rule.prefix + keyfunc.Sanitize(material) + "}"
+		rd.Key = rule.keys.key(material)
 		rd.limit = limit
 		s.checks = append(s.checks, algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: cost})
 		s.index = append(s.index, i)

@@ -89,7 +89,7 @@ func validName(s string) bool {
 // compiled is a validated rule.
 type compiled struct {
 	Rule
-	prefix string // "<prefix>:<name>:{"
+	keys *keyCache // builds "<prefix>:<name>:{<material>}"
 }
 
 func compile(prefix string, r Rule) (compiled, error) {
@@ -119,7 +119,7 @@ func compile(prefix string, r Rule) (compiled, error) {
 			return compiled{}, ce
 		}
 	}
-	return compiled{Rule: r, prefix: prefix + ":" + r.Name + ":{"}, nil
+	return compiled{Rule: r, keys: newKeyCache(prefix + ":" + r.Name + ":{")}, nil
 }
 
 func quote(s string) string {

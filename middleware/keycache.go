@@ -1,0 +1,45 @@
+package middleware
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// keyCache remembers the storage key built from a rule's key material, so
+// a client seen again costs no allocation and no escaping. It is bounded:
+// at maxCachedKeys entries it is emptied and the working set refills it.
+// Material longer than keyfunc.MaxMaterialLen is never cached (its key is a
+// digest, and caching would keep a huge value alive).
+type keyCache struct {
+	prefix string // "<prefix>:<rule>:{"
+	mu     sync.RWMutex
+	keys   map[string]string
+}
+
+const maxCachedKeys = 4096
+
+func newKeyCache(prefix string) *keyCache {
+	return &keyCache{prefix: prefix, keys: make(map[string]string)}
+}
+
+// key returns "<prefix>:<rule>:{" + Sanitize(material) + "}".
+func (c *keyCache) key(material string) string {
+	c.mu.RLock()
+	k, ok := c.keys[material]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = c.prefix + keyfunc.Sanitize(material) + "}"
+	if len(material) <= keyfunc.MaxMaterialLen {
+		c.mu.Lock()
+		if len(c.keys) >= maxCachedKeys {
+			clear(c.keys)
+		}
+		c.keys[strings.Clone(material)] = k
+		c.mu.Unlock()
+	}
+	return k
+}

@@ -1,0 +1,33 @@
+package middleware
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+func TestKeyCache(t *testing.T) {
+	c := newKeyCache("rate:ip:{")
+	for _, m := range []string{"203.0.113.7", "a{b}c", "POST /x", strings.Repeat("z", 500)} {
+		want := "rate:ip:{" + keyfunc.Sanitize(m) + "}"
+		for range 2 { // miss, then hit
+			if got := c.key(m); got != want {
+				t.Fatalf("key(%.20q) = %q, want %q", m, got, want)
+			}
+		}
+	}
+	if _, cached := c.keys[strings.Repeat("z", 500)]; cached {
+		t.Error("a material longer than MaxMaterialLen was cached")
+	}
+	for i := range 3 * maxCachedKeys {
+		c.key(strconv.Itoa(i))
+	}
+	if n := len(c.keys); n > maxCachedKeys {
+		t.Fatalf("%d cached keys, bound %d", n, maxCachedKeys)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { c.key("203.0.113.7") }); allocs != 0 && c.keys["203.0.113.7"] != "" {
+		t.Fatalf("cached key: %v allocs, want 0", allocs)
+	}
+}
