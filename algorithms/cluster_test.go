@@ -135,27 +135,11 @@ func cmdCalls(info, cmd string) int64 {
 type persistingCluster struct{ *redis.ClusterClient }
 
 func (p persistingCluster) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	var cmd *redis.Cmd
-	p.ClusterClient.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = pipe.EvalSha(ctx, sha, keys, args...)
-		for _, k := range keys {
-			pipe.Persist(ctx, k)
-		}
-		return nil
-	})
-	return cmd
+	return persistInTx(ctx, p.ClusterClient, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, sha, keys, args...) })
 }
 
 func (p persistingCluster) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
-	var cmd *redis.Cmd
-	p.ClusterClient.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = pipe.Eval(ctx, src, keys, args...)
-		for _, k := range keys {
-			pipe.Persist(ctx, k)
-		}
-		return nil
-	})
-	return cmd
+	return persistInTx(ctx, p.ClusterClient, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
 }
 
 // barrierCluster holds every EVALSHA until n of them are in flight at once,
@@ -253,14 +237,11 @@ func TestCluster(t *testing.T) {
 				prefix := redistest.Prefix(t)
 				var last time.Time
 				for i, step := range randomWorkload(seed, 100) {
-					step.at = t0.Add(step.at.Sub(t0) * 1000)
+					step = scaled(step, 1000)
 					if step.at.Before(last) {
 						step.at = last
 					}
 					last = step.at
-					for j := range step.checks {
-						step.checks[j].Limit.Period *= 1000
-					}
 					if len(step.checks) > 1 && algorithms.HashSlot(step.checks[0].Key) != algorithms.HashSlot(step.checks[len(step.checks)-1].Key) {
 						crossSlot.Add(1)
 					}

@@ -96,9 +96,10 @@ func newMemory(t *testing.T) (*algorithms.Memory, *clock) {
 // TTL): every Result must be identical, and every key written must carry a
 // TTL of exactly its ResetAfter rounded up to a millisecond. The same
 // workload also runs on a real redis-server, compared with a second
-// miniredis whose clock stands still; there each script runs in a
-// transaction with PERSIST of its keys, since a real server expires keys by
-// its own clock, not the workload's.
+// miniredis whose clock stands still, scaled to milliseconds (time × 1000);
+// there each script runs in a transaction with PERSIST of its keys, since a
+// real server expires keys by its own clock, not the workload's (and a 1ms
+// TTL can run out within a transaction on a loaded machine).
 func TestDifferential(t *testing.T) {
 	var real *redis.Client
 	if redistest.Shared != nil {
@@ -146,8 +147,9 @@ func TestDifferential(t *testing.T) {
 				if real == nil {
 					continue
 				}
-				gotReal := play(t, onReal, realClock, prefix, cl)
-				wantFrozen := play(t, miniFrozen, frozenClock, "", cl)
+				slow := scaled(cl, 1000)
+				gotReal := play(t, onReal, realClock, prefix, slow)
+				wantFrozen := play(t, miniFrozen, frozenClock, "", slow)
 				for j := range gotReal {
 					if gotReal[j] != wantFrozen[j] {
 						t.Fatalf("step %d check %d (%v %v cost %d): redis-server %+v, miniredis %+v", i, j, cl.checks[j].Algorithm, cl.checks[j].Limit, cl.checks[j].Cost, gotReal[j], wantFrozen[j])
@@ -156,6 +158,16 @@ func TestDifferential(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scaled returns c with its time offset from t0 and its periods multiplied
+// by f: the same workload, slower.
+func scaled(c call, f int64) call {
+	out := call{at: t0.Add(c.at.Sub(t0) * time.Duration(f)), checks: append([]algorithms.Check(nil), c.checks...)}
+	for j := range out.checks {
+		out.checks[j].Limit.Period *= time.Duration(f)
+	}
+	return out
 }
 
 func newMiniBackend(t *testing.T, mr *miniredis.Miniredis) (algorithms.Backend, *clock) {
@@ -216,21 +228,21 @@ func TestRetryAfterIsExact(t *testing.T) {
 type persisting struct{ *redis.Client }
 
 func (p persisting) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	var cmd *redis.Cmd
-	p.Client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = pipe.EvalSha(ctx, sha, keys, args...)
-		for _, k := range keys {
-			pipe.Persist(ctx, k)
-		}
-		return nil
-	})
-	return cmd
+	return persistInTx(ctx, p.Client, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, sha, keys, args...) })
 }
 
 func (p persisting) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return persistInTx(ctx, p.Client, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+}
+
+// persistInTx runs one script command in MULTI/EXEC, followed by PERSIST of
+// its keys.
+func persistInTx(ctx context.Context, c interface {
+	TxPipelined(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}, keys []string, script func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
 	var cmd *redis.Cmd
-	p.Client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		cmd = pipe.Eval(ctx, src, keys, args...)
+	c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		cmd = script(pipe)
 		for _, k := range keys {
 			pipe.Persist(ctx, k)
 		}

@@ -60,6 +60,19 @@ func FreePort() (int, error) {
 // Start starts a redis-server on a free port with extra arguments (for
 // example "--cluster-enabled", "yes") and waits until it answers PING.
 func Start(extra ...string) (*Server, error) {
+	return launch("redlimit-redis-", func(port int, dir string) ([]string, error) {
+		return append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--protected-mode", "no", "--enable-debug-command", "local",
+		}, extra...), nil
+	})
+}
+
+// launch starts redis-server on a free port in a new temporary directory,
+// with the arguments args returns for them, trying a few ports in case one
+// is taken between being found free and being bound.
+func launch(dirPrefix string, args func(port int, dir string) ([]string, error)) (*Server, error) {
 	bin := Binary()
 	if bin == "" {
 		return nil, errors.New("redistest: redis-server not found on PATH")
@@ -70,18 +83,15 @@ func Start(extra ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir, err := os.MkdirTemp("", "redlimit-redis-")
+		dir, err := os.MkdirTemp("", dirPrefix)
 		if err != nil {
 			return nil, err
 		}
 		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--protected-mode", "no", "--enable-debug-command", "local",
-		}, extra...)
-		if last = s.start(bin); last == nil {
-			return s, nil
+		if s.args, last = args(port, dir); last == nil {
+			if last = s.start(bin); last == nil {
+				return s, nil
+			}
 		}
 		os.RemoveAll(dir)
 	}

@@ -102,20 +102,7 @@ func waitStreaming(master *Server, n int, write ...any) error {
 
 // startSentinel starts one redis-server --sentinel on a free port.
 func startSentinel(masterPort, quorum int) (*Server, error) {
-	bin := Binary()
-	if bin == "" {
-		return nil, errors.New("redistest: redis-server not found on PATH")
-	}
-	var last error
-	for range 5 {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		dir, err := os.MkdirTemp("", "redlimit-sentinel-")
-		if err != nil {
-			return nil, err
-		}
+	return launch("redlimit-sentinel-", func(port int, dir string) ([]string, error) {
 		// sentinel rewrites its configuration file: it must be writable
 		conf := filepath.Join(dir, "sentinel.conf")
 		text := fmt.Sprintf(`port %d
@@ -127,17 +114,8 @@ sentinel down-after-milliseconds %s %d
 sentinel failover-timeout %s 10000
 sentinel parallel-syncs %s 1
 `, port, dir, MasterName, masterPort, quorum, MasterName, SentinelDownAfter.Milliseconds(), MasterName, MasterName)
-		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir, args: []string{conf, "--sentinel"}}
-		if last = s.start(bin); last == nil {
-			return s, nil
-		}
-		os.RemoveAll(dir)
-	}
-	return nil, last
+		return []string{conf, "--sentinel"}, os.WriteFile(conf, []byte(text), 0o600)
+	})
 }
 
 // SentinelAddrs returns the sentinels' addresses.
