@@ -201,14 +201,20 @@ func (c *Cluster) ReplicaOf(ctx context.Context, master *Server) (*Server, error
 // all 16384 slots assigned and ok, and knows as many nodes as the cluster
 // has; and every running replica's link to its master is up.
 func (c *Cluster) WaitHealthy(timeout time.Duration) error {
+	return poll(timeout, "cluster not healthy", c.healthy)
+}
+
+// poll calls check every 25ms until it returns nil or timeout has passed,
+// then returns its last error, saying what was not reached.
+func poll(timeout time.Duration, what string, check func() error) error {
 	deadline := time.Now().Add(timeout)
-	var last error
 	for {
-		if last = c.healthy(); last == nil {
+		last := check()
+		if last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: cluster not healthy after %v: %w", timeout, last)
+			return fmt.Errorf("redistest: %s after %v: %w", what, timeout, last)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

@@ -182,17 +182,7 @@ func (st *Sentinel) Failover(ctx context.Context, timeout time.Duration) (newMas
 // sentinel lists every replica as a healthy replica of the master it
 // names, so that a failover can start at once.
 func (st *Sentinel) WaitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		if last = st.ready(); last == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: sentinel setup not ready after %v: %w", timeout, last)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	return poll(timeout, "sentinel setup not ready", st.ready)
 }
 
 func (st *Sentinel) ready() error {
