@@ -126,6 +126,36 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		})
 	}
+	// go-redis's autopipeliner batches concurrent commands into one write;
+	// the backend takes it as its Scripter. Measured against the plain
+	// client at 64 and 256 goroutines.
+	ap, err := client.AutoPipeline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ap.Close()
+	piped, _ := algorithms.NewRedis(ap, algorithms.RedisConfig{})
+	for _, g := range []int{2, 64, 256} {
+		for _, v := range []struct {
+			name    string
+			backend *algorithms.Redis
+		}{{"client", backend}, {"autopipeline", piped}} {
+			b.Run("gcra/parallel="+strconv.Itoa(g)+"/"+v.name, func(b *testing.B) {
+				checks := []algorithms.Check{{Key: prefix + "gcra:{hot-" + v.name + "}", Algorithm: algorithms.GCRA, Limit: benchLimit}}
+				b.SetParallelism(g / 2) // GOMAXPROCS 2
+				benchRedis(b, client, func() {
+					b.RunParallel(func(pb *testing.PB) {
+						res := make([]algorithms.Result, 1)
+						for pb.Next() {
+							if err := v.backend.Allow(context.Background(), checks, res); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				})
+			})
+		}
+	}
 	for _, n := range []int{1, 3, 5} {
 		b.Run("rules="+strconv.Itoa(n)+"/gcra", func(b *testing.B) {
 			checks := layeredChecks(prefix+"layered"+strconv.Itoa(n), n)

@@ -29,8 +29,8 @@ func exactLimits() map[algorithms.Algorithm]algorithms.Limit {
 }
 
 // TestConcurrentExactness: 64 goroutines on two separate go-redis clients
-// (two connection pools) hammer one key with a limit of 100: exactly 100
-// requests are allowed, for every algorithm. The clock is the server's,
+// (two connection pools, one of them autopipelined) hammer one key with a
+// limit of 100: exactly 100 requests are allowed, for every algorithm. The clock is the server's,
 // except for the window algorithms, which get a fixed clock in the middle of
 // a window so the test cannot straddle a boundary.
 func TestConcurrentExactness(t *testing.T) {
@@ -44,8 +44,15 @@ func TestConcurrentExactness(t *testing.T) {
 				mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
 				cfg.Now = func() time.Time { return mid }
 			}
-			backends := make([]algorithms.Backend, len(clients))
-			for i, c := range clients {
+			// One plain client, one through go-redis's autopipeliner (which
+			// batches concurrent scripts into one write).
+			ap, err := clients[1].AutoPipeline()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ap.Close()
+			backends := make([]algorithms.Backend, 2)
+			for i, c := range []redis.Scripter{clients[0], ap} {
 				b, err := algorithms.NewRedis(c, cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -124,18 +131,25 @@ func TestConcurrentLayeredAllOrNothing(t *testing.T) {
 func TestScriptFlushIsTransparent(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
-	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
-	key := redistest.Prefix(t) + "{k}"
-	res := make([]algorithms.Result, 1)
-	for i := range 4 {
-		if err := c.ScriptFlush(context.Background()).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10)}}, res); err != nil {
-			t.Fatalf("after SCRIPT FLUSH %d: %v", i, err)
-		}
-		if !res[0].Allowed || res[0].Remaining != int64(9-i) {
-			t.Fatalf("after SCRIPT FLUSH %d: %+v", i, res[0])
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ap.Close()
+	for name, client := range map[string]redis.Scripter{"client": c, "autopipeline": ap} {
+		b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+		key := redistest.Prefix(t) + name + ":{k}"
+		res := make([]algorithms.Result, 1)
+		for i := range 4 {
+			if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10)}}, res); err != nil {
+				t.Fatalf("%s: after SCRIPT FLUSH %d: %v", name, i, err)
+			}
+			if !res[0].Allowed || res[0].Remaining != int64(9-i) {
+				t.Fatalf("%s: after SCRIPT FLUSH %d: %+v", name, i, res[0])
+			}
 		}
 	}
 }

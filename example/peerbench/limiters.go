@@ -61,6 +61,7 @@ func limiters() []limiter {
 	return []limiter{
 		{name: "redlimit gcra", id: "gcra", build: redlimitGCRA(false)},
 		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimitGCRA(true), only: []string{scAbuse}},
+		{name: "redlimit gcra, autopipelined client", id: "gcra-ap", build: redlimitAutoPipelined},
 		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
 		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:"},
 		{name: "throttled v2 (goredisstore.v9)", id: "throttled", build: throttledGCRA, prefix: "throttled:"},
@@ -86,6 +87,20 @@ func redlimitGCRA(denyCache bool) func(*redis.Client, limit) (allowFunc, error) 
 		}
 		return redlimitAllow(backend, algorithms.GCRA, l), nil
 	}
+}
+
+// redlimitAutoPipelined runs GCRA through go-redis's autopipeliner, which
+// batches the scripts of concurrent callers into one write.
+func redlimitAutoPipelined(c *redis.Client, l limit) (allowFunc, error) {
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		return nil, err
+	}
+	b, err := algorithms.NewRedis(ap, algorithms.RedisConfig{})
+	if err != nil {
+		return nil, err
+	}
+	return redlimitAllow(b, algorithms.GCRA, l), nil
 }
 
 func redlimitAlg(a algorithms.Algorithm) func(*redis.Client, limit) (allowFunc, error) {
