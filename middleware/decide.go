@@ -11,6 +11,8 @@ import (
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
+// decide fills s.dec for r and returns what to do with the request. timed
+// says whether to measure Decision.Latency.
 func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) outcome {
 	debug := m.logger.Enabled(r.Context(), slog.LevelDebug)
 	timed = timed || debug

@@ -163,6 +163,3 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 		h.Del("Retry-After") // shadow denials: the response is not a 429
 	}
 }
-
-// decide fills s.dec for r and returns what to do with the request. timed
-// says whether to measure Decision.Latency.
