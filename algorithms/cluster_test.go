@@ -389,29 +389,9 @@ func TestCluster(t *testing.T) {
 			outer := algorithms.Check{Key: fmt.Sprintf("%sconc:%s:{outer%d}", prefix, alg, i), Algorithm: alg, Limit: algorithms.PerHour(1000)}
 			inner := algorithms.Check{Key: fmt.Sprintf("%sconc:%s:{inner%d}", prefix, alg, i), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}
 			requireSlots(t, outer.Key, inner.Key)
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for range 32 {
-				wg.Go(func() {
-					res := make([]algorithms.Result, 2)
-					for range 10 {
-						if err := b.Allow(ctx, []algorithms.Check{outer, inner}, res); err != nil {
-							t.Error(err)
-							return
-						}
-						if res[0].Allowed && res[1].Allowed {
-							allowed.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			res := make([]algorithms.Result, 1)
-			if err := b.Allow(ctx, []algorithms.Check{outer}, res); err != nil {
-				t.Fatal(err)
-			}
-			if allowed.Load() != 10 || res[0].Remaining != 1000-11 {
-				t.Errorf("%v outer: allowed %d (want 10); remaining %d (want %d)", alg, allowed.Load(), res[0].Remaining, 1000-11)
+			allowed, remaining := hammerLayered(t, b, outer, inner)
+			if allowed != 10 || remaining != 1000-11 {
+				t.Errorf("%v outer: allowed %d (want 10); remaining %d (want %d)", alg, allowed, remaining, 1000-11)
 			}
 		}
 		// Each call sends one script per slot; each denied call one refund

@@ -97,7 +97,20 @@ func TestConcurrentLayeredAllOrNothing(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	outer := algorithms.Check{Key: prefix + "ip:{1.2.3.4}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1000)}
 	inner := algorithms.Check{Key: prefix + "pay:{u1}", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}
-	var allowed atomic.Int64
+	allowed, remaining := hammerLayered(t, b, outer, inner)
+	// 10 layered requests went through; the outer rule was charged for
+	// those 10 and this one only.
+	if allowed != 10 || remaining != 1000-11 {
+		t.Fatalf("allowed %d (want 10); outer remaining %d (want %d)", allowed, remaining, 1000-11)
+	}
+}
+
+// hammerLayered makes 320 layered calls {outer, inner} from 32 goroutines,
+// then one call on outer alone. It returns how many layered calls were
+// allowed and what outer has left after that last call.
+func hammerLayered(t *testing.T, b algorithms.Backend, outer, inner algorithms.Check) (allowed, remaining int64) {
+	t.Helper()
+	var n atomic.Int64
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
@@ -108,7 +121,7 @@ func TestConcurrentLayeredAllOrNothing(t *testing.T) {
 					return
 				}
 				if res[0].Allowed && res[1].Allowed {
-					allowed.Add(1)
+					n.Add(1)
 				}
 			}
 		})
@@ -118,11 +131,7 @@ func TestConcurrentLayeredAllOrNothing(t *testing.T) {
 	if err := b.Allow(context.Background(), []algorithms.Check{outer}, res); err != nil {
 		t.Fatal(err)
 	}
-	// 10 layered requests went through; the outer rule was charged for
-	// those 10 and this one only.
-	if allowed.Load() != 10 || res[0].Remaining != 1000-11 {
-		t.Fatalf("allowed %d (want 10); outer remaining %d (want %d)", allowed.Load(), res[0].Remaining, 1000-11)
-	}
+	return n.Load(), res[0].Remaining
 }
 
 // TestScriptFlushIsTransparent: SCRIPT FLUSH between requests (a restart or

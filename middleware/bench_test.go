@@ -70,95 +70,60 @@ func benchHandler(tb testing.TB, b algorithms.Backend, rules int, prefix string)
 func BenchmarkHandler(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		name := "rules=" + strconv.Itoa(n)
-		b.Run(name, func(b *testing.B) {
-			h := benchHandler(b, newMemory(b, fixed), n, "")
-			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
-			w.serve(h, r)
-			b.ReportAllocs()
-			for b.Loop() {
-				w.serve(h, r)
-			}
-			if w.code != 200 {
-				b.Fatalf("status %d", w.code)
-			}
-		})
-		b.Run(name+"/parallel", func(b *testing.B) {
-			h := benchHandler(b, newMemory(b, fixed), n, "")
-			var next atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				w, r := newBenchWriter(), benchRequest("192.0.2."+strconv.FormatInt(next.Add(1), 10)+":1234")
-				for pb.Next() {
-					w.serve(h, r)
-				}
-				if w.code != 200 {
-					b.Errorf("status %d", w.code)
-				}
-			})
-		})
+		b.Run(name, func(b *testing.B) { benchSerial(b, benchHandler(b, newMemory(b, fixed), n, "")) })
+		b.Run(name+"/parallel", func(b *testing.B) { benchParallel(b, benchHandler(b, newMemory(b, fixed), n, "")) })
 	}
 	// A backend that is not in-process runs in a goroutine of its own so
 	// that Timeout holds even when it ignores its context (see
 	// Config.Timeout), unless it says it honours deadlines.
-	for _, tt := range []struct {
-		name string
-		b    algorithms.Backend
-	}{
-		{"call=goroutine", outOfProcess{newMemory(b, fixed)}},
-		{"call=direct", honest{ctxBackend{newMemory(b, fixed)}}},
-	} {
-		b.Run(tt.name, func(b *testing.B) {
-			h := benchHandler(b, tt.b, 1, "")
-			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
-			w.serve(h, r)
-			b.ReportAllocs()
-			for b.Loop() {
-				w.serve(h, r)
-			}
-			if w.code != 200 {
-				b.Fatalf("status %d", w.code)
-			}
-		})
+	b.Run("call=goroutine", func(b *testing.B) {
+		benchSerial(b, benchHandler(b, outOfProcess{newMemory(b, fixed)}, 1, ""))
+	})
+	b.Run("call=direct", func(b *testing.B) {
+		benchSerial(b, benchHandler(b, honest{ctxBackend{newMemory(b, fixed)}}, 1, ""))
+	})
+	redisHandler := func(b *testing.B, n int) http.Handler {
+		srv := redistest.Require(b)
+		rb, err := algorithms.NewRedis(srv.Client(b), algorithms.RedisConfig{Now: fixed})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return benchHandler(b, rb, n, redistest.Prefix(b))
 	}
 	for _, n := range []int{1, 3} {
 		name := "redis/rules=" + strconv.Itoa(n)
-		b.Run(name, func(b *testing.B) {
-			srv := redistest.Require(b)
-			rb, err := algorithms.NewRedis(srv.Client(b), algorithms.RedisConfig{Now: fixed})
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := benchHandler(b, rb, n, redistest.Prefix(b))
-			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
-			w.serve(h, r)
-			b.ReportAllocs()
-			for b.Loop() {
-				w.serve(h, r)
-			}
-			if w.code != 200 {
-				b.Fatalf("status %d", w.code)
-			}
-		})
-		b.Run(name+"/parallel", func(b *testing.B) {
-			srv := redistest.Require(b)
-			rb, err := algorithms.NewRedis(srv.Client(b), algorithms.RedisConfig{Now: fixed})
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := benchHandler(b, rb, n, redistest.Prefix(b))
-			var next atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				w, r := newBenchWriter(), benchRequest("192.0.2."+strconv.FormatInt(next.Add(1), 10)+":1234")
-				for pb.Next() {
-					w.serve(h, r)
-				}
-				if w.code != 200 {
-					b.Errorf("status %d", w.code)
-				}
-			})
-		})
+		b.Run(name, func(b *testing.B) { benchSerial(b, redisHandler(b, n)) })
+		b.Run(name+"/parallel", func(b *testing.B) { benchParallel(b, redisHandler(b, n)) })
 	}
+}
+
+// benchSerial serves one client's request on h in a loop.
+func benchSerial(b *testing.B, h http.Handler) {
+	w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
+	w.serve(h, r)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.serve(h, r)
+	}
+	if w.code != 200 {
+		b.Fatalf("status %d", w.code)
+	}
+}
+
+// benchParallel serves requests on h from GOMAXPROCS goroutines, one
+// client address each.
+func benchParallel(b *testing.B, h http.Handler) {
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		w, r := newBenchWriter(), benchRequest("192.0.2."+strconv.FormatInt(next.Add(1), 10)+":1234")
+		for pb.Next() {
+			w.serve(h, r)
+		}
+		if w.code != 200 {
+			b.Errorf("status %d", w.code)
+		}
+	})
 }
 
 // TestHandlerAllocs enforces the allocation budget of one allowed request

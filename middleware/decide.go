@@ -124,7 +124,7 @@ func (m *Middleware) evaluate(ctx context.Context, s *scratch) outcome {
 			}
 		}
 	}
-	if d.WouldDeny || shadowDenied {
+	if shadowDenied {
 		d.WouldDeny = true
 	}
 	if !live {

@@ -104,16 +104,28 @@ func (m *Middleware) Check(r *http.Request) (*Decision, error) {
 // WriteHeaders writes the rate-limit headers of a Decision returned by
 // Check (the Handler writes them itself).
 func (m *Middleware) WriteHeaders(h http.Header, d *Decision) {
-	var pol []headers.Policy
-	for i, rd := range d.Rules {
-		if rd.Evaluated {
-			pol = append(pol, m.policy(i, &rd))
+	if m.cfg.Headers.Style != headers.None {
+		m.write(h, m.cfg.Now(), d, nil)
+	}
+}
+
+// write writes the headers of d's evaluated rules, collecting their
+// policies in buf (reused by the Handler), and returns buf.
+func (m *Middleware) write(h http.Header, now time.Time, d *Decision, buf []headers.Policy) []headers.Policy {
+	buf = buf[:0]
+	for i := range d.Rules {
+		if rd := &d.Rules[i]; rd.Evaluated {
+			buf = append(buf, m.policy(i, rd))
 		}
 	}
-	m.cfg.Headers.Write(h, m.cfg.Now(), pol)
+	if len(buf) == 0 {
+		return buf
+	}
+	m.cfg.Headers.Write(h, now, buf)
 	if d.Allowed && d.WouldDeny {
 		h.Del("Retry-After") // shadow denials: the response is not a 429
 	}
+	return buf
 }
 
 func (m *Middleware) policy(i int, rd *RuleDecision) headers.Policy {
@@ -144,22 +156,9 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 	if m.cfg.Headers.Style == headers.None {
 		return
 	}
-	s.policies = s.policies[:0]
-	for i := range s.dec.Rules {
-		rd := &s.dec.Rules[i]
-		if rd.Evaluated {
-			s.policies = append(s.policies, m.policy(i, rd))
-		}
-	}
-	if len(s.policies) == 0 {
-		return
-	}
 	now := s.now
 	if !m.wallNow || now.IsZero() {
 		now = m.cfg.Now()
 	}
-	m.cfg.Headers.Write(h, now, s.policies)
-	if s.dec.Allowed && s.dec.WouldDeny {
-		h.Del("Retry-After") // shadow denials: the response is not a 429
-	}
+	s.policies = m.write(h, now, &s.dec, s.policies)
 }
