@@ -95,12 +95,17 @@ func scriptCalls(t *testing.T, cl *redistest.Cluster) (evalsha, eval int64) {
 	return evalsha, eval
 }
 
-// loadScript loads the script on every master, so that counts of EVALSHA
+// loadScript loads the scripts on every master, so that counts of EVALSHA
 // are not disturbed by a first NOSCRIPT.
 func loadScript(t *testing.T, cl *redistest.Cluster) {
 	t.Helper()
 	if err := cl.ForEachMaster(context.Background(), func(c *redis.Client) error {
-		return c.ScriptLoad(context.Background(), lua.Script).Err()
+		for _, s := range lua.Scripts() {
+			if err := c.ScriptLoad(context.Background(), s).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}

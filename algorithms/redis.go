@@ -29,10 +29,11 @@ type RedisConfig struct {
 }
 
 // Redis is the [Backend] of record: the checks of a call are evaluated by one
-// Lua script ([lua.Script]) run with EVALSHA. go-redis's Script.Run falls
-// back to EVAL when the server answers NOSCRIPT, which loads the script
-// again, so SCRIPT FLUSH, a restart or a failover to a replica with an empty
-// script cache is invisible to callers.
+// Lua script run with EVALSHA: one check by the script of its algorithm
+// alone ([lua.GCRAOne] and its siblings), several by [lua.Script].
+// go-redis's Script.Run falls back to EVAL when the server answers NOSCRIPT,
+// which loads the script again, so SCRIPT FLUSH, a restart or a failover to a
+// replica with an empty script cache is invisible to callers.
 //
 // # Single node, Sentinel
 //
@@ -105,8 +106,19 @@ type Redis struct {
 
 var _ Backend = (*Redis)(nil)
 
-// script is shared by every Redis backend: one SHA1, computed once.
-var script = redis.NewScript(lua.Script)
+// script (several checks, refunds) and the one-check scripts, indexed by
+// Algorithm, are shared by every Redis backend: their SHA1s are computed
+// once.
+var (
+	script     = redis.NewScript(lua.Script)
+	oneScripts = [...]*redis.Script{
+		FixedWindow:   redis.NewScript(lua.FixedWindowOne),
+		SlidingLog:    redis.NewScript(lua.SlidingLogOne),
+		SlidingWindow: redis.NewScript(lua.SlidingWindowOne),
+		TokenBucket:   redis.NewScript(lua.TokenBucketOne),
+		GCRA:          redis.NewScript(lua.GCRAOne),
+	}
+)
 
 // Script modes (ARGV[2]).
 const (
@@ -148,12 +160,23 @@ func (b *Redis) Allow(ctx context.Context, checks []Check, results []Result) err
 // live on one server (one hash slot on a cluster), and returns the now the
 // script used.
 func decide(ctx context.Context, client redis.Scripter, checks []Check, ps []prepared, results []Result, now int64) (int64, error) {
-	keys, args := scriptArgs(checks, ps, now, modeDecide, 0)
-	vals, err := script.Run(ctx, client, keys, args...).Int64Slice()
+	s, keys, args := decideRequest(checks, ps, now)
+	vals, err := s.Run(ctx, client, keys, args...).Int64Slice()
 	if err != nil {
 		return 0, &BackendError{Backend: "redis", Err: err}
 	}
 	return decode(vals, ps, results)
+}
+
+// decideRequest is the script, KEYS and ARGV that decide checks: the
+// algorithm's own script for one check, the dispatch for several.
+func decideRequest(checks []Check, ps []prepared, now int64) (*redis.Script, []string, []any) {
+	if len(checks) == 1 {
+		p := &ps[0]
+		return oneScripts[p.alg], []string{checks[0].Key}, []any{now, p.cap, p.period, p.r, p.u, p.cost}
+	}
+	keys, args := scriptArgs(checks, ps, now, modeDecide, 0)
+	return script, keys, args
 }
 
 // refund runs the script in refund mode: it gives back what a decide call
@@ -172,7 +195,7 @@ func refund(ctx context.Context, client redis.Scripter, checks []Check, ps []pre
 	return err
 }
 
-// scriptArgs builds KEYS and ARGV (see lua/prelude.lua), with room for
+// scriptArgs builds KEYS and ARGV of the dispatch (see lua/dispatch.lua), with room for
 // extra more arguments.
 func scriptArgs(checks []Check, ps []prepared, now int64, mode, extra int) ([]string, []any) {
 	keys := make([]string, len(checks))

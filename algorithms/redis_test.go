@@ -243,13 +243,15 @@ func TestKeysExpireAndMemory(t *testing.T) {
 // TestLuaSources guards the scripts against known pitfalls.
 func TestLuaSources(t *testing.T) {
 	t.Parallel()
-	for _, bad := range []string{"replicate_commands", "HMSET", "KEYS *", "'EXPIRE'"} {
-		if strings.Contains(lua.Script, bad) {
-			t.Errorf("script contains %q", bad)
+	for i, src := range lua.Scripts() {
+		for _, bad := range []string{"replicate_commands", "HMSET", "KEYS *", "'EXPIRE'"} {
+			if strings.Contains(src, bad) {
+				t.Errorf("script %d contains %q", i, bad)
+			}
 		}
-	}
-	if !strings.Contains(lua.Script, "redis.call('TIME')") {
-		t.Error("script does not read the server clock")
+		if !strings.Contains(src, "redis.call('TIME')") {
+			t.Errorf("script %d does not read the server clock", i)
+		}
 	}
 }
 
@@ -331,5 +333,54 @@ func TestHonoursDeadline(t *testing.T) {
 			t.Errorf("ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v", enabled, b.HonoursDeadline(), dc.HonoursDeadline())
 		}
 		c.Close()
+	}
+}
+
+// TestGCRAState: the stored TAT is one integer when the emission interval
+// is a whole number of µs, "<a>:<b>" when it is not, and the "<a>:0" form
+// reads as the integer (keys written that way stay valid).
+func TestGCRAState(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	now := time.UnixMicro(1_800_000_000_000_000)
+	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{Now: func() time.Time { return now }})
+	prefix := redistest.Prefix(t)
+	check := func(key string, l algorithms.Limit) algorithms.Result {
+		t.Helper()
+		res := make([]algorithms.Result, 1)
+		if err := b.Allow(ctx, []algorithms.Check{{Key: key, Algorithm: algorithms.GCRA, Limit: l}}, res); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	for _, tc := range []struct {
+		limit algorithms.Limit
+		want  string
+	}{
+		{algorithms.PerSecond(10), "1800000000100000"},  // interval 100,000 µs
+		{algorithms.PerSecond(7), "1800000000142857:1"}, // 142,857 1/7 µs: a + 1/7
+	} {
+		key := prefix + "{" + tc.limit.String() + "}"
+		check(key, tc.limit)
+		if got := c.Get(ctx, key).Val(); got != tc.want {
+			t.Errorf("%v: stored %q, want %q", tc.limit, got, tc.want)
+		}
+	}
+
+	// A TAT one interval ahead, in the "<a>:0" form: a burst-1 limit is
+	// denied for exactly one more interval, then allowed.
+	key := prefix + "{legacy}"
+	c.Set(ctx, key, "1800000000100000:0", time.Second)
+	l := algorithms.PerSecond(10).WithBurst(1)
+	if r := check(key, l); r.Allowed || r.RetryAfter != 100*time.Millisecond {
+		t.Fatalf("legacy state: %+v, want denied for 100ms", r)
+	}
+	now = now.Add(100 * time.Millisecond)
+	if r := check(key, l); !r.Allowed {
+		t.Fatalf("legacy state after 100ms: %+v, want allowed", r)
+	}
+	if got := c.Get(ctx, key).Val(); got != "1800000000200000" {
+		t.Errorf("rewritten as %q", got)
 	}
 }

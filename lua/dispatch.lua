@@ -1,49 +1,66 @@
--- Dispatch: decide (two phases over all checks) or refund, one reply.
+-- Dispatch: several checks of one request, decided all-or-nothing, or the
+-- refund of a decide call.
+--
+-- KEYS[i]            the storage key of check i
+-- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
+-- ARGV[2]            mode: 0 decide, 1 refund
+-- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
+--                    3 sliding_window, 4 token_bucket, 5 gcra), capacity,
+--                    period µs, r, u, cost
+-- ARGV[3+6n+(i-1)]   refund mode only: the reset_after µs that the commit
+--                    of check i replied (n = #KEYS)
+--
+-- Reply: for each check, four integers: allowed (0/1), remaining,
+-- retry_after µs, reset_after µs; then one more: the now used, in µs.
+--
+-- Decide: phase 1 evaluates every check without writing. Only if all pass
+-- does phase 2 evaluate them again, writing. If any check denies, nothing is
+-- written and the passing checks report their state as it is.
+--
+-- Refund: gives back what a decide call that allowed all its checks
+-- consumed, then reports every check's state as it is at that now (allowed 1,
+-- retry_after 0). ARGV[1] must be the now that decide call replied. Redis
+-- Cluster needs it: the checks of one request whose keys live in different
+-- hash slots run as one decide call per slot, and when one slot denies, the
+-- slots that committed are refunded (see algorithms.Redis).
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local n = #KEYS
+local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
+local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
+
+-- args returns check i's algorithm and its parameters after the key.
+local function args(i)
+  local o = 3 + (i - 1) * 6
+  local alg = tonumber(ARGV[o])
+  if not checks[alg] then return nil end
+  return alg, tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
+    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
+end
+
+local function unknown(i)
+  return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + (i - 1) * 6]))
+end
 
 -- mode: 'check' evaluates, 'commit' evaluates and writes, 'peek' reads the
 -- state without consuming (a cost that can never fit takes no branch that
 -- writes, and reports the remaining and reset as they are).
 local function eval(i, mode)
-  local o = 3 + (i - 1) * 6
-  local alg, cap, period = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
-  local r, u, cost = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local commit = mode == 'commit'
+  local alg, cap, period, r, u, cost = args(i)
+  if not alg then return unknown(i) end
   if mode == 'peek' then cost = cap + 1 end
-  local key = KEYS[i]
-  if alg == 1 then return fixed_window(key, cap, period, cost, now, commit) end
-  if alg == 2 then return sliding_log(key, cap, period, cost, now, commit) end
-  if alg == 3 then return sliding_window(key, cap, period, cost, now, commit) end
-  if alg == 4 then return token_bucket(key, cap, r, u, cost, now, commit) end
-  if alg == 5 then return gcra(key, cap, r, u, cost, now, commit) end
-  return redis.error_reply('redlimit: unknown algorithm ' .. tostring(alg))
-end
-
--- refund gives back what a commit of check i at now took; reset is the
--- reset_after that commit replied.
-local function refund(i, reset)
-  local o = 3 + (i - 1) * 6
-  local alg, cap, period = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
-  local r, u, cost = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local key = KEYS[i]
-  if alg == 1 then return fixed_window_refund(key, period, cost, now, reset) end
-  if alg == 2 then return sliding_log_refund(key, period, cost, now, reset) end
-  if alg == 3 then return sliding_window_refund(key, period, cost, now, reset) end
-  if alg == 4 then return token_bucket_refund(key, cap, r, u, cost, now) end
-  if alg == 5 then return gcra_refund(key, cap, r, u, cost, now) end
-  return redis.error_reply('redlimit: unknown algorithm ' .. tostring(alg))
+  return checks[alg](KEYS[i], cap, period, r, u, cost, now, mode == 'commit')
 end
 
 local reply = {}
 if ARGV[2] == '1' then
   for i = 1, n do
-    local err = refund(i, tonumber(ARGV[2 + 6 * n + i]))
-    if type(err) == 'table' then return err end
+    local alg, cap, period, r, u, cost = args(i)
+    if not alg then return unknown(i) end
+    refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]))
   end
   for i = 1, n do
     local _, remaining, _, reset = eval(i, 'peek')
@@ -53,15 +70,6 @@ if ARGV[2] == '1' then
   end
   reply[4 * n + 1] = now
   return reply
-end
-
--- One check (the common case): evaluate once, committing. A check writes
--- only when it is allowed, so this is the two phases in one pass.
-if n == 1 then
-  local allowed, remaining, retry, reset = eval(1, 'commit')
-  if type(allowed) == 'table' then return allowed end
-  if remaining < 0 then remaining = 0 end
-  return {allowed, remaining, retry, reset, now}
 end
 
 local all = true

@@ -1,6 +1,6 @@
 -- Fixed window: hash {w = window index, c = count}. Windows are aligned to
 -- the Unix epoch; a clock that goes back is held at the stored window.
-local function fixed_window(key, cap, period, cost, now, commit)
+local function fixed_window(key, cap, period, _, _, cost, now, commit)
   local v = redis.call('HMGET', key, 'w', 'c')
   local w, c = tonumber(v[1]), tonumber(v[2])
   local win = floor(now / period)
@@ -27,7 +27,7 @@ end
 -- the window even when the clock was held at a later stored one. If another
 -- commit has moved the key to a later window since, the units no longer
 -- count and there is nothing to give back.
-local function fixed_window_refund(key, period, cost, now, reset)
+local function fixed_window_refund(key, _, period, _, _, cost, now, reset)
   local win = floor((now + reset) / period) - 1
   local v = redis.call('HMGET', key, 'w', 'c')
   local w, c = tonumber(v[1]), tonumber(v[2])

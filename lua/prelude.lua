@@ -1,29 +1,25 @@
--- redlimit: one script evaluates every check of one request, all-or-nothing.
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five.
 --
--- KEYS[i]            the storage key of check i
--- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
--- ARGV[2]            mode: 0 decide, 1 refund
--- ARGV[3+6(i-1)...]  per check: algorithm, capacity, period µs, r, u, cost
---                    (r, u: refill r scaled units per µs, one unit = u scaled
---                    units; token_bucket and gcra only)
--- ARGV[3+6n+(i-1)]   refund mode only: the reset_after µs that the commit
---                    of check i replied (n = #KEYS)
+-- Every algorithm file defines two functions with the same parameters, of
+-- which each uses what it needs:
 --
--- Reply: for each check, four integers: allowed (0/1), remaining,
--- retry_after µs, reset_after µs; then one more: the now used, in µs.
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), writing its new state
+--     only if commit is true and it passes, and returns four integers:
+--     allowed (0/1), remaining, retry_after µs, reset_after µs.
+--   <name>_refund(key, cap, period, r, u, cost, now, reset)
+--     gives back what a commit at now that replied reset_after = reset took.
 --
--- Decide: phase 1 evaluates every check without writing. Only if all pass
--- does phase 2 evaluate them again, writing state and a TTL equal to
--- reset_after (rounded up to ms): a key that expires is indistinguishable
--- from a key at full capacity. If any check denies, nothing is written and
--- the passing checks report their state as it is.
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
 --
--- Refund: gives back what a decide call that allowed all its checks
--- consumed, then reports every check's state as it is at that now (allowed 1,
--- retry_after 0). ARGV[1] must be the now that decide call replied. Redis
--- Cluster needs it: the checks of one request whose keys live in different
--- hash slots run as one decide call per slot, and when one slot denies, the
--- slots that committed are refunded (see algorithms.Redis).
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is

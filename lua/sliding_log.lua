@@ -3,7 +3,7 @@
 -- members already at that score: entries leave by score range, so all
 -- members of one score leave together and n never repeats. New entries are
 -- stamped max(now, newest) so a clock that goes back cannot expire them early.
-local function sliding_log(key, cap, period, cost, now, commit)
+local function sliding_log(key, cap, period, _, _, cost, now, commit)
   local from = '(' .. fmt(now - period)
   local count = redis.call('ZCOUNT', key, from, '+inf')
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -44,7 +44,7 @@ end
 -- Members of one stamp are all alike and numbered <stamp>:0..n-1; the
 -- newest cost numbers go, so the rest stay contiguous and the next commit's
 -- numbers (starting at the count) stay unique.
-local function sliding_log_refund(key, period, cost, now, reset)
+local function sliding_log_refund(key, _, period, _, _, cost, now, reset)
   local s = fmt(now + reset - period)
   local n = redis.call('ZCOUNT', key, s, s)
   local stop = n - cost

@@ -37,7 +37,7 @@ local function sw_trunc(x)
   return -floor(-x)
 end
 
-local function sliding_window(key, cap, period, cost, now, commit)
+local function sliding_window(key, cap, period, _, _, cost, now, commit)
   local v = redis.call('HMGET', key, 'w', 'c', 'p')
   local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   local win = floor(now / period)
@@ -73,7 +73,7 @@ end
 -- (win+2)*period - now. The units are the current count while the key is
 -- still at win, the previous count once it has moved on to win+1, and
 -- forgotten after that.
-local function sliding_window_refund(key, period, cost, now, reset)
+local function sliding_window_refund(key, _, period, _, _, cost, now, reset)
   local win = floor((now + reset) / period) - 2
   local v = redis.call('HMGET', key, 'w', 'c', 'p')
   local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])

@@ -27,7 +27,7 @@ local function tb_load(key, full, r, now)
   return tokens, base, exists
 end
 
-local function token_bucket(key, cap, r, u, cost, now, commit)
+local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
   local tokens, base = tb_load(key, full, r, now)
   local need = cost * u
@@ -49,7 +49,7 @@ end
 -- Refund (Cluster compensation): put back the cost tokens a commit at now
 -- took, clamped to the capacity. Evaluated at the commit's now, so no refill
 -- is counted twice.
-local function token_bucket_refund(key, cap, r, u, cost, now)
+local function token_bucket_refund(key, cap, _, r, u, cost, now)
   local full = cap * u
   local tokens, base, exists = tb_load(key, full, r, now)
   if not exists then return end
