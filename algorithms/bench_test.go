@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,12 +91,14 @@ func layeredChecks(prefix string, n int) []algorithms.Check {
 
 // BenchmarkRedis runs against the redis-server the tests start (skipped
 // without one), on the server clock. Besides ns/op and allocs/op it reports
-// checks/s, scripts per call (EVALSHA+EVAL counted by the server: 1 means
-// one round trip) and server-side µs per call (INFO commandstats).
+// checks/s, scripts per call (EVALSHA+EVAL counted by the server), round
+// trips per call (counted by a client hook: below 1 when calls share
+// pipelines) and server-side µs per script (INFO commandstats).
 func BenchmarkRedis(b *testing.B) {
 	srv := redistest.Require(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
 	defer client.Close()
+	client.AddHook(trips)
 	backend, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
 	prefix := redistest.Prefix(b)
 	for _, alg := range algorithms.Algorithms {
@@ -126,33 +129,25 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		})
 	}
-	// go-redis's autopipeliner batches concurrent commands into one write;
-	// the backend takes it as its Scripter. Measured against the plain
-	// client at 64 and 256 goroutines.
+	// The backend pipelines concurrent calls by default; measured against
+	// the same client with pipelining off, and against go-redis's
+	// autopipeliner (which batches concurrent commands into one write) as
+	// the Scripter, at 1, 8, 64 and 256 goroutines.
+	unpiped, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Pipelines: -1})
 	ap, err := client.AutoPipeline()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ap.Close()
-	piped, _ := algorithms.NewRedis(ap, algorithms.RedisConfig{})
-	for _, g := range []int{2, 64, 256} {
+	autopiped, _ := algorithms.NewRedis(ap, algorithms.RedisConfig{})
+	for _, g := range []int{1, 8, 64, 256} {
 		for _, v := range []struct {
 			name    string
 			backend *algorithms.Redis
-		}{{"client", backend}, {"autopipeline", piped}} {
-			b.Run("gcra/parallel="+strconv.Itoa(g)+"/"+v.name, func(b *testing.B) {
+		}{{"pipelined", backend}, {"unpipelined", unpiped}, {"autopipeliner", autopiped}} {
+			b.Run("gcra/goroutines="+strconv.Itoa(g)+"/"+v.name, func(b *testing.B) {
 				checks := []algorithms.Check{{Key: prefix + "gcra:{hot-" + v.name + "}", Algorithm: algorithms.GCRA, Limit: benchLimit}}
-				b.SetParallelism(g / 2) // GOMAXPROCS 2
-				benchRedis(b, client, func() {
-					b.RunParallel(func(pb *testing.PB) {
-						res := make([]algorithms.Result, 1)
-						for pb.Next() {
-							if err := v.backend.Allow(context.Background(), checks, res); err != nil {
-								b.Fatal(err)
-							}
-						}
-					})
-				})
+				benchRedis(b, client, func() { runGoroutines(b, g, v.backend, checks) })
 			})
 		}
 	}
@@ -171,9 +166,32 @@ func BenchmarkRedis(b *testing.B) {
 	}
 }
 
+// runGoroutines calls backend b.N times in all from g goroutines.
+func runGoroutines(b *testing.B, g int, backend algorithms.Backend, checks []algorithms.Check) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			res := make([]algorithms.Result, len(checks))
+			for next.Add(1) <= int64(b.N) {
+				if err := backend.Allow(context.Background(), checks, res); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// trips counts the round trips of the clients benchRedis measures, once
+// they add it as a hook.
+var trips = &tripCounter{}
+
 func benchRedis(b *testing.B, c *redis.Client, fn func()) {
 	ctx := context.Background()
 	c.ConfigResetStat(ctx)
+	trips.trips.Store(0)
 	b.ReportAllocs()
 	start := time.Now()
 	fn()
@@ -181,6 +199,7 @@ func benchRedis(b *testing.B, c *redis.Client, fn func()) {
 	calls, usec := scriptStats(ctx, c)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "checks/s")
 	b.ReportMetric(calls/float64(b.N), "scripts/op")
+	b.ReportMetric(float64(trips.trips.Load())/float64(b.N), "round-trips/op")
 	if calls > 0 {
 		b.ReportMetric(usec/calls, "server-µs/op")
 	}

@@ -83,6 +83,7 @@ func benchDenyCacheParallel(b *testing.B, d *algorithms.DenyCache, checks func(i
 func BenchmarkAbusiveKey(b *testing.B) {
 	srv := redistest.Require(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
+	client.AddHook(trips)
 	defer client.Close()
 	prefix := redistest.Prefix(b)
 	limit := algorithms.PerSecond(10)

@@ -26,6 +26,14 @@ type RedisConfig struct {
 	// concurrently and after Allow has returned. Only cluster and Ring
 	// clients compensate.
 	OnRefundError func(err error)
+
+	// Pipelines bounds the round trips in flight at once on a single
+	// server (a *redis.Client, Sentinel included): calls that find that
+	// many in flight queue, and go out together in one pipeline (see
+	// [Redis], "Pipelining"). 0 means [DefaultPipelines]; a negative value
+	// turns pipelining off, and every call is then a round trip of its own
+	// on a connection of its own. Cluster and Ring clients do not pipeline.
+	Pipelines int
 }
 
 // Redis is the [Backend] of record: the checks of a call are evaluated by one
@@ -40,6 +48,24 @@ type RedisConfig struct {
 // With a *redis.Client (a failover client from redis.NewFailoverClient is
 // one) every call is one EVALSHA, and all-or-nothing is atomic: the script
 // evaluates every check, then commits all of them only if all pass.
+//
+// # Pipelining
+//
+// On a *redis.Client, concurrent calls share round trips. A call that finds
+// fewer than [RedisConfig].Pipelines round trips in flight (4 by default)
+// sends its EVALSHA at once, from its own goroutine, exactly as without
+// pipelining: a lone caller pays nothing. Calls that find them all in
+// flight queue, and the first round trip to come back sends the whole
+// queue (up to 256 scripts) as one pipeline. Each script is still one
+// atomic EVALSHA; only the writes and reads are shared. Under load that is
+// where the time goes: on the machine of the README's figures, 64
+// goroutines get 2.3 times the checks/s of unpipelined calls, and 256
+// goroutines 3.5 times.
+//
+// A queued call returns by its context's deadline whatever the client's
+// options, and is dropped, unsent, if its deadline passes before its
+// pipeline is written. A call that sends its own EVALSHA returns by its
+// deadline only when the client honours deadlines ([Redis.HonoursDeadline]).
 //
 // # Redis Cluster
 //
@@ -101,7 +127,8 @@ type Redis struct {
 	client        redis.Scripter
 	now           func() time.Time
 	onRefundError func(error)
-	shards        sharder // nil: every key on one server
+	shards        sharder   // nil: every key on one server
+	pipe          *pipeline // nil: no pipelining
 }
 
 var _ Backend = (*Redis)(nil)
@@ -133,7 +160,14 @@ func NewRedis(client redis.Scripter, cfg RedisConfig) (*Redis, error) {
 	if client == nil {
 		return nil, &ConfigError{Field: "client", Reason: "must not be nil"}
 	}
-	return &Redis{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}, nil
+	b := &Redis{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
+	if c, ok := client.(*redis.Client); ok && cfg.Pipelines >= 0 {
+		b.pipe = &pipeline{client: c, max: cfg.Pipelines}
+		if b.pipe.max == 0 {
+			b.pipe.max = DefaultPipelines
+		}
+	}
+	return b, nil
 }
 
 // Allow implements [Backend]: one EVALSHA, or on a cluster one per hash
@@ -149,7 +183,16 @@ func (b *Redis) Allow(ctx context.Context, checks []Check, results []Result) err
 	if b.now != nil {
 		now = b.now().UnixMicro()
 	}
-	if b.shards == nil {
+	switch {
+	case b.pipe != nil:
+		s, keys, args := decideRequest(checks, ps, now)
+		vals, err := b.pipe.run(ctx, s, keys, args)
+		if err != nil {
+			return &BackendError{Backend: "redis", Err: err}
+		}
+		_, err = decode(vals, ps, results)
+		return err
+	case b.shards == nil:
 		_, err := decide(ctx, b.client, checks, ps, results, now)
 		return err
 	}

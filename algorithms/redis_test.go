@@ -323,16 +323,31 @@ func TestMemoryAllocs(t *testing.T) {
 	}
 }
 
+// TestHonoursDeadline: a backend returns by its deadline when its client
+// has ContextTimeoutEnabled, pipelined or not, single node or cluster.
 func TestHonoursDeadline(t *testing.T) {
 	t.Parallel()
 	for _, enabled := range []bool{false, true} {
 		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: enabled})
-		b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
-		dc, _ := algorithms.NewDenyCache(b, algorithms.DenyCacheConfig{})
-		if b.HonoursDeadline() != enabled || dc.HonoursDeadline() != enabled {
-			t.Errorf("ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v", enabled, b.HonoursDeadline(), dc.HonoursDeadline())
+		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: enabled})
+		for _, tc := range []struct {
+			name   string
+			client redis.Scripter
+			cfg    algorithms.RedisConfig
+			want   bool
+		}{
+			{"pipelined", c, algorithms.RedisConfig{}, enabled},
+			{"not pipelined", c, algorithms.RedisConfig{Pipelines: -1}, enabled},
+			{"cluster", cl, algorithms.RedisConfig{}, enabled},
+		} {
+			b, _ := algorithms.NewRedis(tc.client, tc.cfg)
+			dc, _ := algorithms.NewDenyCache(b, algorithms.DenyCacheConfig{})
+			if b.HonoursDeadline() != tc.want || dc.HonoursDeadline() != tc.want {
+				t.Errorf("%s, ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v, want %v", tc.name, enabled, b.HonoursDeadline(), dc.HonoursDeadline(), tc.want)
+			}
 		}
 		c.Close()
+		cl.Close()
 	}
 }
 

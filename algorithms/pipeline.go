@@ -1,0 +1,177 @@
+package algorithms
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPipelines is how many round trips a [Redis] backend on one server
+// has in flight at most when [RedisConfig].Pipelines is 0.
+const DefaultPipelines = 4
+
+// maxBatch bounds the scripts of one pipeline, so that a flood of callers
+// is served by every pipeline in flight rather than by one huge write.
+const maxBatch = 256
+
+// pipeline shares round trips between concurrent calls to one server (see
+// [Redis], "Pipelining"). inflight counts the round trips under way, each
+// made by a caller itself or by a goroutine sending the queue; the queue is
+// not empty only while inflight is max, and whoever ends a round trip hands
+// its place to a goroutine that sends the queue, if there is one.
+type pipeline struct {
+	client *redis.Client
+	max    int
+
+	mu       sync.Mutex
+	queue    []*call // not empty only while max round trips are in flight
+	inflight int
+}
+
+// call is one script waiting in the queue.
+type call struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+
+	vals []int64
+	err  error
+	done chan struct{} // receives once the call is answered
+}
+
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// run runs script with keys and args and returns its reply.
+func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string, args []any) ([]int64, error) {
+	p.mu.Lock()
+	if p.inflight < p.max {
+		p.inflight++
+		p.mu.Unlock()
+		vals, err := script.Run(ctx, p.client, keys, args...).Int64Slice()
+		p.handOff()
+		return vals, err
+	}
+	c := calls.Get().(*call)
+	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
+	p.queue = append(p.queue, c)
+	p.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		select {
+		case <-c.done: // answered meanwhile
+		default:
+			// Abandoned: the pipeline drops it or answers nobody, and
+			// it is never reused.
+			return nil, ctx.Err()
+		}
+	}
+	vals, err := c.vals, c.err
+	*c = call{done: c.done}
+	calls.Put(c)
+	return vals, err
+}
+
+// handOff ends a round trip: it frees its place, or gives it to a
+// goroutine that sends the queue.
+func (p *pipeline) handOff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.inflight--
+		return
+	}
+	go p.flush()
+}
+
+// flush sends the queued calls, maxBatch at a time, until none is left,
+// then frees its place.
+func (p *pipeline) flush() {
+	var batch []*call
+	for {
+		p.mu.Lock()
+		n := min(len(p.queue), maxBatch)
+		if n == 0 {
+			p.inflight--
+			p.mu.Unlock()
+			return
+		}
+		batch = append(batch[:0], p.queue[:n]...)
+		clear(p.queue[:n])
+		p.queue = p.queue[n:]
+		if len(p.queue) == 0 {
+			p.queue = p.queue[:0:0] // let the backing array go
+		}
+		p.mu.Unlock()
+		p.send(batch)
+	}
+}
+
+// send writes batch as one pipeline and answers each call.
+func (p *pipeline) send(batch []*call) {
+	live := batch[:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			c.done <- struct{}{}
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := batchContext(live)
+	defer cancel()
+	if len(live) == 1 {
+		c := live[0]
+		c.vals, c.err = c.script.Run(ctx, p.client, c.keys, c.args...).Int64Slice()
+		c.done <- struct{}{}
+		return
+	}
+	cmds := make([]*redis.Cmd, len(live))
+	pipe := p.client.Pipeline()
+	for i, c := range live {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	// After SCRIPT FLUSH or a restart: send the scripts themselves, which
+	// loads them, in a second pipeline.
+	var retry redis.Pipeliner
+	for i, c := range live {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			if retry == nil {
+				retry = p.client.Pipeline()
+			}
+			cmds[i] = c.script.Eval(ctx, retry, c.keys, c.args...)
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
+	}
+	for i, c := range live {
+		c.vals, c.err = cmds[i].Int64Slice()
+		c.done <- struct{}{}
+	}
+}
+
+// batchContext is the context a pipeline of calls is sent with: the values
+// of the first, no cancellation (a caller that gives up stops waiting, not
+// the others), and the latest of their deadlines, if every call has one.
+func batchContext(calls []*call) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(calls[0].ctx)
+	var last time.Time
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return ctx, func() {}
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(ctx, last)
+}
