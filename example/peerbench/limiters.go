@@ -61,8 +61,9 @@ func limiters() []limiter {
 	return []limiter{
 		{name: "redlimit gcra", id: "gcra", build: redlimitGCRA(false)},
 		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimitGCRA(true), only: []string{scAbuse}},
-		{name: "redlimit gcra, autopipelined client", id: "gcra-ap", build: redlimitAutoPipelined},
+		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimitUnpipelined},
 		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
+		{name: "go-redis/redis_rate v10, autopipelined client", id: "redis_rate-ap", build: redisRateAutoPipelined, prefix: "rate:"},
 		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:"},
 		{name: "throttled v2 (goredisstore.v9)", id: "throttled", build: throttledGCRA, prefix: "throttled:"},
 		{name: "baseline: EVALSHA `return 1`", id: "baseline", build: baseline, stateless: true},
@@ -89,14 +90,10 @@ func redlimitGCRA(denyCache bool) func(*redis.Client, limit) (allowFunc, error) 
 	}
 }
 
-// redlimitAutoPipelined runs GCRA through go-redis's autopipeliner, which
-// batches the scripts of concurrent callers into one write.
-func redlimitAutoPipelined(c *redis.Client, l limit) (allowFunc, error) {
-	ap, err := c.AutoPipeline()
-	if err != nil {
-		return nil, err
-	}
-	b, err := algorithms.NewRedis(ap, algorithms.RedisConfig{})
+// redlimitUnpipelined is redlimit with every call a round trip of its own,
+// as each peer makes them.
+func redlimitUnpipelined(c *redis.Client, l limit) (allowFunc, error) {
+	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Pipelines: -1})
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +126,27 @@ func redlimitAllow(b algorithms.Backend, a algorithms.Algorithm, l limit) allowF
 }
 
 func redisRate(c *redis.Client, l limit) (allowFunc, error) {
+	return redisRateOn(c, l), nil
+}
+
+// redisRateAutoPipelined gives redis_rate go-redis's autopipeliner, which
+// batches the commands of concurrent callers into one write: what redis_rate
+// gets closest to redlimit's own pipelining with.
+func redisRateAutoPipelined(c *redis.Client, l limit) (allowFunc, error) {
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		return nil, err
+	}
+	return redisRateOn(ap, l), nil
+}
+
+// rateClient is what redis_rate needs of a client.
+type rateClient interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+func redisRateOn(c rateClient, l limit) allowFunc {
 	rl := redis_rate.NewLimiter(c)
 	lim := redis_rate.Limit{Rate: l.rate, Burst: l.rate, Period: l.per}
 	return func(ctx context.Context, key string) (bool, error) {
@@ -137,7 +155,7 @@ func redisRate(c *redis.Client, l limit) (allowFunc, error) {
 			return false, err
 		}
 		return res.Allowed > 0, nil
-	}, nil
+	}
 }
 
 func ulule(c *redis.Client, l limit) (allowFunc, error) {

@@ -23,7 +23,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +38,8 @@ var (
 	duration = flag.Duration("duration", 1500*time.Millisecond, "length of each throughput measurement")
 	rounds   = flag.Int("rounds", 3, "interleaved rounds; the median is reported")
 	addr     = flag.String("redis", "", "address of an existing redis-server to use instead of starting one (it is FLUSHALLed and its stats reset)")
+	only     = flag.String("only", "", "a regular expression: run only the limiters whose name matches it (and redlimit gcra, the reference of every ratio)")
+	scOnly   = flag.String("scenarios", "", "a regular expression: run only the throughput scenarios whose name matches it")
 )
 
 // Scenario names, also the columns of the tables.
@@ -43,6 +47,8 @@ const (
 	scHot1  = "hot key, c=1"
 	scHot8  = "hot key, c=8"
 	scHot64 = "hot key, c=64"
+	scKeys1 = "100k keys, c=1"
+	scKeys8 = "100k keys, c=8"
 	scKeys  = "100k keys, c=64"
 	scAbuse = "abusive key, c=64"
 )
@@ -64,7 +70,10 @@ var scenarios = []scenario{
 	{name: scHot1, conc: 1, key: "hot", keys: 1, lim: hot},
 	{name: scHot8, conc: 8, key: "hot", keys: 1, lim: hot, latency: true},
 	{name: scHot64, conc: 64, key: "hot", keys: 1, lim: hot},
-	// 100 a day: keys persist between rounds and are never limited.
+	// 100 a day: keys persist between rounds and are never limited. Each
+	// measurement starts again from the first key.
+	{name: scKeys1, conc: 1, key: "k", keys: 100_000, lim: limit{100, 24 * time.Hour}},
+	{name: scKeys8, conc: 8, key: "k", keys: 100_000, lim: limit{100, 24 * time.Hour}},
 	{name: scKeys, conc: 64, key: "k", keys: 100_000, lim: limit{100, 24 * time.Hour}},
 	{name: scAbuse, conc: 64, key: "abuse", keys: 1, lim: limit{10, time.Second}},
 }
@@ -127,7 +136,10 @@ func run() error {
 	}
 
 	load0 := loadAvg()
-	lms := limiters()
+	lms, err := selected(limiters(), *only, *scOnly)
+	if err != nil {
+		return err
+	}
 	results, err := e.rounds(ctx, lms)
 	if err != nil {
 		return err
@@ -143,6 +155,26 @@ func run() error {
 	}
 	report(os.Stdout, h, lms, results, once)
 	return nil
+}
+
+// selected filters lms and the scenarios by the -only and -scenarios
+// expressions. The first limiter, the reference, always stays.
+func selected(lms []limiter, only, sc string) ([]limiter, error) {
+	if sc != "" {
+		re, err := regexp.Compile(sc)
+		if err != nil {
+			return nil, fmt.Errorf("-scenarios: %w", err)
+		}
+		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return !re.MatchString(s.name) })
+	}
+	if only == "" {
+		return lms, nil
+	}
+	re, err := regexp.Compile(only)
+	if err != nil {
+		return nil, fmt.Errorf("-only: %w", err)
+	}
+	return append(lms[:1], slices.DeleteFunc(lms[1:], func(lm limiter) bool { return !re.MatchString(lm.name) })...), nil
 }
 
 // slice is the longest stretch one limiter runs before the next one's turn:

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type runResult struct {
 	srvCalls    int64   // commandstats calls, commands run inside scripts included
 	srvUsec     float64 // commandstats usec of the commands the client sent
 	cpu         float64 // redis-server CPU seconds (user+sys)
+	clientCPU   float64 // this process's CPU seconds (user+sys): limiter, go-redis, harness
 }
 
 // checks counts the calls that got an answer; errors are reported apart.
@@ -56,6 +58,7 @@ func (r *runResult) add(o runResult) {
 	r.srvCalls += o.srvCalls
 	r.srvUsec += o.srvUsec
 	r.cpu += o.cpu
+	r.clientCPU += o.clientCPU
 }
 
 // keyRing hands out keys round robin, carrying on from one run to the next.
@@ -86,6 +89,7 @@ func (e *env) run(ctx context.Context, a allowFunc, conc int, d time.Duration, r
 		lat                  []time.Duration
 	}
 	parts := make([]part, conc)
+	self0 := selfCPU()
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -118,7 +122,7 @@ func (e *env) run(ctx context.Context, a allowFunc, conc int, d time.Duration, r
 		})
 	}
 	wg.Wait()
-	r := runResult{elapsed: time.Since(start)}
+	r := runResult{elapsed: time.Since(start), clientCPU: selfCPU() - self0}
 	for _, p := range parts {
 		r.calls += p.calls
 		r.allowed += p.allowed
@@ -245,4 +249,14 @@ func correctness(ctx context.Context, inst [2]allowFunc, key string, goroutines,
 	wg.Wait()
 	v.elapsed = time.Since(start)
 	return v
+}
+
+// selfCPU is the CPU time this process has used, user and system, in
+// seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
