@@ -141,11 +141,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 	}
 	if one {
 		// One slot: one script, atomic, as on a single node.
-		client := b.client
-		if node != nil {
-			client = node
-		}
-		_, err := decide(ctx, client, checks, ps, results, now)
+		_, err := b.decide(ctx, node, checks, ps, results, now)
 		if err != nil {
 			b.shards.failed()
 		}
@@ -178,7 +174,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 	}
 	concurrently(len(parts), func(j int) {
 		p := &parts[j]
-		p.now, p.err = decide(ctx, b.on(p), p.checks, p.ps, p.res, now)
+		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now)
 	})
 
 	var failed error
@@ -216,7 +212,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 		p := committed[j]
 		res := p.res
 		p.res = slices.Clone(res) // a failed refund leaves the commit's results
-		if err := refund(ctx, b.on(p), p.checks, p.ps, p.res, p.now); err != nil {
+		if err := b.refund(ctx, p.node, p.checks, p.ps, p.res, p.now); err != nil {
 			p.res = res
 			if ctx.Err() != nil || notRun(err) {
 				go b.refundDetached(ctx, p)
@@ -240,7 +236,7 @@ func (b *Redis) refundDetached(ctx context.Context, p *part) {
 	defer cancel()
 	res := slices.Clone(p.res)
 	for {
-		err := refund(ctx, b.on(p), p.checks, p.ps, res, p.now)
+		err := b.refund(ctx, p.node, p.checks, p.ps, res, p.now)
 		if err == nil {
 			return
 		}
@@ -269,14 +265,6 @@ func (b *Redis) refundFailed(err error) {
 	if b.onRefundError != nil {
 		b.onRefundError(err)
 	}
-}
-
-// on returns the client that runs p's script.
-func (b *Redis) on(p *part) redis.Scripter {
-	if p.node != nil {
-		return p.node
-	}
-	return b.client
 }
 
 // concurrently runs fn(0) ... fn(n-1), fn(0) on the calling goroutine and

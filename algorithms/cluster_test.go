@@ -407,6 +407,72 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// Pipelining on the cluster: 64 goroutines making calls whose three
+	// rules live in three slots share round trips (go-redis splits each
+	// pipeline by node), the tight rule allows exactly its limit, and the
+	// denied calls' refunds leave the other rules charged exactly for the
+	// allowed calls.
+	t.Run("Pipelining", func(t *testing.T) {
+		for _, pipelines := range []int{0, -1} {
+			c := cl.Client(t)
+			h := &tripCounter{}
+			c.AddHook(h)
+			b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{Pipelines: pipelines, Now: midHour()})
+			tag := fmt.Sprint("pipe", pipelines)
+			checks := []algorithms.Check{
+				{Key: prefix + tag + ":{203.0.113.7}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(500)},
+				{Key: prefix + tag + ":{alice}", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(100_000)},
+				{Key: prefix + tag + ":{POST /pay}", Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerHour(100_000)},
+			}
+			requireSlots(t, checks[0].Key, checks[1].Key, checks[2].Key)
+			loadScript(t, cl)
+			h.trips.Store(0)
+			h.cmds.Store(0)
+			const calls = 1000
+			var allowed atomic.Int64
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range 64 {
+				wg.Go(func() {
+					res := make([]algorithms.Result, 3)
+					for next.Add(1) <= calls {
+						if err := b.Allow(ctx, checks, res); err != nil {
+							t.Error(err)
+							return
+						}
+						if res[0].Allowed {
+							allowed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			trips, cmds := h.trips.Load(), h.cmds.Load()
+			t.Logf("Pipelines %d: %d calls over 3 slots in %v (%.0f calls/s), %d allowed: %d scripts in %d round trips", pipelines, calls, elapsed.Round(time.Millisecond), calls/elapsed.Seconds(), allowed.Load(), cmds, trips)
+			if allowed.Load() != 500 {
+				t.Fatalf("Pipelines %d: allowed %d, want exactly 500", pipelines, allowed.Load())
+			}
+			res := make([]algorithms.Result, 1)
+			for _, ch := range checks[1:] {
+				ch.Cost = 100_001 // peek: never fits, consumes nothing
+				if err := b.Allow(ctx, []algorithms.Check{ch}, res); err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Remaining != 100_000-500 {
+					t.Errorf("Pipelines %d: %s has %d remaining, want %d: refunds left units charged", pipelines, ch.Key, res[0].Remaining, 100_000-500)
+				}
+			}
+			switch {
+			case pipelines == 0 && trips >= cmds/2:
+				t.Errorf("pipelined: %d round trips for %d scripts", trips, cmds)
+			case pipelines < 0 && trips != cmds:
+				t.Errorf("unpipelined: %d round trips for %d scripts, want one each", trips, cmds)
+			}
+		}
+	})
+
 	// SCRIPT FLUSH on every master between calls: go-redis answers NOSCRIPT
 	// with EVAL, which loads the script again on that node.
 	t.Run("ScriptFlush", func(t *testing.T) {

@@ -22,12 +22,20 @@ const maxBatch = 256
 // not empty only while inflight is max, and whoever ends a round trip hands
 // its place to a goroutine that sends the queue, if there is one.
 type pipeline struct {
-	client *redis.Client
+	client pipeClient
 	max    int
 
 	mu       sync.Mutex
 	queue    []*call // not empty only while max round trips are in flight
 	inflight int
+}
+
+// pipeClient is a client that pipelines: *redis.Client, and
+// *redis.ClusterClient, whose pipelines send each node its commands,
+// concurrently, following MOVED and ASK.
+type pipeClient interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
 }
 
 // call is one script waiting in the queue.

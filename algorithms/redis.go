@@ -27,12 +27,12 @@ type RedisConfig struct {
 	// clients compensate.
 	OnRefundError func(err error)
 
-	// Pipelines bounds the round trips in flight at once on a single
-	// server (a *redis.Client, Sentinel included): calls that find that
-	// many in flight queue, and go out together in one pipeline (see
-	// [Redis], "Pipelining"). 0 means [DefaultPipelines]; a negative value
-	// turns pipelining off, and every call is then a round trip of its own
-	// on a connection of its own. Cluster and Ring clients do not pipeline.
+	// Pipelines bounds the round trips in flight at once on a
+	// *redis.Client (Sentinel included) or a *redis.ClusterClient: calls
+	// that find that many in flight queue, and go out together in one
+	// pipeline (see [Redis], "Pipelining"). 0 means [DefaultPipelines]; a
+	// negative value turns pipelining off, and every call is then a round
+	// trip of its own on a connection of its own. A Ring does not pipeline.
 	Pipelines int
 }
 
@@ -51,16 +51,17 @@ type RedisConfig struct {
 //
 // # Pipelining
 //
-// On a *redis.Client, concurrent calls share round trips. A call that finds
-// fewer than [RedisConfig].Pipelines round trips in flight (4 by default)
-// sends its EVALSHA at once, from its own goroutine, exactly as without
-// pipelining: a lone caller pays nothing. Calls that find them all in
-// flight queue, and the first round trip to come back sends the whole
-// queue (up to 256 scripts) as one pipeline. Each script is still one
-// atomic EVALSHA; only the writes and reads are shared. Under load that is
-// where the time goes: on the machine of the README's figures, 64
-// goroutines get 2.3 times the checks/s of unpipelined calls, and 256
-// goroutines 3.5 times.
+// On a *redis.Client or a *redis.ClusterClient, concurrent calls share
+// round trips. A call that finds fewer than [RedisConfig].Pipelines round
+// trips in flight (4 by default) sends its EVALSHA at once, from its own
+// goroutine, exactly as without pipelining: a lone caller pays nothing.
+// Calls that find them all in flight queue, and the first round trip to
+// come back sends the whole queue (up to 256 scripts) as one pipeline; on a
+// cluster, go-redis splits it by node and writes to the nodes concurrently.
+// Each script is still one atomic EVALSHA; only the writes and reads are
+// shared. Under load that is where the time goes: on the machine of the
+// README's figures, 64 goroutines get 2.3 times the checks/s of
+// unpipelined calls on one server, and 256 goroutines 3.5 times.
 //
 // A queued call returns by its context's deadline whatever the client's
 // options, and is dropped, unsent, if its deadline passes before its
@@ -161,7 +162,7 @@ func NewRedis(client redis.Scripter, cfg RedisConfig) (*Redis, error) {
 		return nil, &ConfigError{Field: "client", Reason: "must not be nil"}
 	}
 	b := &Redis{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
-	if c, ok := client.(*redis.Client); ok && cfg.Pipelines >= 0 {
+	if c, ok := pipelinable(client); ok && cfg.Pipelines >= 0 {
 		b.pipe = &pipeline{client: c, max: cfg.Pipelines}
 		if b.pipe.max == 0 {
 			b.pipe.max = DefaultPipelines
@@ -183,30 +184,54 @@ func (b *Redis) Allow(ctx context.Context, checks []Check, results []Result) err
 	if b.now != nil {
 		now = b.now().UnixMicro()
 	}
-	switch {
-	case b.pipe != nil:
-		s, keys, args := decideRequest(checks, ps, now)
-		vals, err := b.pipe.run(ctx, s, keys, args)
-		if err != nil {
-			return &BackendError{Backend: "redis", Err: err}
-		}
-		_, err = decode(vals, ps, results)
-		return err
-	case b.shards == nil:
-		_, err := decide(ctx, b.client, checks, ps, results, now)
+	if b.shards == nil {
+		_, err := b.decide(ctx, nil, checks, ps, results, now)
 		return err
 	}
 	return b.allowSharded(ctx, checks, ps, results, now)
 }
 
-// decide runs the script in decide mode on client for checks, which must all
-// live on one server (one hash slot on a cluster), and returns the now the
-// script used.
-func decide(ctx context.Context, client redis.Scripter, checks []Check, ps []prepared, results []Result, now int64) (int64, error) {
-	s, keys, args := decideRequest(checks, ps, now)
-	vals, err := s.Run(ctx, client, keys, args...).Int64Slice()
+// pipelinable returns client as a pipeClient if the backend pipelines on
+// it: a *redis.Client (Sentinel included) or a cluster client. Not a Ring
+// (scripts go to each shard's own client), nor a client that batches
+// already (an AutoPipeliner), nor a Pipeliner or a Tx.
+func pipelinable(client redis.Scripter) (pipeClient, bool) {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c, true
+	case *redis.ClusterClient:
+		return c, true
+	}
+	return nil, false
+}
+
+// run runs s on node, or on the backend's own client when node is nil,
+// through the pipeline if there is one.
+func (b *Redis) run(ctx context.Context, node *redis.Client, s *redis.Script, keys []string, args []any) ([]int64, error) {
+	var vals []int64
+	var err error
+	switch {
+	case node != nil:
+		vals, err = s.Run(ctx, node, keys, args...).Int64Slice()
+	case b.pipe != nil:
+		vals, err = b.pipe.run(ctx, s, keys, args)
+	default:
+		vals, err = s.Run(ctx, b.client, keys, args...).Int64Slice()
+	}
 	if err != nil {
-		return 0, &BackendError{Backend: "redis", Err: err}
+		return nil, &BackendError{Backend: "redis", Err: err}
+	}
+	return vals, nil
+}
+
+// decide runs the script in decide mode for checks, which must all live on
+// one server (one hash slot on a cluster), and returns the now the script
+// used.
+func (b *Redis) decide(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64) (int64, error) {
+	s, keys, args := decideRequest(checks, ps, now)
+	vals, err := b.run(ctx, node, s, keys, args)
+	if err != nil {
+		return 0, err
 	}
 	return decode(vals, ps, results)
 }
@@ -225,14 +250,14 @@ func decideRequest(checks []Check, ps []prepared, now int64) (*redis.Script, []s
 // refund runs the script in refund mode: it gives back what a decide call
 // at now, which allowed every check and replied results, consumed, and
 // replaces results with the checks' state after the refund.
-func refund(ctx context.Context, client redis.Scripter, checks []Check, ps []prepared, results []Result, now int64) error {
+func (b *Redis) refund(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64) error {
 	keys, args := scriptArgs(checks, ps, now, modeRefund, len(checks))
 	for i := range checks {
 		args = append(args, int64(results[i].ResetAfter/time.Microsecond))
 	}
-	vals, err := script.Run(ctx, client, keys, args...).Int64Slice()
+	vals, err := b.run(ctx, node, script, keys, args)
 	if err != nil {
-		return &BackendError{Backend: "redis", Err: err}
+		return err
 	}
 	_, err = decode(vals, ps, results)
 	return err
