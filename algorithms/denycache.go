@@ -35,9 +35,18 @@ type DenyCacheConfig struct {
 // further requests of a denied key itself, without calling the Backend it
 // wraps. A client far over its limit then costs about one call to that
 // Backend (one EVALSHA for [Redis]) per RetryAfter period and application
-// instance, instead of one per request: more precisely, one per call of the
-// key in flight when its entry expires, since those all go to the wrapped
-// Backend.
+// instance, instead of one per request.
+//
+// When an entry expires, the first call it would have decided goes to the
+// wrapped Backend as the entry's probe, and the calls of that key arriving
+// while the probe is under way wait for its answer (or their context,
+// whichever ends first; a context that ends fails the call with a
+// *[BackendError]). If the probe is denied, its denial, recorded, decides
+// them locally; if it is allowed, or fails, they go on as if there had been
+// no entry, and each is decided by the wrapped Backend. Many instances
+// competing for one key's refills thus cost about one call each per period
+// while their probes are denied, and the calls waiting for a probe that is
+// allowed, when it is.
 //
 // When the wrapped Backend denies a check with a finite RetryAfter d (not
 // [Result.Never]), the cache records for its Key: the Algorithm and Limit,
@@ -115,7 +124,12 @@ type denial struct {
 	until     time.Duration // at + RetryAfter
 	reset     time.Duration // at + ResetAfter
 	alg       Algorithm
+	probe     *probe // the call asking next about this key since it expired
 }
+
+// probe is a call to next on behalf of an expired denial; done is closed
+// when its answer has been recorded.
+type probe struct{ done chan struct{} }
 
 var _ Backend = (*DenyCache)(nil)
 
@@ -156,10 +170,14 @@ func NewDenyCache(next Backend, cfg DenyCacheConfig) (*DenyCache, error) {
 // Allow implements [Backend]: locally when a check matches a remembered
 // denial, by the wrapped Backend otherwise (see [DenyCache]).
 func (d *DenyCache) Allow(ctx context.Context, checks []Check, results []Result) error {
+again:
 	now := d.now().Sub(d.epoch)
 	var (
-		seen  uint64 // bit i: checks[i] had an entry, live or not
-		first = -1   // the first check answered locally
+		seen    uint64 // bit i: checks[i] had an entry, live or not
+		first   = -1   // the first check answered locally
+		waitFor *probe // a probe under way for an expired entry of the call
+		claimed *probe // the probe this call makes
+		probeOf string // the key claimed's entry is under
 	)
 	for i := range checks {
 		c := &checks[i]
@@ -174,6 +192,14 @@ func (d *DenyCache) Allow(ctx context.Context, checks []Check, results []Result)
 			continue
 		}
 		seen |= 1 << i // a no-op past 64: those count as seen below
+		if first < 0 && waitFor == nil && claimed == nil && e.expiredFor(c, now) {
+			p, mine := d.claim(c.Key, now)
+			if mine {
+				claimed, probeOf = p, c.Key
+			} else {
+				waitFor = p
+			}
+		}
 		hit := e.matches(c, now)
 		if hit && first < 0 {
 			// A lone check that hits is valid: its entry was recorded
@@ -197,11 +223,22 @@ func (d *DenyCache) Allow(ctx context.Context, checks []Check, results []Result)
 		}
 	}
 	if first >= 0 {
+		d.release(probeOf, claimed)
 		d.shard(checks[first].Key).local.Add(1)
 		return nil
 	}
-
+	if waitFor != nil {
+		// Another call is asking next about an expired denial of this
+		// call: its answer decides this call too, or lets it through.
+		select {
+		case <-waitFor.done:
+			goto again
+		case <-ctx.Done():
+			return &BackendError{Backend: "denycache", Err: ctx.Err()}
+		}
+	}
 	if err := d.next.Allow(ctx, checks, results); err != nil {
+		d.release(probeOf, claimed)
 		return err
 	}
 	for i := range min(len(checks), len(results)) {
@@ -213,6 +250,7 @@ func (d *DenyCache) Allow(ctx context.Context, checks []Check, results []Result)
 			d.forget(c, now)
 		}
 	}
+	d.release(probeOf, claimed)
 	return nil
 }
 
@@ -239,6 +277,50 @@ func (e *denial) matches(c *Check, now time.Duration) bool {
 	return e.at <= now && now < e.until &&
 		c.Algorithm == e.alg && c.Limit == e.limit &&
 		cost >= e.cost && cost <= e.capacity
+}
+
+// expiredFor reports whether e would decide c if it had not expired at now.
+func (e *denial) expiredFor(c *Check, now time.Duration) bool {
+	cost := max(c.Cost, 1)
+	return e.at <= now && now >= e.until &&
+		c.Algorithm == e.alg && c.Limit == e.limit &&
+		cost >= e.cost && cost <= e.capacity
+}
+
+// claim makes the caller the probe of key's expired entry (mine true), or
+// returns the probe another call is making already. It returns nil, false
+// if the entry has changed since the caller read it: the caller then goes
+// on as it would have without an entry.
+func (d *DenyCache) claim(key string, now time.Duration) (p *probe, mine bool) {
+	sh := d.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.entries[key]
+	switch {
+	case !ok || now < e.until:
+		return nil, false
+	case e.probe != nil:
+		return e.probe, false
+	}
+	e.probe = &probe{done: make(chan struct{})}
+	sh.entries[key] = e
+	return e.probe, true
+}
+
+// release ends probe p of key's entry: the entry, if the call did not
+// replace or remove it, forgets p, and the calls waiting for p go on.
+func (d *DenyCache) release(key string, p *probe) {
+	if p == nil {
+		return
+	}
+	sh := d.shard(key)
+	sh.mu.Lock()
+	if e, ok := sh.entries[key]; ok && e.probe == p {
+		e.probe = nil
+		sh.entries[key] = e
+	}
+	sh.mu.Unlock()
+	close(p.done)
 }
 
 func (e *denial) result(now time.Duration) Result {

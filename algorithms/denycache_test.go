@@ -551,6 +551,7 @@ func TestDenyCacheAbusiveClient(t *testing.T) {
 		{"fixed_window/instances=1/goroutines=1", algorithms.FixedWindow, limit.Period, time.Second, 1, 1},
 		{"gcra/instances=1/goroutines=1", algorithms.GCRA, gcraPeriod, 500 * time.Millisecond, 1, 1},
 		{"gcra/instances=2/goroutines=2", algorithms.GCRA, gcraPeriod, 500 * time.Millisecond, 2, 2},
+		{"gcra/instances=4/goroutines=16", algorithms.GCRA, gcraPeriod, 500 * time.Millisecond, 4, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			redisBackend, err := algorithms.NewRedis(client, algorithms.RedisConfig{})
@@ -599,13 +600,16 @@ func TestDenyCacheAbusiveClient(t *testing.T) {
 			for _, c := range caches {
 				local += c.LocalDenials()
 			}
+			// Per instance and RetryAfter period: one probe when the
+			// denial expires (at most two periods cross); when the probe
+			// is allowed, the calls that waited for it, and the calls that
+			// come back before one of them records a denial again.
 			periods := int64(elapsed/tc.period) + 1
-			callers := int64(tc.instances * tc.goroutines)
-			bound := allowed.Load() + 2*periods*callers + 10
+			bound := 2*allowed.Load()*int64(tc.goroutines) + 2*periods*int64(tc.instances) + 10
 			t.Logf("%v: %d requests, %d allowed, %d local denials; Redis ran %d scripts (next called %d times); %d RetryAfter periods of %v; bound %d",
 				elapsed.Round(time.Millisecond), requests.Load(), allowed.Load(), local, int64(scripts), next.calls.Load(), periods, tc.period, bound)
 			if int64(scripts) < next.calls.Load() || int64(scripts) > bound {
-				t.Errorf("Redis ran %d scripts, want between %d (calls to next) and %d (allowed + 2 per period per caller + 10)", int64(scripts), next.calls.Load(), bound)
+				t.Errorf("Redis ran %d scripts, want between %d (calls to next) and %d (2 × allowed × goroutines + 2 per period per instance + 10)", int64(scripts), next.calls.Load(), bound)
 			}
 			if requests.Load() < 10*int64(scripts) {
 				t.Errorf("%d requests for %d scripts: want the requests to outnumber the scripts by far", requests.Load(), int64(scripts))
@@ -614,5 +618,120 @@ func TestDenyCacheAbusiveClient(t *testing.T) {
 				t.Errorf("local denials %d + calls to next %d = %d, want the %d requests", local, next.calls.Load(), got, requests.Load())
 			}
 		})
+	}
+}
+
+// gatedBackend answers every check with deny (RetryAfter 1s) or allow,
+// once gate lets each call through.
+type gatedBackend struct {
+	gate  chan struct{}
+	deny  atomic.Bool
+	calls atomic.Int64
+}
+
+func (g *gatedBackend) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	g.calls.Add(1)
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for i, c := range checks {
+		capacity := c.Limit.Capacity(c.Algorithm)
+		if g.deny.Load() {
+			results[i] = algorithms.Result{Limit: capacity, RetryAfter: time.Second, ResetAfter: time.Second}
+		} else {
+			results[i] = algorithms.Result{Allowed: true, Limit: capacity, Remaining: capacity - 1, ResetAfter: time.Second}
+		}
+	}
+	return nil
+}
+
+// TestDenyCacheProbe: when a denial expires, the first call of its key
+// asks the wrapped Backend and the calls that come meanwhile wait for that
+// answer: denied, they are denied locally with it; allowed, they go on to
+// the wrapped Backend themselves. A waiter gives up with its context.
+func TestDenyCacheProbe(t *testing.T) {
+	c := &clock{now: t0}
+	g := &gatedBackend{gate: make(chan struct{})}
+	cache, _ := algorithms.NewDenyCache(g, algorithms.DenyCacheConfig{Now: c.Now})
+	check := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
+	call := func(ctx context.Context) (algorithms.Result, error) {
+		res := make([]algorithms.Result, 1)
+		err := cache.Allow(ctx, []algorithms.Check{check}, res)
+		return res[0], err
+	}
+	open := func() { close(g.gate) }
+
+	g.deny.Store(true)
+	close(g.gate)
+	if r, err := call(context.Background()); err != nil || r.Allowed {
+		t.Fatalf("first call: %+v, %v", r, err)
+	}
+
+	// waveAfterExpiry moves past the denial, sends n calls at once with
+	// the gate shut, and reports how many reached the backend before the
+	// gate opened, after, and how many were allowed.
+	waveAfterExpiry := func(n int, deny bool) (before, after int64, allowed int) {
+		t.Helper()
+		c.now = c.now.Add(time.Second)
+		g.gate = make(chan struct{})
+		g.deny.Store(deny)
+		base := g.calls.Load()
+		var wg sync.WaitGroup
+		var ok atomic.Int64
+		for range n {
+			wg.Go(func() {
+				r, err := call(context.Background())
+				if err != nil {
+					t.Error(err)
+				}
+				if r.Allowed {
+					ok.Add(1)
+				}
+			})
+		}
+		time.Sleep(100 * time.Millisecond) // every call has arrived
+		before = g.calls.Load() - base
+		open()
+		wg.Wait()
+		return before, g.calls.Load() - base, int(ok.Load())
+	}
+
+	local := cache.LocalDenials()
+	if before, after, allowed := waveAfterExpiry(32, true); before != 1 || after != 1 || allowed != 0 {
+		t.Fatalf("probe denied: %d calls reached the backend before it answered, %d in all, %d allowed; want 1, 1, 0", before, after, allowed)
+	}
+	if got := cache.LocalDenials() - local; got != 31 {
+		t.Errorf("probe denied: %d local denials, want the 31 waiters", got)
+	}
+	if before, after, allowed := waveAfterExpiry(32, false); before != 1 || after != 32 || allowed != 32 {
+		t.Fatalf("probe allowed: %d calls reached the backend before it answered, %d in all, %d allowed; want 1, 32, 32", before, after, allowed)
+	}
+
+	// A waiter's context ends while the probe is under way.
+	g.deny.Store(true)
+	if r, err := call(context.Background()); err != nil || r.Allowed {
+		t.Fatalf("denial again: %+v, %v", r, err)
+	}
+	c.now = c.now.Add(time.Second)
+	g.gate = make(chan struct{})
+	probeDone := make(chan error)
+	base := g.calls.Load()
+	go func() { _, err := call(context.Background()); probeDone <- err }()
+	for g.calls.Load() == base {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := call(ctx)
+	var be *algorithms.BackendError
+	if !errors.As(err, &be) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Errorf("waiter with a 20ms deadline: %v after %v, want a BackendError wrapping the deadline", err, time.Since(start))
+	}
+	open()
+	if err := <-probeDone; err != nil {
+		t.Fatal(err)
 	}
 }
