@@ -14,7 +14,7 @@
 -- retry_after µs, reset_after µs; then one more: the now used, in µs.
 --
 -- Decide: phase 1 evaluates every check without writing. Only if all pass
--- does phase 2 evaluate them again, writing. If any check denies, nothing is
+-- does phase 2 write the state each left. If any check denies, nothing is
 -- written and the passing checks report their state as it is.
 --
 -- Refund: gives back what a decide call that allowed all its checks
@@ -30,6 +30,7 @@ if now == 0 then
 end
 local n = #KEYS
 local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
+local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
 local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
 
 -- args returns check i's algorithm and its parameters after the key.
@@ -45,14 +46,14 @@ local function unknown(i)
   return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + (i - 1) * 6]))
 end
 
--- mode: 'check' evaluates, 'commit' evaluates and writes, 'peek' reads the
--- state without consuming (a cost that can never fit takes no branch that
--- writes, and reports the remaining and reset as they are).
-local function eval(i, mode)
+-- eval evaluates check i without writing; peek reads its state without
+-- consuming (a cost that can never fit is never allowed, and reports the
+-- remaining and reset as they are).
+local function eval(i, peek)
   local alg, cap, period, r, u, cost = args(i)
   if not alg then return unknown(i) end
-  if mode == 'peek' then cost = cap + 1 end
-  return checks[alg](KEYS[i], cap, period, r, u, cost, now, mode == 'commit')
+  if peek then cost = cap + 1 end
+  return checks[alg](KEYS[i], cap, period, r, u, cost, now, false)
 end
 
 local reply = {}
@@ -63,7 +64,7 @@ if ARGV[2] == '1' then
     refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]))
   end
   for i = 1, n do
-    local _, remaining, _, reset = eval(i, 'peek')
+    local _, remaining, _, reset = eval(i, true)
     if remaining < 0 then remaining = 0 end
     local o = (i - 1) * 4
     reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = 1, remaining, 0, reset
@@ -72,21 +73,26 @@ if ARGV[2] == '1' then
   return reply
 end
 
+-- Phase 1 keeps, for each passing check, what its write needs; phase 2
+-- writes without reading the keys again (no two checks of a call share a
+-- key: the Go side rejects such calls).
 local all = true
+local pending = {}
 for i = 1, n do
-  local allowed, remaining, retry, reset = eval(i, 'check')
-  if type(allowed) == 'table' then return allowed end
-  if allowed == 0 then all = false end
+  local out = {eval(i, false)}
+  if type(out[1]) == 'table' then return out[1] end
+  if out[1] == 0 then all = false end
+  pending[i] = out
   local o = (i - 1) * 4
-  reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+  reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = out[1], out[2], out[3], out[4]
 end
 for i = 1, n do
   local o = (i - 1) * 4
   if all then
-    eval(i, 'commit')
+    writes[tonumber(ARGV[3 + (i - 1) * 6])](KEYS[i], unpack(pending[i], 5))
   elseif reply[o + 1] == 1 then
     -- nothing is consumed: a passing check reports its state as it is
-    local _, remaining, _, reset = eval(i, 'peek')
+    local _, remaining, _, reset = eval(i, true)
     reply[o + 2], reply[o + 4] = remaining, reset
   end
   if reply[o + 2] < 0 then reply[o + 2] = 0 end

@@ -1,5 +1,11 @@
 -- Fixed window: hash {w = window index, c = count}. Windows are aligned to
 -- the Unix epoch; a clock that goes back is held at the stored window.
+-- fixed_window_write stores count units in window win, ending in to_end µs.
+local function fixed_window_write(key, win, count, to_end)
+  redis.call('HSET', key, 'w', fmt(win), 'c', fmt(count))
+  pexpire(key, to_end)
+end
+
 local function fixed_window(key, cap, period, _, _, cost, now, commit)
   local v = redis.call('HMGET', key, 'w', 'c')
   local w, c = tonumber(v[1]), tonumber(v[2])
@@ -15,11 +21,8 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   if cost > cap then return 0, cap - count, 0, reset end
   if count + cost > cap then return 0, cap - count, to_end, reset end
   count = count + cost
-  if commit then
-    redis.call('HSET', key, 'w', fmt(win), 'c', fmt(count))
-    pexpire(key, to_end)
-  end
-  return 1, cap - count, 0, to_end
+  if commit then fixed_window_write(key, win, count, to_end) end
+  return 1, cap - count, 0, to_end, win, count, to_end
 end
 
 -- Refund (Cluster compensation): take cost back from the window a commit at

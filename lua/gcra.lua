@@ -21,8 +21,8 @@ local function gcra_bound(d, b, r)
   return d * r + b
 end
 
--- gcra_store writes the TAT now + diff/r µs, to expire when it is reached.
-local function gcra_store(key, diff, r, now)
+-- gcra_write stores the TAT now + diff/r µs, to expire when it is reached.
+local function gcra_write(key, diff, r, now)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) end
   redis.call('SET', key, a, 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
@@ -43,8 +43,8 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
   local nxt = diff + cost * u
   if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_store(key, nxt, r, now) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r)
+  if commit then gcra_write(key, nxt, r, now) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
 end
 
 -- Refund (Cluster compensation): move the TAT back by the cost's emission
@@ -60,5 +60,5 @@ local function gcra_refund(key, _, _, r, u, cost, now)
     redis.call('DEL', key)
     return
   end
-  gcra_store(key, diff, r, now)
+  gcra_write(key, diff, r, now)
 end

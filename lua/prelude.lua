@@ -3,13 +3,18 @@
 -- with the script of that check's algorithm; dispatch.lua decides several
 -- checks all-or-nothing, or refunds, with the script holding all five.
 --
--- Every algorithm file defines two functions with the same parameters, of
--- which each uses what it needs:
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
 --
 --   <name>(key, cap, period, r, u, cost, now, commit)
---     evaluates a check of cost units at now (µs), writing its new state
---     only if commit is true and it passes, and returns four integers:
---     allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, now, reset)
 --     gives back what a commit at now that replied reset_after = reset took.
 --

@@ -3,6 +3,26 @@
 -- members already at that score: entries leave by score range, so all
 -- members of one score leave together and n never repeats. New entries are
 -- stamped max(now, newest) so a clock that goes back cannot expire them early.
+-- sliding_log_write adds cost entries stamped stamp and drops those that
+-- left the window at now.
+local function sliding_log_write(key, stamp, cost, period, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
+  local s = fmt(stamp)
+  local seq = redis.call('ZCOUNT', key, s, s)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = s
+    args[#args + 1] = s .. ':' .. fmt(seq + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  pexpire(key, stamp + period - now)
+end
+
 local function sliding_log(key, cap, period, _, _, cost, now, commit)
   local from = '(' .. fmt(now - period)
   local count = redis.call('ZCOUNT', key, from, '+inf')
@@ -19,24 +39,8 @@ local function sliding_log(key, cap, period, _, _, cost, now, commit)
   end
   local stamp = now
   if newest and newest > stamp then stamp = newest end
-  if commit then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
-    local s = fmt(stamp)
-    local seq = redis.call('ZCOUNT', key, s, s)
-    local args = {}
-    local i = 0
-    while i < cost do
-      args[#args + 1] = s
-      args[#args + 1] = s .. ':' .. fmt(seq + i)
-      i = i + 1
-      if #args == 200 or i == cost then
-        redis.call('ZADD', key, unpack(args))
-        args = {}
-      end
-    end
-    pexpire(key, stamp + period - now)
-  end
-  return 1, cap - count - cost, 0, stamp + period - now
+  if commit then sliding_log_write(key, stamp, cost, period, now) end
+  return 1, cap - count - cost, 0, stamp + period - now, stamp, cost, period, now
 end
 
 -- Refund (Cluster compensation): remove cost members from the stamp a

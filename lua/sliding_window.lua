@@ -37,6 +37,13 @@ local function sw_trunc(x)
   return -floor(-x)
 end
 
+-- sliding_window_write stores the counts of window win and the one before,
+-- expiring in reset µs.
+local function sliding_window_write(key, win, cur, prev, reset)
+  redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
+  pexpire(key, reset)
+end
+
 local function sliding_window(key, cap, period, _, _, cost, now, commit)
   local v = redis.call('HMGET', key, 'w', 'c', 'p')
   local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
@@ -61,11 +68,8 @@ local function sliding_window(key, cap, period, _, _, cost, now, commit)
   end
   cur = cur + cost
   reset = sw_reset(win, period, now, cur, prev)
-  if commit then
-    redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
-    pexpire(key, reset)
-  end
-  return 1, sw_trunc(cap - est - cur), 0, reset
+  if commit then sliding_window_write(key, win, cur, prev, reset) end
+  return 1, sw_trunc(cap - est - cur), 0, reset, win, cur, prev, reset
 end
 
 -- Refund (Cluster compensation): take cost back from the window a commit at

@@ -27,6 +27,12 @@ local function tb_load(key, full, r, now)
   return tokens, base, exists
 end
 
+-- token_bucket_write stores tokens refilled up to base, full in reset µs.
+local function token_bucket_write(key, tokens, base, reset)
+  redis.call('HSET', key, 't', fmt(tokens), 'ts', fmt(base))
+  pexpire(key, reset)
+end
+
 local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
   local tokens, base = tb_load(key, full, r, now)
@@ -39,11 +45,8 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
   end
   tokens = tokens - need
   local reset = base + ceil_div(full - tokens, r) - now
-  if commit then
-    redis.call('HSET', key, 't', fmt(tokens), 'ts', fmt(base))
-    pexpire(key, reset)
-  end
-  return 1, floor(tokens / u), 0, reset
+  if commit then token_bucket_write(key, tokens, base, reset) end
+  return 1, floor(tokens / u), 0, reset, tokens, base, reset
 end
 
 -- Refund (Cluster compensation): put back the cost tokens a commit at now
@@ -60,6 +63,5 @@ local function token_bucket_refund(key, cap, _, r, u, cost, now)
     redis.call('DEL', key)
     return
   end
-  redis.call('HSET', key, 't', fmt(tokens), 'ts', fmt(base))
-  pexpire(key, reset)
+  token_bucket_write(key, tokens, base, reset)
 end
