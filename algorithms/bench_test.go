@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
 )
 
 // Benchmarks run each algorithm on an existing key (the common case) with
@@ -151,6 +152,9 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		}
 	}
+	// Layered rules, serially and from 64 goroutines: pipelined, the
+	// server runs the scripts back to back, so server-µs/op is the
+	// script's cost without an idle server's wake-up in it.
 	for _, n := range []int{1, 3, 5} {
 		b.Run("rules="+strconv.Itoa(n)+"/gcra", func(b *testing.B) {
 			checks := layeredChecks(prefix+"layered"+strconv.Itoa(n), n)
@@ -162,6 +166,10 @@ func BenchmarkRedis(b *testing.B) {
 					}
 				}
 			})
+		})
+		b.Run("rules="+strconv.Itoa(n)+"/gcra/goroutines=64", func(b *testing.B) {
+			checks := layeredChecks(prefix+"layered64-"+strconv.Itoa(n), n)
+			benchRedis(b, client, func() { runGoroutines(b, 64, backend, checks) })
 		})
 	}
 }
@@ -232,4 +240,69 @@ func scriptStats(ctx context.Context, c *redis.Client) (calls, usec float64) {
 		}
 	}
 	return calls, usec
+}
+
+// BenchmarkScripts measures what each script costs the server, apart from
+// networking: one op is a pipeline of 200 EVALSHAs of one script on one
+// connection, so the server runs them back to back, and server-µs/script
+// is INFO commandstats' usec per EVALSHA. The arguments are those of a
+// limit that is never reached (capacity 10^6, one unit per µs), so every
+// check passes and writes.
+func BenchmarkScripts(b *testing.B) {
+	srv := redistest.Require(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer client.Close()
+	ctx := context.Background()
+	prefix := redistest.Prefix(b)
+	dispatch := func(algs ...algorithms.Algorithm) []any {
+		args := []any{0, 0} // server clock, decide
+		for _, a := range algs {
+			period := 0
+			if a == algorithms.FixedWindow || a == algorithms.SlidingWindow || a == algorithms.SlidingLog {
+				period = 1_000_000
+			}
+			args = append(args, int(a), 1_000_000, period, 1, 1, 1)
+		}
+		return args
+	}
+	for _, sc := range []struct {
+		name string
+		src  string
+		keys int
+		args []any
+	}{
+		{"return_1", "return 1", 1, nil},
+		{"fixed_window", lua.FixedWindowOne, 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
+		{"sliding_log", lua.SlidingLogOne, 1, []any{0, 1_000, 1_000, 0, 0, 1}},
+		{"sliding_window", lua.SlidingWindowOne, 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
+		{"token_bucket", lua.TokenBucketOne, 1, []any{0, 1_000_000, 0, 1, 1, 1}},
+		{"gcra", lua.GCRAOne, 1, []any{0, 1_000_000, 0, 1, 1, 1}},
+		{"dispatch/gcra×3", lua.Script, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		{"dispatch/gcra+token_bucket+sliding_window", lua.Script, 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
+		{"dispatch/gcra×5", lua.Script, 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			s := redis.NewScript(sc.src)
+			keys := make([]string, sc.keys)
+			for i := range keys {
+				keys[i] = prefix + sc.name + ":{k}" + strconv.Itoa(i)
+			}
+			if err := s.Run(ctx, client, keys, sc.args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			client.ConfigResetStat(ctx)
+			b.ReportAllocs()
+			for b.Loop() {
+				pipe := client.Pipeline()
+				for range 200 {
+					s.EvalSha(ctx, pipe, keys, sc.args...)
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			calls, usec := scriptStats(ctx, client)
+			b.ReportMetric(usec/calls, "server-µs/script")
+		})
+	}
 }
