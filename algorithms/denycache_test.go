@@ -691,7 +691,12 @@ func TestDenyCacheProbe(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(100 * time.Millisecond) // every call has arrived
+		// The probe reaches the backend; give the others time to arrive
+		// and queue behind it.
+		for wait := time.Now().Add(5 * time.Second); g.calls.Load() == base && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
 		before = g.calls.Load() - base
 		open()
 		wg.Wait()
