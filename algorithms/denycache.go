@@ -127,9 +127,12 @@ type denial struct {
 	probe     *probe // the call asking next about this key since it expired
 }
 
-// probe is a call to next on behalf of an expired denial; done is closed
-// when its answer has been recorded.
-type probe struct{ done chan struct{} }
+// probe is a call to next on behalf of the expired denial of key; done is
+// closed when its answer has been recorded.
+type probe struct {
+	key  string
+	done chan struct{}
+}
 
 var _ Backend = (*DenyCache)(nil)
 
@@ -177,7 +180,6 @@ again:
 		first   = -1   // the first check answered locally
 		waitFor *probe // a probe under way for an expired entry of the call
 		claimed *probe // the probe this call makes
-		probeOf string // the key claimed's entry is under
 	)
 	for i := range checks {
 		c := &checks[i]
@@ -193,9 +195,8 @@ again:
 		}
 		seen |= 1 << i // a no-op past 64: those count as seen below
 		if first < 0 && waitFor == nil && claimed == nil && e.expiredFor(c, now) {
-			p, mine := d.claim(c.Key, now)
-			if mine {
-				claimed, probeOf = p, c.Key
+			if p, mine := d.claim(c.Key, now); mine {
+				claimed = p
 			} else {
 				waitFor = p
 			}
@@ -223,7 +224,7 @@ again:
 		}
 	}
 	if first >= 0 {
-		d.release(probeOf, claimed)
+		d.release(claimed)
 		d.shard(checks[first].Key).local.Add(1)
 		return nil
 	}
@@ -238,7 +239,7 @@ again:
 		}
 	}
 	if err := d.next.Allow(ctx, checks, results); err != nil {
-		d.release(probeOf, claimed)
+		d.release(claimed)
 		return err
 	}
 	for i := range min(len(checks), len(results)) {
@@ -250,7 +251,7 @@ again:
 			d.forget(c, now)
 		}
 	}
-	d.release(probeOf, claimed)
+	d.release(claimed)
 	return nil
 }
 
@@ -270,21 +271,23 @@ func (d *DenyCache) shard(key string) *denyShard {
 
 // matches reports whether e, looked up by c's key, decides c at now.
 func (e *denial) matches(c *Check, now time.Duration) bool {
-	cost := c.Cost
-	if cost == 0 {
-		cost = 1
-	}
-	return e.at <= now && now < e.until &&
-		c.Algorithm == e.alg && c.Limit == e.limit &&
-		cost >= e.cost && cost <= e.capacity
+	return e.at <= now && now < e.until && e.covers(c)
 }
 
 // expiredFor reports whether e would decide c if it had not expired at now.
 func (e *denial) expiredFor(c *Check, now time.Duration) bool {
-	cost := max(c.Cost, 1)
-	return e.at <= now && now >= e.until &&
-		c.Algorithm == e.alg && c.Limit == e.limit &&
-		cost >= e.cost && cost <= e.capacity
+	return e.at <= now && now >= e.until && e.covers(c)
+}
+
+// covers reports whether e, looked up by c's key, is about c: the same
+// Algorithm and Limit, and a cost at least the denied one and at most the
+// capacity.
+func (e *denial) covers(c *Check) bool {
+	cost := c.Cost // a negative cost matches nothing: next rejects it
+	if cost == 0 {
+		cost = 1
+	}
+	return c.Algorithm == e.alg && c.Limit == e.limit && cost >= e.cost && cost <= e.capacity
 }
 
 // claim makes the caller the probe of key's expired entry (mine true), or
@@ -302,22 +305,23 @@ func (d *DenyCache) claim(key string, now time.Duration) (p *probe, mine bool) {
 	case e.probe != nil:
 		return e.probe, false
 	}
-	e.probe = &probe{done: make(chan struct{})}
+	e.probe = &probe{key: key, done: make(chan struct{})}
 	sh.entries[key] = e
 	return e.probe, true
 }
 
-// release ends probe p of key's entry: the entry, if the call did not
-// replace or remove it, forgets p, and the calls waiting for p go on.
-func (d *DenyCache) release(key string, p *probe) {
+// release ends probe p: its key's entry, if the call did not replace or
+// remove it, forgets p, and the calls waiting for p go on. A nil p is no
+// probe.
+func (d *DenyCache) release(p *probe) {
 	if p == nil {
 		return
 	}
-	sh := d.shard(key)
+	sh := d.shard(p.key)
 	sh.mu.Lock()
-	if e, ok := sh.entries[key]; ok && e.probe == p {
+	if e, ok := sh.entries[p.key]; ok && e.probe == p {
 		e.probe = nil
-		sh.entries[key] = e
+		sh.entries[p.key] = e
 	}
 	sh.mu.Unlock()
 	close(p.done)
