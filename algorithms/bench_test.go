@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,7 +147,7 @@ func BenchmarkRedis(b *testing.B) {
 		}{{"pipelined", backend}, {"unpipelined", unpiped}, {"autopipeliner", autopiped}} {
 			b.Run("gcra/goroutines="+strconv.Itoa(g)+"/"+v.name, func(b *testing.B) {
 				checks := []algorithms.Check{{Key: prefix + "gcra:{hot-" + v.name + "}", Algorithm: algorithms.GCRA, Limit: benchLimit}}
-				benchRedis(b, client, func() { runGoroutines(b, g, v.backend, checks) })
+				benchRedis(b, client, func() { hammer(b, v.backend, g, b.N, checks...) })
 			})
 		}
 	}
@@ -169,27 +168,9 @@ func BenchmarkRedis(b *testing.B) {
 		})
 		b.Run("rules="+strconv.Itoa(n)+"/gcra/goroutines=64", func(b *testing.B) {
 			checks := layeredChecks(prefix+"layered64-"+strconv.Itoa(n), n)
-			benchRedis(b, client, func() { runGoroutines(b, 64, backend, checks) })
+			benchRedis(b, client, func() { hammer(b, backend, 64, b.N, checks...) })
 		})
 	}
-}
-
-// runGoroutines calls backend b.N times in all from g goroutines.
-func runGoroutines(b *testing.B, g int, backend algorithms.Backend, checks []algorithms.Check) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range g {
-		wg.Go(func() {
-			res := make([]algorithms.Result, len(checks))
-			for next.Add(1) <= int64(b.N) {
-				if err := backend.Allow(context.Background(), checks, res); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // trips counts the round trips of the clients benchRedis measures, once

@@ -429,30 +429,13 @@ func TestCluster(t *testing.T) {
 			h.trips.Store(0)
 			h.cmds.Store(0)
 			const calls = 1000
-			var allowed atomic.Int64
-			var next atomic.Int64
-			var wg sync.WaitGroup
 			start := time.Now()
-			for range 64 {
-				wg.Go(func() {
-					res := make([]algorithms.Result, 3)
-					for next.Add(1) <= calls {
-						if err := b.Allow(ctx, checks, res); err != nil {
-							t.Error(err)
-							return
-						}
-						if res[0].Allowed {
-							allowed.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
+			allowed := hammer(t, b, 64, calls, checks...)
 			elapsed := time.Since(start)
 			trips, cmds := h.trips.Load(), h.cmds.Load()
-			t.Logf("Pipelines %d: %d calls over 3 slots in %v (%.0f calls/s), %d allowed: %d scripts in %d round trips", pipelines, calls, elapsed.Round(time.Millisecond), calls/elapsed.Seconds(), allowed.Load(), cmds, trips)
-			if allowed.Load() != 500 {
-				t.Fatalf("Pipelines %d: allowed %d, want exactly 500", pipelines, allowed.Load())
+			t.Logf("Pipelines %d: %d calls over 3 slots in %v (%.0f calls/s), %d allowed: %d scripts in %d round trips", pipelines, calls, elapsed.Round(time.Millisecond), calls/elapsed.Seconds(), allowed, cmds, trips)
+			if allowed != 500 {
+				t.Fatalf("Pipelines %d: allowed %d, want exactly 500", pipelines, allowed)
 			}
 			res := make([]algorithms.Result, 1)
 			for _, ch := range checks[1:] {

@@ -51,18 +51,18 @@ func (h *tripCounter) count(cmds []redis.Cmder) {
 	}
 }
 
-// hammer runs calls checks of l on key from conc goroutines and returns how
-// many were allowed.
-func hammer(t *testing.T, b algorithms.Backend, conc, calls int, key string, l algorithms.Limit) int64 {
-	t.Helper()
-	var allowed atomic.Int64
+// hammer makes calls calls of checks from conc goroutines and returns how
+// many were allowed (by their first Result).
+func hammer(tb testing.TB, b algorithms.Backend, conc, calls int, checks ...algorithms.Check) int64 {
+	tb.Helper()
+	var allowed, next atomic.Int64
 	var wg sync.WaitGroup
-	for g := range conc {
+	for range conc {
 		wg.Go(func() {
-			res := make([]algorithms.Result, 1)
-			for i := g; i < calls; i += conc {
-				if err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: algorithms.GCRA, Limit: l}}, res); err != nil {
-					t.Error(err)
+			res := make([]algorithms.Result, len(checks))
+			for next.Add(1) <= int64(calls) {
+				if err := b.Allow(context.Background(), checks, res); err != nil {
+					tb.Error(err)
 					return
 				}
 				if res[0].Allowed {
@@ -73,6 +73,11 @@ func hammer(t *testing.T, b algorithms.Backend, conc, calls int, key string, l a
 	}
 	wg.Wait()
 	return allowed.Load()
+}
+
+// gcraCheck is a GCRA check of l on key.
+func gcraCheck(key string, l algorithms.Limit) algorithms.Check {
+	return algorithms.Check{Key: key, Algorithm: algorithms.GCRA, Limit: l}
 }
 
 // TestPipelining: on one server, concurrent calls share round trips and
@@ -102,13 +107,13 @@ func TestPipelining(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Load the scripts first: counts below are of EVALSHAs only.
-			if got := hammer(t, b, 1, 1, prefix+tc.name+"warm", limit); got != 1 {
+			if got := hammer(t, b, 1, 1, gcraCheck(prefix+tc.name+"warm", limit)); got != 1 {
 				t.Fatalf("warm-up allowed %d", got)
 			}
 			h.trips.Store(0)
 			h.cmds.Store(0)
 			const calls = 2000
-			if got := hammer(t, b, tc.conc, calls, prefix+"{"+tc.name+"}", limit); got != 1000 {
+			if got := hammer(t, b, tc.conc, calls, gcraCheck(prefix+"{"+tc.name+"}", limit)); got != 1000 {
 				t.Fatalf("allowed %d of %d, want exactly 1000", got, calls)
 			}
 			trips, cmds := h.trips.Load(), h.cmds.Load()
@@ -131,7 +136,7 @@ func TestPipelining(t *testing.T) {
 			if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if got := hammer(t, b, 64, 640, prefix+"{flush}"+string(rune('a'+i)), limit); got != 640 {
+			if got := hammer(t, b, 64, 640, gcraCheck(prefix+"{flush}"+string(rune('a'+i)), limit)); got != 640 {
 				t.Fatalf("after SCRIPT FLUSH: allowed %d of 640", got)
 			}
 		}
@@ -159,7 +164,7 @@ func TestPipelineDeadline(t *testing.T) {
 			ctx := context.Background()
 			key := redistest.Prefix(t) + "{k}"
 			limit := algorithms.PerHour(1000)
-			if got := hammer(t, b, 1, 1, key, limit); got != 1 { // scripts loaded, 1 unit
+			if got := hammer(t, b, 1, 1, gcraCheck(key, limit)); got != 1 { // scripts loaded, 1 unit
 				t.Fatalf("allowed %d", got)
 			}
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
@@ -196,7 +201,7 @@ func TestPipelineDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			wg.Wait()
-			if got := hammer(t, b, 1, 1, key, limit); got != 1 {
+			if got := hammer(t, b, 1, 1, gcraCheck(key, limit)); got != 1 {
 				t.Fatalf("after the pause: allowed %d", got)
 			}
 			time.Sleep(50 * time.Millisecond)
