@@ -59,24 +59,26 @@ func (lm limiter) runs(scenario string) bool {
 func limiters() []limiter {
 	secondary := []string{scHot8, scKeys}
 	return []limiter{
-		{name: "redlimit gcra", id: "gcra", build: redlimitGCRA(false)},
-		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimitGCRA(true), only: []string{scAbuse}},
-		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimitUnpipelined},
+		{name: "redlimit gcra", id: "gcra", build: redlimit(algorithms.GCRA, algorithms.RedisConfig{}, false)},
+		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimit(algorithms.GCRA, algorithms.RedisConfig{}, true), only: []string{scAbuse}},
+		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimit(algorithms.GCRA, algorithms.RedisConfig{Pipelines: -1}, false)},
 		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
 		{name: "go-redis/redis_rate v10, autopipelined client", id: "redis_rate-ap", build: redisRateAutoPipelined, prefix: "rate:"},
 		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:"},
 		{name: "throttled v2 (goredisstore.v9)", id: "throttled", build: throttledGCRA, prefix: "throttled:"},
 		{name: "baseline: EVALSHA `return 1`", id: "baseline", build: baseline, stateless: true},
-		{name: "redlimit token_bucket", id: "tb", build: redlimitAlg(algorithms.TokenBucket), only: secondary},
-		{name: "redlimit sliding_window", id: "sw", build: redlimitAlg(algorithms.SlidingWindow), only: secondary},
-		{name: "redlimit fixed_window", id: "fw", build: redlimitAlg(algorithms.FixedWindow), only: secondary},
-		{name: "redlimit sliding_log", id: "sl", build: redlimitAlg(algorithms.SlidingLog), only: secondary},
+		{name: "redlimit token_bucket", id: "tb", build: redlimit(algorithms.TokenBucket, algorithms.RedisConfig{}, false), only: secondary},
+		{name: "redlimit sliding_window", id: "sw", build: redlimit(algorithms.SlidingWindow, algorithms.RedisConfig{}, false), only: secondary},
+		{name: "redlimit fixed_window", id: "fw", build: redlimit(algorithms.FixedWindow, algorithms.RedisConfig{}, false), only: secondary},
+		{name: "redlimit sliding_log", id: "sl", build: redlimit(algorithms.SlidingLog, algorithms.RedisConfig{}, false), only: secondary},
 	}
 }
 
-func redlimitGCRA(denyCache bool) func(*redis.Client, limit) (allowFunc, error) {
+// redlimit builds redlimit's backend on the client with cfg, behind a
+// DenyCache when denyCache is set, checking with algorithm a.
+func redlimit(a algorithms.Algorithm, cfg algorithms.RedisConfig, denyCache bool) func(*redis.Client, limit) (allowFunc, error) {
 	return func(c *redis.Client, l limit) (allowFunc, error) {
-		b, err := algorithms.NewRedis(c, algorithms.RedisConfig{})
+		b, err := algorithms.NewRedis(c, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -86,27 +88,7 @@ func redlimitGCRA(denyCache bool) func(*redis.Client, limit) (allowFunc, error) 
 				return nil, err
 			}
 		}
-		return redlimitAllow(backend, algorithms.GCRA, l), nil
-	}
-}
-
-// redlimitUnpipelined is redlimit with every call a round trip of its own,
-// as each peer makes them.
-func redlimitUnpipelined(c *redis.Client, l limit) (allowFunc, error) {
-	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Pipelines: -1})
-	if err != nil {
-		return nil, err
-	}
-	return redlimitAllow(b, algorithms.GCRA, l), nil
-}
-
-func redlimitAlg(a algorithms.Algorithm) func(*redis.Client, limit) (allowFunc, error) {
-	return func(c *redis.Client, l limit) (allowFunc, error) {
-		b, err := algorithms.NewRedis(c, algorithms.RedisConfig{})
-		if err != nil {
-			return nil, err
-		}
-		return redlimitAllow(b, a, l), nil
+		return redlimitAllow(backend, a, l), nil
 	}
 }
 
