@@ -2,14 +2,14 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
 
-.PHONY: test lint fmt vet bench fuzz
+.PHONY: test lint fmt vet tidy bench fuzz
 
 ## test: formatting, vet, then every test with the race detector (real redis-server included)
 test: fmt vet
 	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
 
-## lint: gofmt, go vet and staticcheck
-lint: fmt vet
+## lint: gofmt, go vet, go.mod tidy, and staticcheck
+lint: fmt vet tidy
 	$(GO) run $(STATICCHECK) $(PKGS)
 
 fmt:
@@ -17,6 +17,10 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+
+## tidy: fail when go.mod or go.sum is not what go mod tidy would write
+tidy:
+	$(GO) mod tidy -diff
 
 ## bench: every benchmark, once, with allocations
 bench:
