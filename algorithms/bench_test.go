@@ -79,6 +79,7 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}
 	})
+	benchMemoryFill(b) // empty/... and full/...
 }
 
 func layeredChecks(prefix string, n int) []algorithms.Check {

@@ -3,24 +3,44 @@ package algorithms
 import (
 	"context"
 	"hash/maphash"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-const memoryShards = 64
+const (
+	memoryShards = 64
+	// memorySweepStep is how many slots one new key sweeps, at most, while a
+	// sweep pass is under way; a pass starts at most once a second.
+	memorySweepStep = 32
+	// memorySample is how many slots are sampled to choose a key to evict.
+	memorySample = 8
+)
 
 // MemoryConfig configures a [Memory] backend. The zero value is ready to use.
 type MemoryConfig struct {
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 
-	// MaxKeys bounds how many keys are kept (default 1<<20, about 100 MB at
-	// worst for the constant-size algorithms). Keys whose state has expired
-	// are swept first; when more live keys than MaxKeys compete, an arbitrary
-	// live key is evicted and so regains full capacity. Size it above the
-	// number of clients you expect within the longest Period.
+	// MaxKeys bounds how many keys are kept (default 1<<20). A full backend
+	// holds at most 112 bytes per key besides the key's own bytes (a test
+	// checks this bound), so the default with 32-byte keys stays within
+	// 150 MB; a sliding log key adds 32 bytes and 8 per entry of its log,
+	// up to its capacity. Memory, once taken, is kept for reuse rather
+	// than returned.
+	//
+	// Expired keys are swept a few at a time as new keys arrive (a pass
+	// over every key at most once a second). At the cap, a new key takes
+	// the place of an expired key if it finds one among a few sampled at
+	// random, else of the live key among them that would return to full
+	// capacity soonest: an evicted key starts again at full capacity. A
+	// call never evicts its own keys (so MaxKeys may be exceeded by the
+	// keys of one call). Admitting a new key examines a bounded number of
+	// keys, however many are held. Size MaxKeys above the number of
+	// clients you expect within the longest Period.
 	MaxKeys int
 }
 
@@ -40,11 +60,23 @@ type Memory struct {
 	shards    [memoryShards]memoryShard
 }
 
+// memoryShard holds its keys' states in a dense slice of slots, indexed by
+// the key's 64-bit hash. Two keys with the same hash share one entry: the
+// later one evicts the earlier (its slot keeps the key to tell them apart).
 type memoryShard struct {
 	mu        sync.Mutex
-	keys      map[string]*state
-	nextSweep int64
-	_         [40]byte // keep shards on separate cache lines
+	index     map[uint64]int32 // hash of a key → its slot
+	slots     []slot
+	cursor    int   // the next slot the sweep examines; len(slots): no pass under way
+	nextSweep int64 // µs: no sweep pass starts before
+	visited   int64 // slots examined to admit new keys (tests)
+	seed      maphash.Seed
+	_         [56]byte // keep shards on separate cache lines (128 bytes each)
+}
+
+type slot struct {
+	key string
+	state
 }
 
 var _ Backend = (*Memory)(nil)
@@ -60,9 +92,11 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m := &Memory{now: cfg.Now, perShard: max(cfg.MaxKeys/memoryShards, 1), seed: maphash.MakeSeed()}
+	perShard := min(max(cfg.MaxKeys/memoryShards, 1), math.MaxInt32-1)
+	m := &Memory{now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
 	for i := range m.shards {
-		m.shards[i].keys = make(map[string]*state)
+		m.shards[i].index = make(map[uint64]int32)
+		m.shards[i].seed = m.seed
 	}
 	return m, nil
 }
@@ -86,15 +120,21 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 	}
 	hw = max(hw, now)
 
-	var sbuf [4]uint8
-	shards := sbuf[:0]
+	var (
+		hbuf   [4]uint64
+		sbuf   [4]uint8
+		hashes = hbuf[:0]
+		shards = sbuf[:0]
+	)
 	for i := range checks {
-		shards = append(shards, uint8(maphash.String(m.seed, checks[i].Key)%memoryShards))
+		h := maphash.String(m.seed, checks[i].Key)
+		hashes = append(hashes, h)
+		shards = append(shards, uint8(h%memoryShards))
 	}
 	if len(shards) == 1 {
 		sh := &m.shards[shards[0]]
 		sh.mu.Lock()
-		m.decide(checks, ps, shards, results, now, hw)
+		m.decide(checks, ps, hashes, shards, results, now, hw)
 		sh.mu.Unlock()
 		return nil
 	}
@@ -105,7 +145,7 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 	for _, i := range order {
 		m.shards[i].mu.Lock()
 	}
-	m.decide(checks, ps, shards, results, now, hw)
+	m.decide(checks, ps, hashes, shards, results, now, hw)
 	for _, i := range order {
 		m.shards[i].mu.Unlock()
 	}
@@ -115,7 +155,7 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 // decide runs both phases with every involved shard locked: evaluate all
 // checks, then, only if all pass, evaluate again committing. hw is the
 // store's time for expiry (see Allow).
-func (m *Memory) decide(checks []Check, ps []prepared, shards []uint8, results []Result, now, hw int64) {
+func (m *Memory) decide(checks []Check, ps []prepared, hashes []uint64, shards []uint8, results []Result, now, hw int64) {
 	var (
 		absent  state
 		sbuf    [4]*state
@@ -123,7 +163,7 @@ func (m *Memory) decide(checks []Check, ps []prepared, shards []uint8, results [
 		allowed = true
 	)
 	for i := range checks {
-		st := m.shards[shards[i]].keys[checks[i].Key]
+		st := m.shards[shards[i]].lookup(hashes[i], checks[i].Key)
 		states = append(states, st)
 		o := evalOrAbsent(st, &absent, &ps[i], now, hw)
 		results[i] = o.result(ps[i].cap)
@@ -144,11 +184,18 @@ func (m *Memory) decide(checks []Check, ps []prepared, shards []uint8, results [
 		}
 		return
 	}
-	for i, st := range states {
+	for i := range checks {
+		st := states[i]
 		exists := st != nil && st.expires > hw
 		if !exists {
-			// insert may sweep expired states, so look the key up again
-			st = m.shards[shards[i]].insert(checks[i].Key, hw, m.perShard)
+			sh := &m.shards[shards[i]]
+			st = sh.insert(hashes[i], checks[i].Key, hw, m.perShard, checks)
+			// insert may have moved or swept other slots of the shard
+			for j := i + 1; j < len(checks); j++ {
+				if shards[j] == shards[i] {
+					states[j] = sh.lookup(hashes[j], checks[j].Key)
+				}
+			}
 		}
 		o := st.eval(&ps[i], now, exists, true)
 		// The TTL Redis would get: reset rounded up to a millisecond.
@@ -166,34 +213,110 @@ func evalOrAbsent(st, absent *state, p *prepared, now, hw int64) outcome {
 	return st.eval(p, now, st.expires > hw, false)
 }
 
-// insert returns the state for key, reusing an expired one, or a new one,
-// sweeping expired states at most once a second and evicting an arbitrary
-// live key when the shard is full of them.
-func (sh *memoryShard) insert(key string, hw int64, limit int) *state {
-	if st := sh.keys[key]; st != nil {
-		return st
+// lookup returns the state of key (whose hash is h), or nil. The pointer is
+// valid until the next insert into the shard.
+func (sh *memoryShard) lookup(h uint64, key string) *state {
+	if i, ok := sh.index[h]; ok && sh.slots[i].key == key {
+		return &sh.slots[i].state
 	}
-	if len(sh.keys) >= limit || hw >= sh.nextSweep {
-		sh.sweep(hw)
-		sh.nextSweep = hw + int64(time.Second/time.Microsecond)
-	}
-	if len(sh.keys) >= limit {
-		for k := range sh.keys {
-			delete(sh.keys, k)
-			break
-		}
-	}
-	st := &state{}
-	sh.keys[key] = st
-	return st
+	return nil
 }
 
-func (sh *memoryShard) sweep(now int64) {
-	for k, st := range sh.keys {
-		if st.expires <= now {
-			delete(sh.keys, k)
+// insert returns the state for key (whose hash is h): the one held, even if
+// expired, or a new one. It sweeps at most memorySweepStep slots and, at
+// the cap, evicts a key sampled by victim, never one of call's.
+func (sh *memoryShard) insert(h uint64, key string, hw int64, limit int, call []Check) *state {
+	if i, ok := sh.index[h]; ok {
+		if sh.slots[i].key != key {
+			// another key with the same hash: evicted
+			sh.slots[i] = slot{key: key}
+		}
+		return &sh.slots[i].state
+	}
+	if sh.cursor >= len(sh.slots) && hw >= sh.nextSweep {
+		sh.cursor = 0
+		sh.nextSweep = hw + int64(time.Second/time.Microsecond)
+	}
+	sh.sweep(hw)
+	if len(sh.slots) >= limit {
+		if i := sh.victim(hw, call); i >= 0 {
+			delete(sh.index, sh.hash(i))
+			sh.slots[i] = slot{key: key}
+			sh.index[h] = int32(i)
+			return &sh.slots[i].state
 		}
 	}
+	if len(sh.slots) == cap(sh.slots) {
+		// grow by doubling up to the cap, not beyond
+		grown := make([]slot, len(sh.slots), max(min(2*cap(sh.slots), limit), len(sh.slots)+1, 8))
+		copy(grown, sh.slots)
+		sh.slots = grown
+	}
+	sh.slots = append(sh.slots, slot{key: key})
+	sh.index[h] = int32(len(sh.slots) - 1)
+	return &sh.slots[len(sh.slots)-1].state
+}
+
+// sweep advances the sweep pass under way by up to memorySweepStep slots,
+// removing the expired ones.
+func (sh *memoryShard) sweep(hw int64) {
+	for range memorySweepStep {
+		i := sh.cursor
+		if i >= len(sh.slots) {
+			return
+		}
+		sh.visited++
+		if sh.slots[i].expires > hw {
+			sh.cursor++
+			continue
+		}
+		// the last slot, not yet examined, moves to i
+		last := len(sh.slots) - 1
+		delete(sh.index, sh.hash(i))
+		if i != last {
+			sh.slots[i] = sh.slots[last]
+			sh.index[sh.hash(i)] = int32(i)
+		}
+		sh.slots[last] = slot{}
+		sh.slots = sh.slots[:last]
+	}
+}
+
+// victim returns the slot to give to a new key: among memorySample slots
+// (all of them in a small shard, else chosen at random), an expired one,
+// else the one that expires soonest, skipping the keys of call; -1 when
+// every slot sampled holds one of them.
+func (sh *memoryShard) victim(hw int64, call []Check) int {
+	n := len(sh.slots)
+	best, soonest := -1, int64(math.MaxInt64)
+	for k := range min(n, memorySample) {
+		i := k
+		if n > memorySample {
+			i = rand.IntN(n)
+		}
+		sh.visited++
+		if e := sh.slots[i].expires; e < soonest && !inCall(sh.slots[i].key, call) {
+			best, soonest = i, e
+			if e <= hw {
+				break
+			}
+		}
+	}
+	return best
+}
+
+func inCall(key string, call []Check) bool {
+	for i := range call {
+		if call[i].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// hash returns the hash of slot i's key.
+func (sh *memoryShard) hash(i int) uint64 {
+	return maphash.String(sh.seed, sh.slots[i].key)
 }
 
 // Len returns how many keys the backend holds, expired or not.
@@ -202,7 +325,7 @@ func (m *Memory) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += len(sh.keys)
+		n += len(sh.slots)
 		sh.mu.Unlock()
 	}
 	return n

@@ -5,7 +5,16 @@ package algorithms
 // stays ordered and a clock that goes back cannot make entries expire early.
 func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome {
 	from := now - p.period
-	l := &s.log
+	var empty timeLog
+	l := s.log
+	switch {
+	case l != nil:
+	case commit:
+		s.log = new(timeLog)
+		l = s.log
+	default:
+		l = &empty
+	}
 	if !exists {
 		l.reset()
 	}

@@ -11,8 +11,8 @@ type state struct {
 	// TokenBucket: a = scaled tokens, b = last refill (µs).
 	// GCRA: a = TAT whole µs, b = TAT fraction (in 1/r µs).
 	a, b, c int64
-	log     timeLog // SlidingLog
-	expires int64   // µs; the state is absent from this instant on
+	log     *timeLog // SlidingLog; nil until the key's first allowed check
+	expires int64    // µs; the state is absent from this instant on
 }
 
 // outcome is the raw result of evaluating one check, in µs.
