@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -226,5 +228,61 @@ func TestRemoteAddr(t *testing.T) {
 	checkResponse(t, "empty RemoteAddr, skip", w, 200, xHeaders("100", "99", epoch0+1, ""))
 	if d := rec2.last(t); !d.Rules[0].Skipped || d.Rules[1].Key != "rate:global:{all}" {
 		t.Errorf("decision %+v", d)
+	}
+}
+
+// TestRouteMethodChosenByClient: a client cannot mint buckets of a
+// Route-keyed rule by varying the HTTP method, whether the route accepts any
+// method (ServeMux pattern without one, chi's Handle) or the standard ones;
+// and Join(Route(), Method()) gives a bucket per standard method, every other
+// method sharing one.
+func TestRouteMethodChosenByClient(t *testing.T) {
+	madeUp := make([]string, 100)
+	for i := range madeUp {
+		madeUp[i] = "M" + strconv.Itoa(i)
+	}
+	standard := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+	serveMux := func(mw func(http.Handler) http.Handler) http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle("/api/orders", mw(ok))
+		return mux
+	}
+	chiRouter := func(mw func(http.Handler) http.Handler) http.Handler {
+		r := chi.NewRouter()
+		r.With(mw).Handle("/api/orders", ok)
+		return r
+	}
+	tests := []struct {
+		name    string
+		router  func(func(http.Handler) http.Handler) http.Handler
+		key     keyfunc.Func
+		methods []string
+		want    int // requests allowed of 3 per method
+	}{
+		{"ServeMux, 100 made-up methods", serveMux, keyfunc.Route(), madeUp, 3},
+		{"ServeMux, 9 standard methods", serveMux, keyfunc.Route(), standard, 3},
+		{"chi, 9 standard methods", chiRouter, keyfunc.Route(), standard, 3},
+		{"chi, 100 made-up methods (405 before the limiter)", chiRouter, keyfunc.Route(), madeUp, 0},
+		{"ServeMux, Join(Route, Method), 100 made-up methods", serveMux, keyfunc.Join(keyfunc.Route(), keyfunc.Method()), madeUp, 3},
+		{"ServeMux, Join(Route, Method), 9 standard methods", serveMux, keyfunc.Join(keyfunc.Route(), keyfunc.Method()), standard, 27},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mw := newMW(t, newMemory(t, fixed), middleware.Config{
+				Rules: []middleware.Rule{{Name: "route", Key: tt.key, Algorithm: algorithms.GCRA, Limit: gcra3}},
+			})
+			h := tt.router(mw.Handler)
+			allowed := 0
+			for _, m := range tt.methods {
+				for range 3 {
+					if w := serve(h, req(m, "/api/orders", "203.0.113.7:1")); w.Code == http.StatusOK {
+						allowed++
+					}
+				}
+			}
+			if allowed != tt.want {
+				t.Errorf("%d methods x 3 requests to /api/orders: %d allowed, want %d", len(tt.methods), allowed, tt.want)
+			}
+		})
 	}
 }
