@@ -24,7 +24,8 @@ type Decision struct {
 	Source Source
 
 	// Err is the error the error policy handled (backend failure, timeout,
-	// key func failure), or nil.
+	// key func failure), the negative cost that denied the request (see
+	// RuleDecision.InvalidCost), or nil.
 	Err error
 
 	// Latency is the time spent deciding, backend call included. It is
@@ -47,6 +48,10 @@ type RuleDecision struct {
 	// MissingKey reports that the request was denied because the rule found
 	// no key (DenyMissingKey).
 	MissingKey bool
+	// InvalidCost reports that the rule's Cost returned a negative cost:
+	// the request was denied without being decided (Decision.Err says
+	// which cost), or, for a shadow rule, would have been.
+	InvalidCost bool
 	// Evaluated is false when the backend answered without evaluating this
 	// rule (a local deny-cache hit on another rule of the request, or an
 	// error); Result is then the zero Result.

@@ -55,9 +55,9 @@ func defaultDenied(w http.ResponseWriter, r *http.Request) {
 	never := false
 	if d != nil {
 		for _, rd := range d.Rules {
-			if rd.MissingKey || rd.Evaluated && !rd.Shadow && !rd.Result.Allowed {
+			if rd.MissingKey || rd.InvalidCost && !rd.Shadow || rd.Evaluated && !rd.Shadow && !rd.Result.Allowed {
 				names = append(names, rd.Name)
-				never = never || rd.MissingKey || rd.Result.Never()
+				never = never || rd.MissingKey || rd.InvalidCost || rd.Result.Never()
 			}
 		}
 	}
@@ -97,7 +97,7 @@ func detail(names []string, wait string, never bool) string {
 	}
 	switch {
 	case never:
-		s += "; this request can never be allowed (no key, or cost above the limit)"
+		s += "; this request can never be allowed (no key, invalid cost, or cost above the limit)"
 	case wait != "":
 		s += "; retry in " + wait + "s"
 	}

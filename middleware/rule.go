@@ -39,7 +39,10 @@ type Rule struct {
 	// A cost of 0 counts as 1, as in [algorithms.Check]: every request that
 	// reaches the rule takes something. A cost larger than the limit's
 	// capacity is denied without Retry-After: waiting cannot help. A
-	// negative cost is an error (error policy).
+	// negative cost denies the request under every error policy (429
+	// without Retry-After, nothing consumed by any rule): the decision's
+	// RuleDecision.InvalidCost is set and Decision.Err says which cost. A
+	// shadow rule only reports that it would have denied.
 	Cost func(*http.Request) int64
 
 	// MissingKey says what happens when Key finds no key material.

@@ -161,7 +161,7 @@ func TestMissingKey(t *testing.T) {
 		for i := range 5 {
 			w := serve(h, req("GET", "/", "192.0.2.1:1"))
 			checkResponse(t, "anonymous "+itoa(int64(i)), w, http.StatusTooManyRequests, map[string]string{})
-			if got, want := w.Body.String(), "rate limit exceeded: user; this request can never be allowed (no key, or cost above the limit)\n"; got != want {
+			if got, want := w.Body.String(), "rate limit exceeded: user; this request can never be allowed (no key, invalid cost, or cost above the limit)\n"; got != want {
 				t.Errorf("body %q, want %q", got, want)
 			}
 		}
