@@ -110,8 +110,10 @@ func (m *Middleware) evaluate(ctx context.Context, s *scratch) outcome {
 	err := m.call(ctx, backend, s.checks, s.results)
 	if err != nil && src == SourcePrimary && m.health != nil {
 		// A request whose client has gone (its context canceled) says
-		// nothing about the backend: fall back for it alone.
-		if ctx.Err() == nil {
+		// nothing about the backend, nor does unusable state under one
+		// of its keys (another algorithm's, a stray key): fall back for
+		// it alone.
+		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
 			m.health.failed(err)
 		}
 		backend, src = m.fallback, SourceFallback

@@ -72,7 +72,9 @@ const (
 	SourceNone Source = iota
 	// SourcePrimary: the backend given to New.
 	SourcePrimary
-	// SourceFallback: the in-process fallback, while the primary is down.
+	// SourceFallback: the in-process fallback, while the primary is down,
+	// or for a request whose keys' state the primary could not use
+	// (algorithms.ErrKeyState; Decision.Err says which).
 	SourceFallback
 )
 

@@ -1,8 +1,11 @@
 package middleware_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +277,65 @@ func TestRedisPaused(t *testing.T) {
 				waitFor(t, "abandoned calls to finish", func() bool { return mw.Stalled() == 0 })
 			})
 		}
+	}
+}
+
+// TestWrongTypeKey: one key holding another Redis type fails its user's
+// requests with ErrKeyState; the error policy answers those requests alone,
+// and every other user's requests are still decided by Redis.
+func TestWrongTypeKey(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		policy middleware.ErrorPolicy
+		code   func(i int) int // for request i of the user whose key holds a list
+		source middleware.Source
+	}{
+		// The fallback decides that user's requests: 3 a minute.
+		{middleware.Fallback, func(i int) int { return []int{200, 429}[min(i/3, 1)] }, middleware.SourceFallback},
+		{middleware.FailOpen, func(int) int { return 200 }, middleware.SourceNone},
+		{middleware.FailClosed, func(int) int { return 503 }, middleware.SourceNone},
+	} {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec recorder
+			mw := newMW(t, b, middleware.Config{
+				Prefix:        strings.ReplaceAll(redistest.Prefix(t), "/", "."),
+				Rules:         []middleware.Rule{{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3}},
+				OnError:       tt.policy,
+				ProbeInterval: time.Hour, // no probe switches back within the test
+				OnDecision:    rec.hook,
+			})
+			h := mw.Handler(ok)
+			// Learn mallory's storage key, then put a list there.
+			serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "mallory"))
+			stray := rec.last(t).Rules[0].Key
+			if err := c.Del(ctx, stray).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.RPush(ctx, stray, "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			others, wrong := 0, 0
+			for i := range 100 {
+				w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "mallory"))
+				if d := rec.last(t); w.Code != tt.code(i) || d.Source != tt.source || !errors.Is(d.Err, algorithms.ErrKeyState) {
+					if wrong++; wrong == 1 {
+						t.Errorf("mallory, request %d: status %d, Source %v, Err %v; want %d, %v, ErrKeyState", i, w.Code, d.Source, d.Err, tt.code(i), tt.source)
+					}
+				}
+				serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "user"+strconv.Itoa(i)))
+				if d := rec.last(t); d.Source != middleware.SourcePrimary || d.Err != nil {
+					others++
+				}
+			}
+			if others != 0 || wrong != 0 {
+				t.Errorf("%d of 100 other users' requests not decided by Redis, want 0; %d of mallory's 100 answered otherwise than the policy says", others, wrong)
+			}
+		})
 	}
 }

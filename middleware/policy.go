@@ -15,8 +15,11 @@ const (
 	// Fallback (the default) decides with the in-process fallback backend
 	// until the primary answers again; a background probe checks the
 	// primary every Config.ProbeInterval and switches back by itself.
-	// Limits are then per instance. A failing key func (not a backend
-	// problem) fails open.
+	// Limits are then per instance. An error about the state stored under
+	// one request's keys ([algorithms.ErrKeyState]: a key of another Redis
+	// type) says nothing about the primary's health: that request alone is
+	// decided with the fallback, and the others still go to the primary. A
+	// failing key func (not a backend problem) fails open.
 	Fallback ErrorPolicy = iota
 	// FailOpen lets the request through without rate-limit headers.
 	FailOpen
