@@ -19,7 +19,7 @@
 //
 // The middleware calls a rule's Func on every request, passes the result
 // through [Sanitize] and checks the limit stored under
-// `<prefix>:<rule>:{<material>}`.
+// `<prefix>:<rule>:<algorithm tag>:{<material>}`.
 //
 // # Missing keys
 //

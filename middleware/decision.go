@@ -39,8 +39,8 @@ type Decision struct {
 // RuleDecision is one rule's part of a [Decision].
 type RuleDecision struct {
 	Name string
-	// Key is the storage key ("<prefix>:<rule>:{<material>}"); empty when
-	// the rule was skipped or its key func failed.
+	// Key is the storage key ("<prefix>:<rule>:<tag>:{<material>}", see
+	// Rule.Name); empty when the rule was skipped or its key func failed.
 	Key string
 	// Skipped reports that the rule did not apply: its key was missing and
 	// its MissingKey is SkipMissingKey.

@@ -339,3 +339,48 @@ func TestWrongTypeKey(t *testing.T) {
 		})
 	}
 }
+
+// TestAlgorithmChange: a rule whose algorithm changes between deploys
+// (two middlewares sharing a prefix and a rule name) never reads the other
+// algorithm's state: every pair of algorithms decides without error, and
+// the new algorithm starts the key afresh.
+func TestAlgorithmChange(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.ReplaceAll(redistest.Prefix(t), "/", ".")
+	limit := algorithms.PerMinute(10)
+	for _, from := range algorithms.Algorithms {
+		for _, to := range algorithms.Algorithms {
+			if from == to {
+				continue
+			}
+			var rec recorder
+			deploy := func(alg algorithms.Algorithm) http.Handler {
+				return newMW(t, b, middleware.Config{
+					Prefix:        prefix,
+					Rules:         []middleware.Rule{{Name: "api", Key: userFunc, Algorithm: alg, Limit: limit}},
+					ProbeInterval: time.Hour,
+					OnDecision:    rec.hook,
+				}).Handler(ok)
+			}
+			old, next := deploy(from), deploy(to)
+			user := from.String() + "-" + to.String()
+			for i, step := range []struct {
+				h         http.Handler
+				alg       algorithms.Algorithm
+				remaining int64
+			}{{old, from, 9}, {old, from, 8}, {next, to, 9}, {old, from, 7}, {next, to, 8}} {
+				serve(step.h, req("GET", "/", "192.0.2.1:1", "X-User", user))
+				d := rec.last(t)
+				if d.Err != nil || d.Source != middleware.SourcePrimary || d.Rules[0].Result.Remaining != step.remaining {
+					t.Errorf("%v then %v, request %d (%v): Source %v, Err %v, Remaining %d; want the primary, no error, %d",
+						from, to, i, step.alg, d.Source, d.Err, d.Rules[0].Result.Remaining, step.remaining)
+				}
+			}
+		}
+	}
+}

@@ -68,7 +68,7 @@ func TestChi(t *testing.T) {
 				w := serve(r, req("GET", "/users/"+strconv.Itoa(i+1), "192.0.2.1:1234"))
 				checkResponse(t, "request "+strconv.Itoa(i+1), w, want.code, want.headers)
 			}
-			if got, want := rec.last(t).Rules[0].Key, "rate:route:{/users/%7Bid%7D:192.0.2.1}"; got != want {
+			if got, want := rec.last(t).Rules[0].Key, "rate:route:gcra:{/users/%7Bid%7D:192.0.2.1}"; got != want {
 				t.Errorf("storage key %q, want %q", got, want)
 			}
 			w := serve(r, req("GET", "/users/9", "192.0.2.2:1234"))
@@ -134,7 +134,7 @@ func TestChiSubRouterUse(t *testing.T) {
 	serve(r, req("GET", "/users/1", "192.0.2.1:1"))
 	w := serve(r, req("GET", "/users/1/posts", "192.0.2.1:1"))
 	checkResponse(t, "second route", w, 200, xHeaders("3", "1", epoch0+40, ""))
-	if got, want := rec.last(t).Rules[0].Key, "rate:route:{/users/*}"; got != want {
+	if got, want := rec.last(t).Rules[0].Key, "rate:route:gcra:{/users/*}"; got != want {
 		t.Errorf("storage key %q, want %q", got, want)
 	}
 }

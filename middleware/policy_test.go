@@ -108,7 +108,7 @@ func TestDeniedHandler(t *testing.T) {
 	}
 	// The Decision is the handler's to keep: later requests leave it alone.
 	serve(h, req("GET", "/", "192.0.2.2:1"))
-	if seen.Rules[0].Key != "rate:ip:{192.0.2.1}" || seen.Allowed {
+	if seen.Rules[0].Key != "rate:ip:gcra:{192.0.2.1}" || seen.Allowed {
 		t.Errorf("kept Decision changed: %+v", seen)
 	}
 }

@@ -16,6 +16,15 @@ import (
 type Rule struct {
 	// Name identifies the rule in storage keys, headers, logs and hooks:
 	// 1 to 64 characters from [A-Za-z0-9_.-], unique within a Middleware.
+	//
+	// A rule stores its state under "<prefix>:<name>:<tag>:{<material>}",
+	// where tag names the algorithm ("fw" fixed window, "sl" sliding log,
+	// "sw" sliding window, "tb" token bucket, "gcra") and material is the
+	// sanitised key material (see Config.Prefix). A deploy that changes a
+	// rule's algorithm therefore starts that rule afresh, never reading
+	// another algorithm's state; changing its Limit or tier keeps the state
+	// (see Tier). The braces are the Redis Cluster hash tag: every rule of
+	// one key material lives in one hash slot.
 	Name string
 
 	// Key returns the request's key material for this rule (the client IP,
@@ -92,7 +101,7 @@ func validName(s string) bool {
 // compiled is a validated rule.
 type compiled struct {
 	Rule
-	keys *keyCache // builds "<prefix>:<name>:{<material>}"
+	keys *keyCache // builds "<prefix>:<name>:<tag>:{<material>}"
 }
 
 func compile(prefix string, r Rule) (compiled, error) {
@@ -122,7 +131,7 @@ func compile(prefix string, r Rule) (compiled, error) {
 			return compiled{}, ce
 		}
 	}
-	return compiled{Rule: r, keys: newKeyCache(prefix + ":" + r.Name + ":{")}, nil
+	return compiled{Rule: r, keys: newKeyCache(keyPrefix(prefix, r.Name, r.Algorithm))}, nil
 }
 
 func quote(s string) string {
