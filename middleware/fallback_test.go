@@ -98,8 +98,8 @@ func untilPrimary(t *testing.T, h http.Handler, rec *recorder, remote string) ti
 		if d := rec.last(t); d.Source == middleware.SourcePrimary && d.Err == nil {
 			return time.Since(start)
 		}
-		if time.Since(start) > 3*time.Second {
-			t.Fatalf("not back on Redis 3s after it came back: last decision %+v", rec.last(t))
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("not back on Redis 10s after it came back: last decision %+v", rec.last(t))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -112,6 +112,7 @@ func TestRedisFailOpen(t *testing.T) {
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	margin := latencyMargin()
 	var slowest time.Duration
 	for i := range 10 {
 		code, hdr, took := timed(h, req("GET", "/", "192.0.2.1:1"))
@@ -124,8 +125,8 @@ func TestRedisFailOpen(t *testing.T) {
 		}
 	}
 	t.Logf("fail-open, server killed: slowest request %v", slowest)
-	if slowest > redisTimeout+150*time.Millisecond {
-		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+		t.Errorf("slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 	}
 
 	if err := srv.Restart(); err != nil {
@@ -155,6 +156,7 @@ func TestRedisFailClosed(t *testing.T) {
 	checkResponse(t, "up", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	margin := latencyMargin()
 	var slowest time.Duration
 	for i := range 10 {
 		code, hdr, took := timed(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
@@ -167,8 +169,8 @@ func TestRedisFailClosed(t *testing.T) {
 		}
 	}
 	t.Logf("fail-closed, server killed: slowest request %v", slowest)
-	if slowest > redisTimeout+150*time.Millisecond {
-		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+		t.Errorf("slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 	}
 	if w := serve(custom.Handler(ok), req("GET", "/", "192.0.2.1:1")); w.Code != 429 || !errors.Is(seen, algorithms.ErrBackend) {
 		t.Errorf("custom ErrorHandler: status %d, saw Err %v", w.Code, seen)
@@ -192,6 +194,7 @@ func TestRedisFallback(t *testing.T) {
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	margin := latencyMargin()
 	var slowest time.Duration
 	for i, want := range threeAndDenied {
 		code, hdr, took := timed(h, req("GET", "/", "192.0.2.1:1"))
@@ -204,17 +207,18 @@ func TestRedisFallback(t *testing.T) {
 		}
 	}
 	t.Logf("fallback, server killed: slowest request %v", slowest)
-	if slowest > redisTimeout+150*time.Millisecond {
-		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+		t.Errorf("slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 	}
 
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	margin = latencyMargin()
 	back := untilPrimary(t, h, rec, "192.0.2.2:1")
 	t.Logf("fallback: back on Redis %v after the restart (ProbeInterval %v)", back, probe)
-	if back > probe+250*time.Millisecond {
-		t.Errorf("back on Redis %v after the restart, want within about ProbeInterval %v", back, probe)
+	if margin = max(margin, latencyMargin()); back > probe+100*time.Millisecond+margin {
+		t.Errorf("back on Redis %v after the restart, want within about ProbeInterval %v (+ 100ms + %v, the margin measured on this machine)", back, probe, margin)
 	}
 }
 
@@ -257,6 +261,7 @@ func TestRedisPaused(t *testing.T) {
 						srv.Resume()
 					}
 				}()
+				margin := latencyMargin()
 				var slowest time.Duration
 				for range 5 {
 					code, _, took := timed(h, req("GET", "/", "192.0.2.1:1"))
@@ -266,8 +271,8 @@ func TestRedisPaused(t *testing.T) {
 					}
 				}
 				t.Logf("paused: slowest request %v (Timeout %v)", slowest, redisTimeout)
-				if slowest > redisTimeout+150*time.Millisecond {
-					t.Errorf("paused: slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+				if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+					t.Errorf("paused: slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 				}
 				if err := srv.Resume(); err != nil {
 					t.Fatal(err)
