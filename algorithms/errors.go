@@ -16,6 +16,19 @@ var (
 	// unexpected reply). The request's fate is then up to the caller's error
 	// policy; nothing was decided.
 	ErrBackend = errors.New("redlimit: backend error")
+
+	// ErrKeyState reports that the state stored under a call's keys could
+	// not be used, while the backend itself answered: a key holds a value of
+	// another Redis type (WRONGTYPE: a stray key, or the state of another
+	// algorithm written under the same key), or a script failed on what it
+	// read (a Lua runtime error: the scripts' arguments are validated before
+	// they are sent, what they read is the one input they do not control).
+	// It concerns the keys of one call, not the backend's health: calls on
+	// other keys are decided as usual. An error matching ErrKeyState also
+	// matches [ErrBackend] (nothing was decided); its *[BackendError] lists
+	// the keys. The middleware applies its error policy to that request
+	// alone, without switching to its fallback.
+	ErrKeyState = errors.New("redlimit: unusable key state")
 )
 
 // ConfigError is the detailed form of [ErrInvalidConfig]: which rule, which
@@ -63,15 +76,29 @@ func WithRule(err error, rule string) error {
 type BackendError struct {
 	Backend string // "redis" or "memory"
 	Err     error  // the underlying error
+
+	// Keys is set, to the keys of the failed script, when the error
+	// concerns the state stored under one of them rather than the backend
+	// ([ErrKeyState]); nil otherwise.
+	Keys []string
 }
 
 func (e *BackendError) Error() string {
+	if e.Keys != nil {
+		return "redlimit: " + e.Backend + " backend: unusable state under " + strings.Join(e.Keys, ", ") + ": " + e.Err.Error()
+	}
 	return "redlimit: " + e.Backend + " backend: " + e.Err.Error()
 }
 
-// Unwrap returns both [ErrBackend] and the underlying error, so errors.Is
-// matches either (for example context.DeadlineExceeded).
-func (e *BackendError) Unwrap() []error { return []error{ErrBackend, e.Err} }
+// Unwrap returns [ErrBackend], [ErrKeyState] when Keys is set, and the
+// underlying error, so errors.Is matches any of them (for example
+// context.DeadlineExceeded).
+func (e *BackendError) Unwrap() []error {
+	if e.Keys != nil {
+		return []error{ErrBackend, ErrKeyState, e.Err}
+	}
+	return []error{ErrBackend, e.Err}
+}
 
 func quote(s string) string { return `"` + s + `"` }
 

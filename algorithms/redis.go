@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -219,9 +220,49 @@ func (b *Redis) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 		vals, err = s.Run(ctx, b.client, keys, args...).Int64Slice()
 	}
 	if err != nil {
+		if keyState(err) {
+			return nil, &BackendError{Backend: "redis", Err: err, Keys: keys}
+		}
 		return nil, &BackendError{Backend: "redis", Err: err}
 	}
 	return vals, nil
+}
+
+// keyState reports whether err, a script's reply, concerns the state
+// stored under the script's keys rather than the server ([ErrKeyState]): a
+// WRONGTYPE error from a command the script ran, or a Lua runtime error,
+// which Redis 7 reports as "ERR user_script:12: attempt to ..." and Redis 6
+// as "ERR Error running script (call to f_...): @user_script:12: attempt to
+// ...". Errors of the server (OOM, BUSY, READONLY, LOADING, ...) carry
+// their own upper-case code, also when a script's command meets them.
+func keyState(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	if strings.HasPrefix(msg, "WRONGTYPE ") || strings.Contains(msg, ": WRONGTYPE ") {
+		return true
+	}
+	var ok bool
+	if msg, ok = strings.CutPrefix(msg, "ERR "); !ok {
+		return false
+	}
+	if _, after, found := strings.Cut(msg, "): @"); found && strings.HasPrefix(msg, "Error running script") {
+		msg = after
+	}
+	msg, ok = strings.CutPrefix(msg, "user_script:")
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(msg) && '0' <= msg[i] && msg[i] <= '9' {
+		i++
+	}
+	msg, ok = strings.CutPrefix(msg[i:], ": ")
+	// A Lua message starts in lower case ("attempt to ...", "bad argument
+	// ..."); a server error relayed through the script starts with its code.
+	return ok && i > 0 && msg != "" && 'a' <= msg[0] && msg[0] <= 'z'
 }
 
 // decide runs the script in decide mode for checks, which must all live on

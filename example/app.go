@@ -44,7 +44,7 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 		return nil, err
 	}
 	// The seed's compound key "rate:api:payment:user:{id}" is this rule:
-	// stored as "rate:payments:{<id>}", in the same hash slot as the user
+	// stored as "rate:payments:sl:{<id>}", in the same hash slot as the user
 	// rule, so a user's rules share one Redis Cluster node.
 	payments, err := base.With(middleware.Rule{
 		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: middleware.SkipMissingKey,

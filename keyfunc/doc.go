@@ -10,14 +10,16 @@
 //   - [Header]: a header's value, such as an API key;
 //   - [User] and [ContextValue]: an identity an authentication middleware
 //     put in the request's context;
-//   - [Route] and [Method]: the matched route pattern ("GET /users/{id}");
+//   - [Route] and [Method]: the matched route pattern ("GET /users/{id}",
+//     "/static/"), never the method the client sent; the method, bounded to
+//     the standard ones (any other is one bucket);
 //   - [Const]: one bucket for everyone, a global limit;
 //   - [Join]: several parts, all required ("GET /login:203.0.113.7");
 //   - [Or]: the first part that is present (the user, else the IP).
 //
 // The middleware calls a rule's Func on every request, passes the result
 // through [Sanitize] and checks the limit stored under
-// `<prefix>:<rule>:{<material>}`.
+// `<prefix>:<rule>:<algorithm tag>:{<material>}`.
 //
 // # Missing keys
 //

@@ -97,7 +97,8 @@ func ExampleOr() {
 }
 
 // Route reads the pattern http.ServeMux matched, so the limiter wraps the
-// handler registered on the mux.
+// handler registered on the mux. A pattern without a method is one bucket
+// for every method.
 func ExampleRoute() {
 	route := keyfunc.Route()
 	limiter := func(next http.Handler) http.Handler { // stands in for the rate-limit middleware
@@ -122,7 +123,7 @@ func ExampleRoute() {
 	// Output:
 	// GET /users/{id} <nil>
 	// GET /users/{id} <nil>
-	// GET /static/ <nil>
+	// /static/ <nil>
 	// true
 }
 

@@ -15,8 +15,9 @@ type Config struct {
 	// Rules are decided together for every request, in one backend call.
 	Rules []Rule
 
-	// Prefix starts every storage key: "<Prefix>:<rule>:{<key>}". Default
-	// "rate". No braces, no spaces.
+	// Prefix starts every storage key:
+	// "<Prefix>:<rule>:<algorithm tag>:{<key material>}" (see Rule.Name).
+	// Default "rate". No braces, no spaces.
 	Prefix string
 
 	// Headers selects the response headers (default X-RateLimit-* with an

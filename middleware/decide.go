@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -42,8 +43,8 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) outcome {
 }
 
 // build runs the key funcs and fills s.checks. It returns deny for a
-// missing key under DenyMissingKey, and applies the error policy to key
-// func failures.
+// missing key under DenyMissingKey and for a negative cost, and applies the
+// error policy to key func failures.
 func (m *Middleware) build(r *http.Request, s *scratch) outcome {
 	d := &s.dec
 	for i := range m.rules {
@@ -76,7 +77,18 @@ func (m *Middleware) build(r *http.Request, s *scratch) outcome {
 		if rule.Cost != nil {
 			cost = rule.Cost(r)
 			if cost < 0 {
-				return m.policyFor(d, &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "returned a negative cost"}, false)
+				// A request the rule cannot weigh is denied, whatever the
+				// error policy: failing open would let a bug (or input a
+				// client controls) bypass the limit.
+				rd.InvalidCost = true
+				d.Err = &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "must be >= 0, got " + strconv.FormatInt(cost, 10)}
+				m.logError(d.Err)
+				if rd.Shadow {
+					d.WouldDeny = true
+					continue
+				}
+				d.Allowed = false
+				return deny
 			}
 		}
 		rd.Key = rule.keys.key(material)
@@ -98,8 +110,10 @@ func (m *Middleware) evaluate(ctx context.Context, s *scratch) outcome {
 	err := m.call(ctx, backend, s.checks, s.results)
 	if err != nil && src == SourcePrimary && m.health != nil {
 		// A request whose client has gone (its context canceled) says
-		// nothing about the backend: fall back for it alone.
-		if ctx.Err() == nil {
+		// nothing about the backend, nor does unusable state under one
+		// of its keys (another algorithm's, a stray key): fall back for
+		// it alone.
+		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
 			m.health.failed(err)
 		}
 		backend, src = m.fallback, SourceFallback

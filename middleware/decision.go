@@ -24,7 +24,8 @@ type Decision struct {
 	Source Source
 
 	// Err is the error the error policy handled (backend failure, timeout,
-	// key func failure), or nil.
+	// key func failure), the negative cost that denied the request (see
+	// RuleDecision.InvalidCost), or nil.
 	Err error
 
 	// Latency is the time spent deciding, backend call included. It is
@@ -38,8 +39,8 @@ type Decision struct {
 // RuleDecision is one rule's part of a [Decision].
 type RuleDecision struct {
 	Name string
-	// Key is the storage key ("<prefix>:<rule>:{<material>}"); empty when
-	// the rule was skipped or its key func failed.
+	// Key is the storage key ("<prefix>:<rule>:<tag>:{<material>}", see
+	// Rule.Name); empty when the rule was skipped or its key func failed.
 	Key string
 	// Skipped reports that the rule did not apply: its key was missing and
 	// its MissingKey is SkipMissingKey.
@@ -47,6 +48,10 @@ type RuleDecision struct {
 	// MissingKey reports that the request was denied because the rule found
 	// no key (DenyMissingKey).
 	MissingKey bool
+	// InvalidCost reports that the rule's Cost returned a negative cost:
+	// the request was denied without being decided (Decision.Err says
+	// which cost), or, for a shadow rule, would have been.
+	InvalidCost bool
 	// Evaluated is false when the backend answered without evaluating this
 	// rule (a local deny-cache hit on another rule of the request, or an
 	// error); Result is then the zero Result.
@@ -67,7 +72,9 @@ const (
 	SourceNone Source = iota
 	// SourcePrimary: the backend given to New.
 	SourcePrimary
-	// SourceFallback: the in-process fallback, while the primary is down.
+	// SourceFallback: the in-process fallback, while the primary is down,
+	// or for a request whose keys' state the primary could not use
+	// (algorithms.ErrKeyState; Decision.Err says which).
 	SourceFallback
 )
 

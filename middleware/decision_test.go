@@ -58,7 +58,7 @@ func TestCheck(t *testing.T) {
 	// The Decision is the caller's: a later request does not change it.
 	d1, _ := mw.Check(req("GET", "/", "192.0.2.7:1"))
 	d2, _ := mw.Check(req("GET", "/", "192.0.2.8:1"))
-	if d1.Rules[0].Key != "rate:ip:{192.0.2.7}" || d2.Rules[0].Key != "rate:ip:{192.0.2.8}" || d1.Rules[0].Result.Remaining != 2 {
+	if d1.Rules[0].Key != "rate:ip:gcra:{192.0.2.7}" || d2.Rules[0].Key != "rate:ip:gcra:{192.0.2.8}" || d1.Rules[0].Result.Remaining != 2 {
 		t.Errorf("Check decisions share memory: %+v, %+v", d1.Rules, d2.Rules)
 	}
 }
@@ -106,7 +106,7 @@ func TestDecisionInContext(t *testing.T) {
 			t.Fatalf("DecisionInContext %v: FromContext found %v", in, found)
 		}
 		if in && (!got.Allowed || got.Source != middleware.SourcePrimary || len(got.Rules) != 1 ||
-			got.Rules[0].Key != "rate:ip:{192.0.2.2}" || got.Rules[0].Result.Remaining != 2) {
+			got.Rules[0].Key != "rate:ip:gcra:{192.0.2.2}" || got.Rules[0].Result.Remaining != 2) {
 			t.Errorf("Decision in context %+v", got)
 		}
 	}
@@ -150,9 +150,9 @@ func TestOnDecision(t *testing.T) {
 		remain  [2]int64
 		eval    [2]bool
 	}{
-		{true, [2]string{"rate:ip:{192.0.2.1}", "rate:user:{alice}"}, [2]int64{99, 0}, [2]bool{true, true}},
-		{false, [2]string{"rate:ip:{192.0.2.1}", "rate:user:{alice}"}, [2]int64{99, 0}, [2]bool{true, true}},
-		{false, [2]string{"rate:ip:{192.0.2.1}", ""}, [2]int64{0, 0}, [2]bool{false, false}},
+		{true, [2]string{"rate:ip:gcra:{192.0.2.1}", "rate:user:gcra:{alice}"}, [2]int64{99, 0}, [2]bool{true, true}},
+		{false, [2]string{"rate:ip:gcra:{192.0.2.1}", "rate:user:gcra:{alice}"}, [2]int64{99, 0}, [2]bool{true, true}},
+		{false, [2]string{"rate:ip:gcra:{192.0.2.1}", ""}, [2]int64{0, 0}, [2]bool{false, false}},
 	}
 	for i, w := range want {
 		got := d[i]
@@ -217,7 +217,7 @@ func TestSlog(t *testing.T) {
 		}
 		for _, want := range []string{
 			`level=DEBUG msg="redlimit: decision" allowed=true would_deny=false source=primary latency=`,
-			`ip.key=rate:ip:{192.0.2.1} ip.allowed=true ip.remaining=2 ip.retry_after=0s ip.skipped=false`,
+			`ip.key=rate:ip:gcra:{192.0.2.1} ip.allowed=true ip.remaining=2 ip.retry_after=0s ip.skipped=false`,
 			`user.key="" user.allowed=false user.remaining=0 user.retry_after=0s user.skipped=true`,
 		} {
 			if !strings.Contains(out, want) {

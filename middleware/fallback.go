@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +61,8 @@ func (h *health) probe(stop chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := h.m.bounded(ctx, h.m.backend, check, res)
 		cancel()
-		if err == nil {
+		// Unusable state under the probe's key is an answer too.
+		if err == nil || errors.Is(err, algorithms.ErrKeyState) {
 			h.mu.Lock()
 			h.down.Store(false)
 			h.stop = nil

@@ -1,8 +1,11 @@
 package middleware_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,8 +98,8 @@ func untilPrimary(t *testing.T, h http.Handler, rec *recorder, remote string) ti
 		if d := rec.last(t); d.Source == middleware.SourcePrimary && d.Err == nil {
 			return time.Since(start)
 		}
-		if time.Since(start) > 3*time.Second {
-			t.Fatalf("not back on Redis 3s after it came back: last decision %+v", rec.last(t))
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("not back on Redis 10s after it came back: last decision %+v", rec.last(t))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -109,6 +112,7 @@ func TestRedisFailOpen(t *testing.T) {
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	margin := latencyMargin()
 	var slowest time.Duration
 	for i := range 10 {
 		code, hdr, took := timed(h, req("GET", "/", "192.0.2.1:1"))
@@ -121,8 +125,8 @@ func TestRedisFailOpen(t *testing.T) {
 		}
 	}
 	t.Logf("fail-open, server killed: slowest request %v", slowest)
-	if slowest > redisTimeout+150*time.Millisecond {
-		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+		t.Errorf("slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 	}
 
 	if err := srv.Restart(); err != nil {
@@ -152,6 +156,7 @@ func TestRedisFailClosed(t *testing.T) {
 	checkResponse(t, "up", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	margin := latencyMargin()
 	var slowest time.Duration
 	for i := range 10 {
 		code, hdr, took := timed(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
@@ -164,8 +169,8 @@ func TestRedisFailClosed(t *testing.T) {
 		}
 	}
 	t.Logf("fail-closed, server killed: slowest request %v", slowest)
-	if slowest > redisTimeout+150*time.Millisecond {
-		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+		t.Errorf("slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 	}
 	if w := serve(custom.Handler(ok), req("GET", "/", "192.0.2.1:1")); w.Code != 429 || !errors.Is(seen, algorithms.ErrBackend) {
 		t.Errorf("custom ErrorHandler: status %d, saw Err %v", w.Code, seen)
@@ -189,6 +194,7 @@ func TestRedisFallback(t *testing.T) {
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	margin := latencyMargin()
 	var slowest time.Duration
 	for i, want := range threeAndDenied {
 		code, hdr, took := timed(h, req("GET", "/", "192.0.2.1:1"))
@@ -201,17 +207,18 @@ func TestRedisFallback(t *testing.T) {
 		}
 	}
 	t.Logf("fallback, server killed: slowest request %v", slowest)
-	if slowest > redisTimeout+150*time.Millisecond {
-		t.Errorf("slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+	if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+		t.Errorf("slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 	}
 
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	margin = latencyMargin()
 	back := untilPrimary(t, h, rec, "192.0.2.2:1")
 	t.Logf("fallback: back on Redis %v after the restart (ProbeInterval %v)", back, probe)
-	if back > probe+250*time.Millisecond {
-		t.Errorf("back on Redis %v after the restart, want within about ProbeInterval %v", back, probe)
+	if margin = max(margin, latencyMargin()); back > probe+100*time.Millisecond+margin {
+		t.Errorf("back on Redis %v after the restart, want within about ProbeInterval %v (+ 100ms + %v, the margin measured on this machine)", back, probe, margin)
 	}
 }
 
@@ -254,6 +261,7 @@ func TestRedisPaused(t *testing.T) {
 						srv.Resume()
 					}
 				}()
+				margin := latencyMargin()
 				var slowest time.Duration
 				for range 5 {
 					code, _, took := timed(h, req("GET", "/", "192.0.2.1:1"))
@@ -263,8 +271,8 @@ func TestRedisPaused(t *testing.T) {
 					}
 				}
 				t.Logf("paused: slowest request %v (Timeout %v)", slowest, redisTimeout)
-				if slowest > redisTimeout+150*time.Millisecond {
-					t.Errorf("paused: slowest request %v, want under %v", slowest, redisTimeout+150*time.Millisecond)
+				if margin = max(margin, latencyMargin()); slowest > redisTimeout+margin {
+					t.Errorf("paused: slowest request %v, want under Timeout %v + %v (the margin measured on this machine)", slowest, redisTimeout, margin)
 				}
 				if err := srv.Resume(); err != nil {
 					t.Fatal(err)
@@ -273,6 +281,111 @@ func TestRedisPaused(t *testing.T) {
 				t.Logf("resumed: back on Redis after %v", untilPrimary(t, h, rec, "192.0.2.3:1"))
 				waitFor(t, "abandoned calls to finish", func() bool { return mw.Stalled() == 0 })
 			})
+		}
+	}
+}
+
+// TestWrongTypeKey: one key holding another Redis type fails its user's
+// requests with ErrKeyState; the error policy answers those requests alone,
+// and every other user's requests are still decided by Redis.
+func TestWrongTypeKey(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		policy middleware.ErrorPolicy
+		code   func(i int) int // for request i of the user whose key holds a list
+		source middleware.Source
+	}{
+		// The fallback decides that user's requests: 3 a minute.
+		{middleware.Fallback, func(i int) int { return []int{200, 429}[min(i/3, 1)] }, middleware.SourceFallback},
+		{middleware.FailOpen, func(int) int { return 200 }, middleware.SourceNone},
+		{middleware.FailClosed, func(int) int { return 503 }, middleware.SourceNone},
+	} {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec recorder
+			mw := newMW(t, b, middleware.Config{
+				Prefix:        strings.ReplaceAll(redistest.Prefix(t), "/", "."),
+				Rules:         []middleware.Rule{{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3}},
+				OnError:       tt.policy,
+				ProbeInterval: time.Hour, // no probe switches back within the test
+				OnDecision:    rec.hook,
+			})
+			h := mw.Handler(ok)
+			// Learn mallory's storage key, then put a list there.
+			serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "mallory"))
+			stray := rec.last(t).Rules[0].Key
+			if err := c.Del(ctx, stray).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.RPush(ctx, stray, "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			others, wrong := 0, 0
+			for i := range 100 {
+				w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "mallory"))
+				if d := rec.last(t); w.Code != tt.code(i) || d.Source != tt.source || !errors.Is(d.Err, algorithms.ErrKeyState) {
+					if wrong++; wrong == 1 {
+						t.Errorf("mallory, request %d: status %d, Source %v, Err %v; want %d, %v, ErrKeyState", i, w.Code, d.Source, d.Err, tt.code(i), tt.source)
+					}
+				}
+				serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "user"+strconv.Itoa(i)))
+				if d := rec.last(t); d.Source != middleware.SourcePrimary || d.Err != nil {
+					others++
+				}
+			}
+			if others != 0 || wrong != 0 {
+				t.Errorf("%d of 100 other users' requests not decided by Redis, want 0; %d of mallory's 100 answered otherwise than the policy says", others, wrong)
+			}
+		})
+	}
+}
+
+// TestAlgorithmChange: a rule whose algorithm changes between deploys
+// (two middlewares sharing a prefix and a rule name) never reads the other
+// algorithm's state: every pair of algorithms decides without error, and
+// the new algorithm starts the key afresh.
+func TestAlgorithmChange(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.ReplaceAll(redistest.Prefix(t), "/", ".")
+	limit := algorithms.PerMinute(10)
+	for _, from := range algorithms.Algorithms {
+		for _, to := range algorithms.Algorithms {
+			if from == to {
+				continue
+			}
+			var rec recorder
+			deploy := func(alg algorithms.Algorithm) http.Handler {
+				return newMW(t, b, middleware.Config{
+					Prefix:        prefix,
+					Rules:         []middleware.Rule{{Name: "api", Key: userFunc, Algorithm: alg, Limit: limit}},
+					ProbeInterval: time.Hour,
+					OnDecision:    rec.hook,
+				}).Handler(ok)
+			}
+			old, next := deploy(from), deploy(to)
+			user := from.String() + "-" + to.String()
+			for i, step := range []struct {
+				h         http.Handler
+				alg       algorithms.Algorithm
+				remaining int64
+			}{{old, from, 9}, {old, from, 8}, {next, to, 9}, {old, from, 7}, {next, to, 8}} {
+				serve(step.h, req("GET", "/", "192.0.2.1:1", "X-User", user))
+				d := rec.last(t)
+				if d.Err != nil || d.Source != middleware.SourcePrimary || d.Rules[0].Result.Remaining != step.remaining {
+					t.Errorf("%v then %v, request %d (%v): Source %v, Err %v, Remaining %d; want the primary, no error, %d",
+						from, to, i, step.alg, d.Source, d.Err, d.Rules[0].Result.Remaining, step.remaining)
+				}
+			}
 		}
 	}
 }

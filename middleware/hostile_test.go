@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -43,23 +45,23 @@ func TestSpoofedForwardedFor(t *testing.T) {
 		{"no trusted proxy", ipFunc(t),
 			func(i int) string { return "203.0.113.7:" + strconv.Itoa(40000+i) },
 			func(i int) string { return "198.51.100." + strconv.Itoa(i) },
-			"rate:ip:{203.0.113.7}"},
+			"rate:ip:gcra:{203.0.113.7}"},
 		{"no trusted proxy, a proxy's address claimed", ipFunc(t),
 			func(i int) string { return "203.0.113.7:1" },
 			func(i int) string { return "10.0.0." + strconv.Itoa(i+1) + ", 127.0.0.1" },
-			"rate:ip:{203.0.113.7}"},
+			"rate:ip:gcra:{203.0.113.7}"},
 		{"untrusted peer", behindProxy,
 			func(i int) string { return "203.0.113.7:1" },
 			func(i int) string { return "198.51.100." + strconv.Itoa(i) },
-			"rate:ip:{203.0.113.7}"},
+			"rate:ip:gcra:{203.0.113.7}"},
 		{"through the proxy, left part forged", behindProxy,
 			func(i int) string { return "10.0.0.1:" + strconv.Itoa(40000+i) },
 			func(i int) string { return "198.51.100." + strconv.Itoa(i) + ", 10.9.9.9, 203.0.113.7" },
-			"rate:ip:{203.0.113.7}"},
+			"rate:ip:gcra:{203.0.113.7}"},
 		{"through two proxies", behindProxy,
 			func(i int) string { return "10.0.0." + strconv.Itoa(i+1) + ":443" },
 			func(i int) string { return "1.1.1." + strconv.Itoa(i) + ", 203.0.113.7, 10.1.1.1" },
-			"rate:ip:{203.0.113.7}"},
+			"rate:ip:gcra:{203.0.113.7}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,9 +97,9 @@ func TestHugeHeaders(t *testing.T) {
 		want   string // "" when only the length is checked
 	}{
 		{"1 MB X-Forwarded-For, no trusted proxy", "ip", ipFunc(t), "203.0.113.7:1",
-			func(i int) []string { return []string{"X-Forwarded-For", mb("9")} }, "rate:ip:{203.0.113.7}"},
+			func(i int) []string { return []string{"X-Forwarded-For", mb("9")} }, "rate:ip:gcra:{203.0.113.7}"},
 		{"1 MB junk X-Forwarded-For through the proxy", "ip", behindProxy, "10.0.0.1:1",
-			func(i int) []string { return []string{"X-Forwarded-For", mb("x")} }, "rate:ip:{10.0.0.1}"},
+			func(i int) []string { return []string{"X-Forwarded-For", mb("x")} }, "rate:ip:gcra:{10.0.0.1}"},
 		{"1 MB list of trusted addresses through the proxy", "ip", behindProxy, "10.0.0.1:1",
 			func(i int) []string {
 				return []string{"X-Forwarded-For", strings.Repeat("10.2.3.4, ", 1<<20/10) + "10.2.3.5"}
@@ -116,13 +118,13 @@ func TestHugeHeaders(t *testing.T) {
 					t.Errorf("request %d: status %d, want %d", i+1, w.Code, want)
 				}
 				key := rec.last(t).Rules[0].Key
-				if bound := len("rate") + len(tt.rule) + 140; len(key) > bound {
+				if bound := len("rate:gcra:") + len(tt.rule) + 140; len(key) > bound {
 					t.Errorf("request %d: key of %d bytes, want at most %d", i+1, len(key), bound)
 				}
 				if tt.want != "" && key != tt.want {
 					t.Errorf("request %d: key %q, want %q", i+1, key, tt.want)
 				}
-				checkKeyShape(t, key, "rate:"+tt.rule+":")
+				checkKeyShape(t, key, "rate:"+tt.rule+":gcra:")
 			}
 		})
 	}
@@ -171,14 +173,14 @@ func TestHostileKeyMaterial(t *testing.T) {
 			t.Errorf("%q: status %d, want 200", v, w.Code)
 		}
 		key := rec.last(t).Rules[0].Key
-		checkKeyShape(t, key, "rate:user:")
+		checkKeyShape(t, key, "rate:user:gcra:")
 		if other, dup := seen[key]; dup {
 			t.Errorf("%q and %q share the key %q", other, v, key)
 		}
 		seen[key] = v
 	}
-	if got := rec.got[0].Rules[0].Key; got != "rate:user:{%7D}" {
-		t.Errorf(`"}" keyed %q, want "rate:user:{%%7D}"`, got)
+	if got := rec.got[0].Rules[0].Key; got != "rate:user:gcra:{%7D}" {
+		t.Errorf(`"}" keyed %q, want "rate:user:gcra:{%%7D}"`, got)
 	}
 }
 
@@ -192,12 +194,12 @@ func TestRemoteAddr(t *testing.T) {
 		code   int
 		key    string
 	}{
-		{"[fe80::1%eth0]:443", 200, "rate:ip:{fe80::/64}"},
-		{"[fe80::2%25lo]:1", 200, "rate:ip:{fe80::/64}"},
-		{"[fe80::3]:1", 200, "rate:ip:{fe80::/64}"},
-		{"[fe80::4%eth1]:2", 429, "rate:ip:{fe80::/64}"},
-		{"[2001:db8:1:2::7]:443", 200, "rate:ip:{2001:db8:1:2::/64}"},
-		{"[::ffff:192.0.2.1]:80", 200, "rate:ip:{192.0.2.1}"},
+		{"[fe80::1%eth0]:443", 200, "rate:ip:gcra:{fe80::/64}"},
+		{"[fe80::2%25lo]:1", 200, "rate:ip:gcra:{fe80::/64}"},
+		{"[fe80::3]:1", 200, "rate:ip:gcra:{fe80::/64}"},
+		{"[fe80::4%eth1]:2", 429, "rate:ip:gcra:{fe80::/64}"},
+		{"[2001:db8:1:2::7]:443", 200, "rate:ip:gcra:{2001:db8:1:2::/64}"},
+		{"[::ffff:192.0.2.1]:80", 200, "rate:ip:gcra:{192.0.2.1}"},
 		{"", 429, ""},
 		{"@", 429, ""},
 		{"unix:/run/app.sock", 429, ""},
@@ -224,7 +226,63 @@ func TestRemoteAddr(t *testing.T) {
 	})
 	w := serve(mw.Handler(ok), req("GET", "/", ""))
 	checkResponse(t, "empty RemoteAddr, skip", w, 200, xHeaders("100", "99", epoch0+1, ""))
-	if d := rec2.last(t); !d.Rules[0].Skipped || d.Rules[1].Key != "rate:global:{all}" {
+	if d := rec2.last(t); !d.Rules[0].Skipped || d.Rules[1].Key != "rate:global:gcra:{all}" {
 		t.Errorf("decision %+v", d)
+	}
+}
+
+// TestRouteMethodChosenByClient: a client cannot mint buckets of a
+// Route-keyed rule by varying the HTTP method, whether the route accepts any
+// method (ServeMux pattern without one, chi's Handle) or the standard ones;
+// and Join(Route(), Method()) gives a bucket per standard method, every other
+// method sharing one.
+func TestRouteMethodChosenByClient(t *testing.T) {
+	madeUp := make([]string, 100)
+	for i := range madeUp {
+		madeUp[i] = "M" + strconv.Itoa(i)
+	}
+	standard := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE"}
+	serveMux := func(mw func(http.Handler) http.Handler) http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle("/api/orders", mw(ok))
+		return mux
+	}
+	chiRouter := func(mw func(http.Handler) http.Handler) http.Handler {
+		r := chi.NewRouter()
+		r.With(mw).Handle("/api/orders", ok)
+		return r
+	}
+	tests := []struct {
+		name    string
+		router  func(func(http.Handler) http.Handler) http.Handler
+		key     keyfunc.Func
+		methods []string
+		want    int // requests allowed of 3 per method
+	}{
+		{"ServeMux, 100 made-up methods", serveMux, keyfunc.Route(), madeUp, 3},
+		{"ServeMux, 9 standard methods", serveMux, keyfunc.Route(), standard, 3},
+		{"chi, 9 standard methods", chiRouter, keyfunc.Route(), standard, 3},
+		{"chi, 100 made-up methods (405 before the limiter)", chiRouter, keyfunc.Route(), madeUp, 0},
+		{"ServeMux, Join(Route, Method), 100 made-up methods", serveMux, keyfunc.Join(keyfunc.Route(), keyfunc.Method()), madeUp, 3},
+		{"ServeMux, Join(Route, Method), 9 standard methods", serveMux, keyfunc.Join(keyfunc.Route(), keyfunc.Method()), standard, 27},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mw := newMW(t, newMemory(t, fixed), middleware.Config{
+				Rules: []middleware.Rule{{Name: "route", Key: tt.key, Algorithm: algorithms.GCRA, Limit: gcra3}},
+			})
+			h := tt.router(mw.Handler)
+			allowed := 0
+			for _, m := range tt.methods {
+				for range 3 {
+					if w := serve(h, req(m, "/api/orders", "203.0.113.7:1")); w.Code == http.StatusOK {
+						allowed++
+					}
+				}
+			}
+			if allowed != tt.want {
+				t.Errorf("%d methods x 3 requests to /api/orders: %d allowed, want %d", len(tt.methods), allowed, tt.want)
+			}
+		})
 	}
 }

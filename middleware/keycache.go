@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -13,7 +14,7 @@ import (
 // Material longer than keyfunc.MaxMaterialLen is never cached (its key is a
 // digest, and caching would keep a huge value alive).
 type keyCache struct {
-	prefix string // "<prefix>:<rule>:{"
+	prefix string // "<prefix>:<rule>:<tag>:{"
 	mu     sync.RWMutex
 	keys   map[string]string
 }
@@ -24,7 +25,7 @@ func newKeyCache(prefix string) *keyCache {
 	return &keyCache{prefix: prefix, keys: make(map[string]string)}
 }
 
-// key returns "<prefix>:<rule>:{" + Sanitize(material) + "}".
+// key returns "<prefix>:<rule>:<tag>:{" + Sanitize(material) + "}".
 func (c *keyCache) key(material string) string {
 	c.mu.RLock()
 	k, ok := c.keys[material]
@@ -42,4 +43,19 @@ func (c *keyCache) key(material string) string {
 		c.mu.Unlock()
 	}
 	return k
+}
+
+// algorithmTags are the algorithms' parts of storage keys (see [Rule]).
+var algorithmTags = [...]string{
+	algorithms.FixedWindow:   "fw",
+	algorithms.SlidingLog:    "sl",
+	algorithms.SlidingWindow: "sw",
+	algorithms.TokenBucket:   "tb",
+	algorithms.GCRA:          "gcra",
+}
+
+// keyPrefix is what every storage key of rule starts with:
+// "<prefix>:<rule>:<tag>:{". alg must be valid.
+func keyPrefix(prefix, rule string, alg algorithms.Algorithm) string {
+	return prefix + ":" + rule + ":" + algorithmTags[alg] + ":{"
 }

@@ -219,10 +219,27 @@ func (s *syncBuffer) String() string {
 // slogTo returns a text logger at Info writing to w.
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
-// waitFor polls cond for up to 5 seconds.
+// latencyMargin is how much later than its deadline a request may return
+// on this machine, now: 150ms plus 20 times the worst lateness of a 10ms
+// timer measured now. A loaded machine wakes timers late, and a request's
+// deadline is a timer too; a missing deadline shows as a wait for the
+// backend (seconds, or forever), far past any such margin. Tests measure
+// it before and after the requests they bound, and keep the larger.
+func latencyMargin() time.Duration {
+	var late time.Duration
+	for range 5 {
+		start := time.Now()
+		time.Sleep(10 * time.Millisecond)
+		late = max(late, time.Since(start)-10*time.Millisecond)
+	}
+	return 150*time.Millisecond + 20*late
+}
+
+// waitFor polls cond for up to 10 seconds: what it waits for happens at
+// once or never, and a loaded machine may take a while.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up waiting for %s", what)
@@ -233,13 +250,13 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 func runtimeGoroutines() int { return runtime.NumGoroutine() }
 
-// waitGoroutines waits up to 5 seconds for the number of goroutines to come
+// waitGoroutines waits up to 10 seconds for the number of goroutines to come
 // back to base, and fails with every stack when it does not. No slack: the
 // tests using it do not run in parallel, and go-redis keeps no goroutine
 // once its client is closed, so a single leaked probe or call shows.
 func waitGoroutines(t testing.TB, base int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > base {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)

@@ -91,8 +91,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 // Check decides r without writing anything: for code that decides inside a
 // handler. The returned Decision is the caller's. A non-nil error is the
-// one the error policy handled (also in Decision.Err); the Decision still
-// says whether to proceed (Allowed) according to that policy.
+// one the error policy handled, or the negative cost that denied the
+// request (also in Decision.Err); the Decision still says whether to
+// proceed (Allowed).
 func (m *Middleware) Check(r *http.Request) (*Decision, error) {
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)

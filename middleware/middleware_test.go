@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -67,7 +68,7 @@ func TestChi(t *testing.T) {
 				w := serve(r, req("GET", "/users/"+strconv.Itoa(i+1), "192.0.2.1:1234"))
 				checkResponse(t, "request "+strconv.Itoa(i+1), w, want.code, want.headers)
 			}
-			if got, want := rec.last(t).Rules[0].Key, "rate:route:{GET%20/users/%7Bid%7D:192.0.2.1}"; got != want {
+			if got, want := rec.last(t).Rules[0].Key, "rate:route:gcra:{/users/%7Bid%7D:192.0.2.1}"; got != want {
 				t.Errorf("storage key %q, want %q", got, want)
 			}
 			w := serve(r, req("GET", "/users/9", "192.0.2.2:1234"))
@@ -133,7 +134,7 @@ func TestChiSubRouterUse(t *testing.T) {
 	serve(r, req("GET", "/users/1", "192.0.2.1:1"))
 	w := serve(r, req("GET", "/users/1/posts", "192.0.2.1:1"))
 	checkResponse(t, "second route", w, 200, xHeaders("3", "1", epoch0+40, ""))
-	if got, want := rec.last(t).Rules[0].Key, "rate:route:{GET%20/users/*}"; got != want {
+	if got, want := rec.last(t).Rules[0].Key, "rate:route:gcra:{/users/*}"; got != want {
 		t.Errorf("storage key %q, want %q", got, want)
 	}
 }
@@ -326,52 +327,90 @@ func TestTiers(t *testing.T) {
 }
 
 // TestCost: Rule.Cost takes n units; a cost above the capacity is denied
-// without Retry-After and consumes nothing; a negative cost goes to the
-// error policy.
+// without Retry-After and consumes nothing. Negative costs: TestNegativeCost.
 func TestCost(t *testing.T) {
 	cost := func(r *http.Request) int64 {
 		n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 		return n
 	}
 	rule := middleware.Rule{Name: "export", Key: ipFunc(t), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), Cost: cost}
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{rule}})
+	h := mw.Handler(ok)
+	steps := []struct {
+		cost string
+		code int
+		want map[string]string
+	}{
+		{"3", 200, xHeaders("10", "7", epoch0+18, "")},
+		{"0", 200, xHeaders("10", "6", epoch0+24, "")},  // 0 counts as 1
+		{"11", 429, xHeaders("10", "6", epoch0+24, "")}, // never: no Retry-After
+		{"6", 200, xHeaders("10", "0", epoch0+60, "")},
+		{"1", 429, xHeaders("10", "0", epoch0+60, "6")},
+	}
+	for _, st := range steps {
+		w := serve(h, req("POST", "/export", "192.0.2.1:1", "X-Cost", st.cost))
+		checkResponse(t, "cost "+st.cost, w, st.code, st.want)
+		if st.cost == "11" && w.Body.String() != "rate limit exceeded: export; this request can never be allowed (no key, invalid cost, or cost above the limit)\n" {
+			t.Errorf("cost 11: body %q", w.Body.String())
+		}
+	}
+}
 
-	t.Run("fallback policy", func(t *testing.T) {
-		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{rule}, OnDecision: rec.hook})
-		h := mw.Handler(ok)
-		steps := []struct {
-			cost string
-			code int
-			want map[string]string
-		}{
-			{"3", 200, xHeaders("10", "7", epoch0+18, "")},
-			{"0", 200, xHeaders("10", "6", epoch0+24, "")},  // 0 counts as 1
-			{"11", 429, xHeaders("10", "6", epoch0+24, "")}, // never: no Retry-After
-			{"6", 200, xHeaders("10", "0", epoch0+60, "")},
-			{"1", 429, xHeaders("10", "0", epoch0+60, "6")},
-			{"-1", 200, map[string]string{}}, // error policy Fallback: a failing rule input fails open
-		}
-		for _, st := range steps {
-			w := serve(h, req("POST", "/export", "192.0.2.1:1", "X-Cost", st.cost))
-			checkResponse(t, "cost "+st.cost, w, st.code, st.want)
-			if st.cost == "11" && w.Body.String() != "rate limit exceeded: export; this request can never be allowed (no key, or cost above the limit)\n" {
-				t.Errorf("cost 11: body %q", w.Body.String())
+// TestNegativeCost: a negative cost from Rule.Cost denies that request
+// under every error policy: 429 without Retry-After, nothing consumed by
+// any rule, the decision naming the rule and the error. In shadow mode the
+// rule would have denied, and the live rules decide alone.
+func TestNegativeCost(t *testing.T) {
+	cost := func(r *http.Request) int64 {
+		n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
+		return n
+	}
+	for _, tt := range []struct {
+		name   string
+		policy middleware.ErrorPolicy
+		shadow bool
+		code   int
+	}{
+		{"fallback", middleware.Fallback, false, 429},
+		{"fail open", middleware.FailOpen, false, 429},
+		{"fail closed", middleware.FailClosed, false, 429},
+		{"shadow", middleware.Fallback, true, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var rec recorder
+			mw := newMW(t, newMemory(t, fixed), middleware.Config{
+				Rules: []middleware.Rule{
+					{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
+					{Name: "export", Key: ipFunc(t), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), Cost: cost, Shadow: tt.shadow},
+				},
+				OnError:    tt.policy,
+				OnDecision: rec.hook,
+			})
+			h := mw.Handler(ok)
+			w := serve(h, req("POST", "/export", "192.0.2.1:1", "X-Cost", "-1"))
+			d := rec.last(t)
+			if w.Code != tt.code || d.Allowed != (tt.code == 200) || !d.Rules[1].InvalidCost || !errors.Is(d.Err, algorithms.ErrInvalidConfig) {
+				t.Errorf("cost -1: status %d, decision %+v; want %d, Rules[1].InvalidCost and an ErrInvalidConfig", w.Code, d, tt.code)
 			}
-		}
-		d := rec.last(t)
-		if !d.Allowed || d.Err == nil || d.Rules[0].Evaluated {
-			t.Errorf("negative cost: decision %+v, want allowed with Err", d)
-		}
-	})
-	t.Run("fail closed", func(t *testing.T) {
-		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{rule}, OnError: middleware.FailClosed, OnDecision: rec.hook})
-		w := serve(mw.Handler(ok), req("POST", "/export", "192.0.2.1:1", "X-Cost", "-5"))
-		checkResponse(t, "cost -5", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})
-		if d := rec.last(t); d.Allowed || d.Err == nil || d.Err.Error() != `redlimit: rule "export": Cost returned a negative cost` {
-			t.Errorf("decision %+v, want denied with the cost error", d)
-		}
-	})
+			if want := `redlimit: rule "export": Cost must be >= 0, got -1`; d.Err == nil || d.Err.Error() != want {
+				t.Errorf("cost -1: Err %v, want %q", d.Err, want)
+			}
+			if tt.shadow {
+				if !d.WouldDeny || !d.Rules[0].Evaluated || d.Rules[1].Evaluated {
+					t.Errorf("cost -1 in shadow: decision %+v, want WouldDeny with rule ip evaluated alone", d)
+				}
+				checkResponse(t, "cost -1 in shadow", w, 200, xHeaders("3", "2", epoch0+20, ""))
+				return
+			}
+			checkResponse(t, "cost -1", w, 429, map[string]string{})
+			if body := "rate limit exceeded: export; this request can never be allowed (no key, invalid cost, or cost above the limit)\n"; w.Body.String() != body {
+				t.Errorf("cost -1: body %q, want %q", w.Body.String(), body)
+			}
+			// Nothing was consumed: the first valid request takes the first unit.
+			w = serve(h, req("POST", "/export", "192.0.2.1:1", "X-Cost", "1"))
+			checkResponse(t, "cost 1 after cost -1", w, 200, xHeaders("3", "2", epoch0+20, ""))
+		})
+	}
 }
 
 // TestShadow: a shadow rule never denies, the decision says it would have,
@@ -463,16 +502,18 @@ func TestRetryAfterUntouched(t *testing.T) {
 	}
 }
 
-// TestLatencyField: Decision.Latency measures the decision, not zero and not
-// absurd.
+// TestLatencyField: Decision.Latency measures the decision: not zero, and
+// within the time the whole request took.
 func TestLatencyField(t *testing.T) {
 	var rec recorder
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{
 		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnDecision: rec.hook,
 	})
+	start := time.Now()
 	serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
-	if l := rec.last(t).Latency; l <= 0 || l > time.Second {
-		t.Errorf("Latency %v, want a small positive duration", l)
+	served := time.Since(start)
+	if l := rec.last(t).Latency; l <= 0 || l > served {
+		t.Errorf("Latency %v, want a positive duration within the %v the request took", l, served)
 	}
 }

@@ -15,8 +15,11 @@ const (
 	// Fallback (the default) decides with the in-process fallback backend
 	// until the primary answers again; a background probe checks the
 	// primary every Config.ProbeInterval and switches back by itself.
-	// Limits are then per instance. A failing key func (not a backend
-	// problem) fails open.
+	// Limits are then per instance. An error about the state stored under
+	// one request's keys ([algorithms.ErrKeyState]: a key of another Redis
+	// type) says nothing about the primary's health: that request alone is
+	// decided with the fallback, and the others still go to the primary. A
+	// failing key func (not a backend problem) fails open.
 	Fallback ErrorPolicy = iota
 	// FailOpen lets the request through without rate-limit headers.
 	FailOpen
@@ -55,9 +58,9 @@ func defaultDenied(w http.ResponseWriter, r *http.Request) {
 	never := false
 	if d != nil {
 		for _, rd := range d.Rules {
-			if rd.MissingKey || rd.Evaluated && !rd.Shadow && !rd.Result.Allowed {
+			if rd.MissingKey || rd.InvalidCost && !rd.Shadow || rd.Evaluated && !rd.Shadow && !rd.Result.Allowed {
 				names = append(names, rd.Name)
-				never = never || rd.MissingKey || rd.Result.Never()
+				never = never || rd.MissingKey || rd.InvalidCost || rd.Result.Never()
 			}
 		}
 	}
@@ -97,7 +100,7 @@ func detail(names []string, wait string, never bool) string {
 	}
 	switch {
 	case never:
-		s += "; this request can never be allowed (no key, or cost above the limit)"
+		s += "; this request can never be allowed (no key, invalid cost, or cost above the limit)"
 	case wait != "":
 		s += "; retry in " + wait + "s"
 	}

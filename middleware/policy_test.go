@@ -108,7 +108,7 @@ func TestDeniedHandler(t *testing.T) {
 	}
 	// The Decision is the handler's to keep: later requests leave it alone.
 	serve(h, req("GET", "/", "192.0.2.2:1"))
-	if seen.Rules[0].Key != "rate:ip:{192.0.2.1}" || seen.Allowed {
+	if seen.Rules[0].Key != "rate:ip:gcra:{192.0.2.1}" || seen.Allowed {
 		t.Errorf("kept Decision changed: %+v", seen)
 	}
 }
@@ -188,8 +188,8 @@ func TestErrorPolicies(t *testing.T) {
 		b.down.Store(false)
 		start := time.Now()
 		for rec.last(t).Source != middleware.SourcePrimary {
-			if time.Since(start) > 2*time.Second {
-				t.Fatal("still on the fallback 2s after the backend came back")
+			if time.Since(start) > 10*time.Second {
+				t.Fatal("still on the fallback 10s after the backend came back")
 			}
 			time.Sleep(time.Millisecond)
 			serve(mw.Handler(ok), req("GET", "/", "192.0.2.9:1"))
@@ -263,6 +263,7 @@ func TestTimeoutEnforced(t *testing.T) {
 				ProbeInterval: time.Hour,
 				OnDecision:    rec.hook,
 			})
+			margin := latencyMargin()
 			var slowest time.Duration
 			for range 3 {
 				start := time.Now()
@@ -276,8 +277,10 @@ func TestTimeoutEnforced(t *testing.T) {
 			if !errors.Is(d.Err, context.DeadlineExceeded) || !errors.Is(d.Err, algorithms.ErrBackend) {
 				t.Errorf("Err %v, want a backend error wrapping context.DeadlineExceeded", d.Err)
 			}
-			if slowest > timeout+100*time.Millisecond {
-				t.Errorf("slowest request took %v with Timeout %v", slowest, timeout)
+			// The backend holds every call until release is closed, below:
+			// only the middleware's deadline can have ended these requests.
+			if margin = max(margin, latencyMargin()); slowest < timeout || slowest > timeout+margin {
+				t.Errorf("slowest request took %v with Timeout %v, want between it and %v more (the margin measured on this machine)", slowest, timeout, margin)
 			}
 			t.Logf("slowest request %v (Timeout %v), %d calls abandoned", slowest, timeout, mw.Stalled())
 			close(b.release)
@@ -311,10 +314,11 @@ func TestStalledBound(t *testing.T) {
 		t.Fatalf("%d abandoned calls, want %d", got, middleware.MaxStalled)
 	}
 	calls := b.calls.Load()
-	start := time.Now()
+	// A call would hang until release is closed: no new call means the
+	// request did not wait.
 	w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
-	if took := time.Since(start); w.Code != 200 || took > time.Second || b.calls.Load() != calls {
-		t.Errorf("past the bound: status %d in %v, %d new calls; want 200 at once without calling", w.Code, took, b.calls.Load()-calls)
+	if w.Code != 200 || b.calls.Load() != calls {
+		t.Errorf("past the bound: status %d, %d new calls; want 200 without calling", w.Code, b.calls.Load()-calls)
 	}
 	if err := rec.last(t).Err; err == nil || !strings.Contains(err.Error(), "too many backend calls still running") {
 		t.Errorf("Err %v", err)
@@ -379,11 +383,13 @@ func TestHonoursDeadline(t *testing.T) {
 		OnDecision: rec.hook,
 	})
 	checkResponse(t, "normal", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
+	margin := latencyMargin()
 	start := time.Now()
 	r := req("GET", "/", "192.0.2.1:1")
 	serve(mw.Handler(ok), r.WithContext(context.WithValue(r.Context(), blockKey{}, true)))
-	if took := time.Since(start); took > 100*time.Millisecond || !errors.Is(rec.last(t).Err, context.DeadlineExceeded) || mw.Stalled() != 0 {
-		t.Errorf("blocked call: %v, Err %v, %d abandoned; want the deadline's error at 20ms, nothing abandoned", took, rec.last(t).Err, mw.Stalled())
+	took := time.Since(start)
+	if margin = max(margin, latencyMargin()); took > 20*time.Millisecond+margin || !errors.Is(rec.last(t).Err, context.DeadlineExceeded) || mw.Stalled() != 0 {
+		t.Errorf("blocked call: %v, Err %v, %d abandoned; want the deadline's error at 20ms (+ %v, the margin measured on this machine), nothing abandoned", took, rec.last(t).Err, mw.Stalled(), margin)
 	}
 }
 

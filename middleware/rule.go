@@ -16,6 +16,15 @@ import (
 type Rule struct {
 	// Name identifies the rule in storage keys, headers, logs and hooks:
 	// 1 to 64 characters from [A-Za-z0-9_.-], unique within a Middleware.
+	//
+	// A rule stores its state under "<prefix>:<name>:<tag>:{<material>}",
+	// where tag names the algorithm ("fw" fixed window, "sl" sliding log,
+	// "sw" sliding window, "tb" token bucket, "gcra") and material is the
+	// sanitised key material (see Config.Prefix). A deploy that changes a
+	// rule's algorithm therefore starts that rule afresh, never reading
+	// another algorithm's state; changing its Limit or tier keeps the state
+	// (see Tier). The braces are the Redis Cluster hash tag: every rule of
+	// one key material lives in one hash slot.
 	Name string
 
 	// Key returns the request's key material for this rule (the client IP,
@@ -39,7 +48,10 @@ type Rule struct {
 	// A cost of 0 counts as 1, as in [algorithms.Check]: every request that
 	// reaches the rule takes something. A cost larger than the limit's
 	// capacity is denied without Retry-After: waiting cannot help. A
-	// negative cost is an error (error policy).
+	// negative cost denies the request under every error policy (429
+	// without Retry-After, nothing consumed by any rule): the decision's
+	// RuleDecision.InvalidCost is set and Decision.Err says which cost. A
+	// shadow rule only reports that it would have denied.
 	Cost func(*http.Request) int64
 
 	// MissingKey says what happens when Key finds no key material.
@@ -89,7 +101,7 @@ func validName(s string) bool {
 // compiled is a validated rule.
 type compiled struct {
 	Rule
-	keys *keyCache // builds "<prefix>:<name>:{<material>}"
+	keys *keyCache // builds "<prefix>:<name>:<tag>:{<material>}"
 }
 
 func compile(prefix string, r Rule) (compiled, error) {
@@ -119,7 +131,7 @@ func compile(prefix string, r Rule) (compiled, error) {
 			return compiled{}, ce
 		}
 	}
-	return compiled{Rule: r, keys: newKeyCache(prefix + ":" + r.Name + ":{")}, nil
+	return compiled{Rule: r, keys: newKeyCache(keyPrefix(prefix, r.Name, r.Algorithm))}, nil
 }
 
 func quote(s string) string {

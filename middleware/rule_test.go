@@ -161,7 +161,7 @@ func TestMissingKey(t *testing.T) {
 		for i := range 5 {
 			w := serve(h, req("GET", "/", "192.0.2.1:1"))
 			checkResponse(t, "anonymous "+itoa(int64(i)), w, http.StatusTooManyRequests, map[string]string{})
-			if got, want := w.Body.String(), "rate limit exceeded: user; this request can never be allowed (no key, or cost above the limit)\n"; got != want {
+			if got, want := w.Body.String(), "rate limit exceeded: user; this request can never be allowed (no key, invalid cost, or cost above the limit)\n"; got != want {
 				t.Errorf("body %q, want %q", got, want)
 			}
 		}
@@ -212,9 +212,9 @@ func TestMissingKey(t *testing.T) {
 			key  string
 			want map[string]string
 		}{
-			{req("GET", "/", "192.0.2.1:1"), "rate:client:{ip:192.0.2.1}", xHeaders("3", "2", epoch0+20, "")},
-			{req("GET", "/", "192.0.2.1:1", "X-User", "alice"), "rate:client:{user:alice}", xHeaders("3", "2", epoch0+20, "")},
-			{req("GET", "/", "192.0.2.1:1"), "rate:client:{ip:192.0.2.1}", xHeaders("3", "1", epoch0+40, "")},
+			{req("GET", "/", "192.0.2.1:1"), "rate:client:gcra:{ip:192.0.2.1}", xHeaders("3", "2", epoch0+20, "")},
+			{req("GET", "/", "192.0.2.1:1", "X-User", "alice"), "rate:client:gcra:{user:alice}", xHeaders("3", "2", epoch0+20, "")},
+			{req("GET", "/", "192.0.2.1:1"), "rate:client:gcra:{ip:192.0.2.1}", xHeaders("3", "1", epoch0+40, "")},
 		} {
 			checkResponse(t, tt.key, serve(h, tt.r), 200, tt.want)
 			if got := rec.last(t).Rules[0].Key; got != tt.key {
