@@ -2,7 +2,9 @@ package algorithms
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +45,60 @@ var crc16Table = func() (t [256]uint16) {
 	}
 	return t
 }()
+
+// RefundWindow is how long after its commit a refund may give units back
+// on Redis Cluster or a Ring (see [Redis], "Redis Cluster"). A refund that
+// reaches its slot later gives nothing back: the units stay charged until
+// the key's state expires, as when a refund fails. For as long, a denial of
+// a key that such a commit charged is [Result.Provisional].
+const RefundWindow = 5 * time.Second
+
+// pendingKey is the pending marker of the storage key key: set, for
+// RefundWindow, by every commit of a call spanning slots.
+func pendingKey(key string) string { return sibling(key, ":pending") }
+
+// commitKey is the commit marker that the part of a call spanning slots
+// whose first key is key sets when it commits, and its refund deletes; id
+// names the call.
+func commitKey(key, id string) string { return sibling(key, ":commit:"+id) }
+
+// newCommitID returns a random name for the commits of one call.
+func newCommitID() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
+// sibling returns key followed by suffix, in key's hash slot: key+suffix
+// when key has a hash tag (which stays the first), "{"+key+"}"+suffix when
+// it is not empty and has no brace, and otherwise "{"+t+"}"+key+suffix with a tag t
+// of the slot. A Ring places it with key, because it shares key's tag,
+// or because the script runs on key's shard anyway.
+func sibling(key, suffix string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key + suffix
+		}
+	}
+	if key != "" && !strings.ContainsAny(key, "{}") {
+		return "{" + key + "}" + suffix
+	}
+	return "{" + slotTag(HashSlot(key)) + "}" + key + suffix
+}
+
+// slotTags caches slotTag's answers.
+var slotTags sync.Map // int -> string
+
+// slotTag returns the smallest decimal number whose slot is slot, found by
+// trying them in turn (about 16384 tries) the first time.
+func slotTag(slot int) string {
+	if t, ok := slotTags.Load(slot); ok {
+		return t.(string)
+	}
+	for i := 0; ; i++ {
+		t := strconv.Itoa(i)
+		if HashSlot(t) == slot {
+			slotTags.Store(slot, t)
+			return t
+		}
+	}
+}
 
 // sharder says where a key lives when a client spreads keys over servers.
 // Two keys may be touched by one script exactly when shard returns the same
@@ -110,7 +166,8 @@ type part struct {
 	checks []Check
 	ps     []prepared
 	res    []Result
-	now    int64 // the now the decide call used
+	now    int64  // the now the decide call used
+	commit string // the commit marker its decide call set if it committed
 	err    error
 }
 
@@ -141,7 +198,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 	}
 	if one {
 		// One slot: one script, atomic, as on a single node.
-		_, err := b.decide(ctx, node, checks, ps, results, now)
+		_, err := b.decide(ctx, node, checks, ps, results, now, markers{sharded: true})
 		if err != nil {
 			b.shards.failed()
 		}
@@ -163,8 +220,10 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 		}
 		parts[j].idx = append(parts[j].idx, i)
 	}
+	id := newCommitID()
 	for j := range parts {
 		p := &parts[j]
+		p.commit = commitKey(checks[p.idx[0]].Key, id)
 		p.checks = make([]Check, len(p.idx))
 		p.ps = make([]prepared, len(p.idx))
 		p.res = make([]Result, len(p.idx))
@@ -174,7 +233,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 	}
 	concurrently(len(parts), func(j int) {
 		p := &parts[j]
-		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now)
+		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: RefundWindow.Milliseconds()})
 	})
 
 	var failed error
@@ -212,7 +271,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 		p := committed[j]
 		res := p.res
 		p.res = slices.Clone(res) // a failed refund leaves the commit's results
-		if err := b.refund(ctx, p.node, p.checks, p.ps, p.res, p.now); err != nil {
+		if err := b.refund(ctx, p.node, p.checks, p.ps, p.res, p.now, p.commit); err != nil {
 			p.res = res
 			if ctx.Err() != nil || notRun(err) {
 				go b.refundDetached(ctx, p)
@@ -236,7 +295,7 @@ func (b *Redis) refundDetached(ctx context.Context, p *part) {
 	defer cancel()
 	res := slices.Clone(p.res)
 	for {
-		err := b.refund(ctx, p.node, p.checks, p.ps, res, p.now)
+		err := b.refund(ctx, p.node, p.checks, p.ps, res, p.now, p.commit)
 		if err == nil {
 			return
 		}
@@ -253,8 +312,9 @@ func (b *Redis) refundDetached(ctx context.Context, p *part) {
 }
 
 // notRun reports whether err is a reply saying that the script did not run
-// and may run later: it is safe to send it again. (Network errors are not:
-// the script may have run. A refund must not run twice.)
+// and may run later: sending it again is worth it. (After a network error
+// the script may have run; running a refund twice would give nothing back
+// the second time, but the node is likely out of reach.)
 func notRun(err error) bool {
 	return redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsNoReplicasError(err)

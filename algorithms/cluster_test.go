@@ -55,6 +55,25 @@ func TestHashSlot(t *testing.T) {
 	}
 }
 
+// TestMarkerKeys: the marker keys of a storage key (see Redis, "Redis
+// Cluster") live in its hash slot, whatever its braces.
+func TestMarkerKeys(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{
+		"", "foo", "rate:ip:{203.0.113.7}", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
+		"{", "}", "{}", "a{b", "a}b{c}", "}{", "x}", "{}{}", "ключ", "{\x00\xff}",
+	} {
+		for _, m := range algorithms.MarkerKeys(key) {
+			if got, want := algorithms.HashSlot(m), algorithms.HashSlot(key); got != want {
+				t.Errorf("HashSlot(%q) = %d, want %d, the slot of its storage key %q", m, got, want, key)
+			}
+			if !strings.Contains(m, key) {
+				t.Errorf("marker %q does not hold its storage key %q", m, key)
+			}
+		}
+	}
+}
+
 // midHour is a clock fixed in the middle of the current hour: the window
 // algorithms cannot straddle a boundary, and the TTLs it yields are about
 // half an hour of the server's time.
@@ -205,6 +224,11 @@ func TestCluster(t *testing.T) {
 			if got := algorithms.HashSlot(key); int64(got) != want {
 				t.Fatalf("HashSlot(%q) = %d, CLUSTER KEYSLOT %d", key, got, want)
 			}
+			for _, m := range algorithms.MarkerKeys(key) {
+				if got, err := client.ClusterKeySlot(ctx, m).Result(); err != nil || got != want {
+					t.Fatalf("CLUSTER KEYSLOT %q = %d, %v; its storage key %q is in slot %d", m, got, err, key, want)
+				}
+			}
 		}
 	})
 
@@ -219,7 +243,7 @@ func TestCluster(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				playScenario(t, &harness{backend: b, clock: c, advance: func(time.Time) {}, prefix: redistest.Prefix(t)}, sc)
+				playScenario(t, &harness{backend: finalResults{b}, clock: c, advance: func(time.Time) {}, prefix: redistest.Prefix(t)}, sc)
 			})
 		}
 	})
@@ -233,7 +257,9 @@ func TestCluster(t *testing.T) {
 	// is short enough to run out between a script and its PERSIST on a
 	// loaded machine.
 	var crossSlot atomic.Int64
+	differential := false
 	t.Run("Differential", func(t *testing.T) {
+		differential = true
 		for seed := uint64(1); seed <= 24; seed++ {
 			t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 				t.Parallel()
@@ -253,7 +279,7 @@ func TestCluster(t *testing.T) {
 					got := play(t, onCluster, cc, prefix, step)
 					want := play(t, single, sc, "", step)
 					for j := range got {
-						if got[j] != want[j] {
+						if final(got[j]) != want[j] {
 							t.Fatalf("step %d check %d (%s %v %v cost %d at t0+%v): cluster %+v, single node %+v",
 								i, j, step.checks[j].Key, step.checks[j].Algorithm, step.checks[j].Limit, step.checks[j].Cost, step.at.Sub(t0), got[j], want[j])
 						}
@@ -262,7 +288,7 @@ func TestCluster(t *testing.T) {
 			})
 		}
 	})
-	if n := crossSlot.Load(); n < 100 {
+	if n := crossSlot.Load(); differential && n < 100 {
 		t.Fatalf("only %d cross-slot calls in the differential workloads", n)
 	}
 
@@ -353,7 +379,7 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range checks {
-				if got[i] != want[i] {
+				if final(got[i]) != want[i] {
 					t.Errorf("%s: Allow(%s) = %+v, memory backend %+v", name, checks[i].Key, got[i], want[i])
 				}
 			}
@@ -485,6 +511,209 @@ func TestCluster(t *testing.T) {
 		// loaded again by the other.
 		if _, eval := scriptCalls(t, cl); eval < 4 || eval > 4*3 {
 			t.Fatalf("%d EVAL after 4 flushes and 4 calls on 3 slots, want 4 to 12 (reloads)", eval)
+		}
+	})
+
+	// A refund applies at most once, whatever happens to its reply: sent
+	// and applied while the caller's context ends (the call then used to
+	// send it again, detached), or delivered twice (go-redis retrying
+	// after a lost reply). A shared route key of limit 101, alternately
+	// charged by a new client and by a client denied by its own rule,
+	// allows exactly 101 calls in all.
+	t.Run("RefundsAtMostOnce", func(t *testing.T) {
+		loadScript(t, cl)
+		for _, fault := range []refundFault{refundCtxEnds, refundTwice} {
+			for i, alg := range algorithms.Algorithms {
+				t.Run(fmt.Sprint(fault, "/", alg), func(t *testing.T) {
+					wrapped := &faultyRefunds{ClusterClient: client, fault: fault, seen: map[string]bool{}}
+					b, _ := algorithms.NewRedis(wrapped, algorithms.RedisConfig{Now: midHour()})
+					tag := fmt.Sprintf("%sonce:%v:%d:", prefix, fault, i)
+					exhausted := algorithms.Check{Key: tag + "ip:{exhausted}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
+					route := algorithms.Check{Key: tag + "route:{POST /pay}", Algorithm: alg, Limit: algorithms.PerHour(101)}
+					requireSlots(t, exhausted.Key, route.Key)
+					if err := b.Allow(ctx, []algorithms.Check{exhausted}, make([]algorithms.Result, 1)); err != nil {
+						t.Fatal(err)
+					}
+					res := make([]algorithms.Result, 2)
+					var allowed int
+					for n := 0; n < 2*101; n++ {
+						fresh := algorithms.Check{Key: fmt.Sprintf("%sip:{fresh%d}", tag, n), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
+						if err := b.Allow(ctx, []algorithms.Check{fresh, route}, res); err != nil {
+							t.Fatal(err)
+						}
+						if allAllowed(res) {
+							allowed++
+						}
+						cctx, cancel := context.WithCancel(ctx)
+						err := b.Allow(context.WithValue(cctx, cancelKey{}, cancel), []algorithms.Check{exhausted, route}, res)
+						cancel()
+						if err == nil && allAllowed(res) {
+							t.Fatalf("Allow(%s, %s) allowed a client over its limit", exhausted.Key, route.Key)
+						}
+					}
+					wrapped.wait() // every refund, detached ones included, has landed
+					t.Logf("%d refunds faulted; route allowed %d of 101", wrapped.faults.Load(), allowed)
+					if wrapped.faults.Load() == 0 {
+						t.Fatal("no refund was faulted: the test tests nothing")
+					}
+					if allowed != 101 {
+						t.Errorf("route %v PerHour(101): %d calls allowed, want 101", alg, allowed)
+					}
+				})
+			}
+		}
+	})
+
+	// Tight deadlines and a slowed node: the node of the route key sleeps
+	// 2 ms at a time (DEBUG SLEEP), and the calls of a client over its own
+	// limit give up after 4 ms, so the refunds of their route commits often
+	// outlive their callers' contexts. However they end, the route key
+	// never allows more than its limit.
+	t.Run("RefundsUnderDeadlines", func(t *testing.T) {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		loadScript(t, cl)
+		for i, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow, algorithms.TokenBucket, algorithms.GCRA} {
+			t.Run(alg.String(), func(t *testing.T) {
+				b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{Now: midHour()})
+				tag := fmt.Sprintf("%sdeadline:%d:", prefix, i)
+				exhausted := algorithms.Check{Key: tag + "ip:{exhausted}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
+				route := algorithms.Check{Key: tag + "route:{POST /pay}", Algorithm: alg, Limit: algorithms.PerHour(101)}
+				requireSlots(t, exhausted.Key, route.Key)
+				if err := b.Allow(ctx, []algorithms.Check{exhausted}, make([]algorithms.Result, 1)); err != nil {
+					t.Fatal(err)
+				}
+				mc, err := c.MasterForKey(ctx, route.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := make(chan struct{})
+				var sleeper sync.WaitGroup
+				sleeper.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						mc.Do(ctx, "DEBUG", "SLEEP", "0.002")
+					}
+				})
+				var allowed, next atomic.Int64
+				var wg sync.WaitGroup
+				for w := range 8 {
+					wg.Go(func() {
+						res := make([]algorithms.Result, 2)
+						for range 150 {
+							ip, timeout := exhausted, 4*time.Millisecond
+							if w%2 == 0 {
+								ip, timeout = algorithms.Check{Key: fmt.Sprintf("%sip:{fresh%d}", tag, next.Add(1)), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}, time.Minute
+							}
+							cctx, cancel := context.WithTimeout(ctx, timeout)
+							if b.Allow(cctx, []algorithms.Check{ip, route}, res) == nil && allAllowed(res) {
+								allowed.Add(1)
+							}
+							cancel()
+						}
+					})
+				}
+				wg.Wait()
+				close(stop)
+				sleeper.Wait()
+				time.Sleep(3 * time.Second) // detached refunds end within 2 s
+				during := allowed.Load()
+				res := make([]algorithms.Result, 2)
+				for n := 0; ; n++ {
+					fresh := algorithms.Check{Key: fmt.Sprintf("%sip:{drain%d}", tag, n), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
+					if err := b.Allow(ctx, []algorithms.Check{fresh, route}, res); err != nil {
+						t.Fatal(err)
+					}
+					if !allAllowed(res) {
+						break
+					}
+					allowed.Add(1)
+				}
+				t.Logf("route %v PerHour(101): %d allowed under deadlines, %d in all", alg, during, allowed.Load())
+				if allowed.Load() > 101 {
+					t.Errorf("route %v PerHour(101): %d calls allowed, limit 101", alg, allowed.Load())
+				}
+			})
+		}
+	})
+
+	// The deny cache on a cluster: instance B's call from a client over
+	// its own limit commits the last unit of a shared route key, whose
+	// refund is held; meanwhile instance A (with a DenyCache) sees the
+	// route key denied. Once the refund has landed, the route key holds a
+	// unit again, and A must answer a new client as an instance without
+	// the cache does. A denial that no refund can undo is still cached.
+	t.Run("DenyCacheAndRefunds", func(t *testing.T) {
+		loadScript(t, cl)
+		for i, alg := range algorithms.Algorithms {
+			t.Run(alg.String(), func(t *testing.T) {
+				now := midHour()
+				held := &heldRefunds{ClusterClient: client, arrived: make(chan struct{}, 1), release: make(chan struct{})}
+				instB, _ := algorithms.NewRedis(held, algorithms.RedisConfig{Now: now})
+				plain, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Now: now})
+				instA, _ := algorithms.NewDenyCache(plain, algorithms.DenyCacheConfig{})
+				tag := fmt.Sprintf("%sdenycache:%d:", prefix, i)
+				ipLimit := algorithms.PerHour(1)
+				ipCheck := func(name string) algorithms.Check {
+					return algorithms.Check{Key: tag + "ip:{" + name + "}", Algorithm: algorithms.FixedWindow, Limit: ipLimit}
+				}
+				route := algorithms.Check{Key: tag + "route:{GET /}", Algorithm: alg, Limit: algorithms.PerHour(10)}
+				requireSlots(t, ipCheck("exhausted").Key, route.Key)
+				one := make([]algorithms.Result, 1)
+				// The route key holds 1 of 10; the client "exhausted" is over its limit.
+				for range 9 {
+					if err := plain.Allow(ctx, []algorithms.Check{route}, one); err != nil || !one[0].Allowed {
+						t.Fatal(one, err)
+					}
+				}
+				if err := plain.Allow(ctx, []algorithms.Check{ipCheck("exhausted")}, one); err != nil {
+					t.Fatal(err)
+				}
+				res := make([]algorithms.Result, 2)
+				done := make(chan error, 1)
+				go func() {
+					done <- instB.Allow(ctx, []algorithms.Check{ipCheck("exhausted"), route}, make([]algorithms.Result, 2))
+				}()
+				<-held.arrived // B committed the route's last unit, its refund waits
+				if err := instA.Allow(ctx, []algorithms.Check{ipCheck("new1"), route}, res); err != nil {
+					t.Fatal(err)
+				}
+				if res[1].Allowed {
+					t.Fatalf("route allowed while its last unit was committed: %+v", res)
+				}
+				close(held.release)
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if err := plain.Allow(ctx, []algorithms.Check{{Key: route.Key, Algorithm: alg, Limit: route.Limit, Cost: 11}}, one); err != nil {
+					t.Fatal(err)
+				}
+				if one[0].Remaining != 1 {
+					t.Fatalf("route holds %d after the refund, want 1", one[0].Remaining)
+				}
+				local := instA.LocalDenials()
+				if err := instA.Allow(ctx, []algorithms.Check{ipCheck("new2"), route}, res); err != nil {
+					t.Fatal(err)
+				}
+				if !allAllowed(res) {
+					t.Errorf("instance with a DenyCache: Allow(new client, %s holding 1 of 10) = %+v (%d local denials), want allowed as without the cache",
+						route.Key, res, instA.LocalDenials()-local)
+				}
+				// A denial with no commit pending: cached.
+				local = instA.LocalDenials()
+				for range 2 {
+					if err := instA.Allow(ctx, []algorithms.Check{ipCheck("exhausted")}, one); err != nil || one[0].Allowed {
+						t.Fatal(one, err)
+					}
+				}
+				if n := instA.LocalDenials() - local; n != 1 {
+					t.Errorf("a denial that no refund can undo: %d local denials of 2 calls, want 1", n)
+				}
+			})
 		}
 	})
 
@@ -757,4 +986,112 @@ func TestRing(t *testing.T) {
 			t.Errorf("%s is not on its shard %s: EXISTS = %d, %v", c.Key, owner.Options().Addr, n, err)
 		}
 	}
+}
+
+// refundFault is what faultyRefunds does to the first sending of a refund.
+type refundFault int
+
+const (
+	// refundCtxEnds applies the refund, loses its reply and ends the
+	// caller's context (its cancel func travels as the value cancelKey{}),
+	// as when a deadline passes while the refund is in flight.
+	refundCtxEnds refundFault = iota
+	// refundTwice delivers the refund twice, as go-redis does when it
+	// retries a command whose reply it lost.
+	refundTwice
+)
+
+func (f refundFault) String() string { return [...]string{"ctx_ends", "twice"}[f] }
+
+type cancelKey struct{}
+
+// refundSHA is the SHA1 of the script that runs refunds.
+var refundSHA = redis.NewScript(lua.Script).Hash()
+
+// faultyRefunds is a cluster client whose refunds (the dispatch script in
+// refund mode) meet fault the first time each is sent.
+type faultyRefunds struct {
+	*redis.ClusterClient
+	fault  refundFault
+	faults atomic.Int64 // refunds faulted
+	resent atomic.Int64 // faulted refunds sent again by the backend
+
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (f *faultyRefunds) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if sha != refundSHA || len(args) < 2 || fmt.Sprint(args[1]) != "1" {
+		return f.ClusterClient.EvalSha(ctx, sha, keys, args...)
+	}
+	id := fmt.Sprint(keys, args)
+	f.mu.Lock()
+	again := f.seen[id]
+	f.seen[id] = true
+	f.mu.Unlock()
+	if again {
+		f.resent.Add(1)
+		return f.ClusterClient.EvalSha(ctx, sha, keys, args...)
+	}
+	f.faults.Add(1)
+	f.ClusterClient.EvalSha(context.WithoutCancel(ctx), sha, keys, args...)
+	switch f.fault {
+	case refundCtxEnds:
+		if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+			cancel()
+		}
+		lost := redis.NewCmd(ctx)
+		lost.SetErr(context.Canceled)
+		return lost
+	default:
+		return f.ClusterClient.EvalSha(context.WithoutCancel(ctx), sha, keys, args...)
+	}
+}
+
+// wait waits (up to 5 s) until every refund that the backend sends again
+// after a lost reply has been sent.
+func (f *faultyRefunds) wait() {
+	if f.fault != refundCtxEnds {
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); f.resent.Load() < f.faults.Load() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// heldRefunds is a cluster client whose refunds wait, once arrived says so,
+// until release is closed.
+type heldRefunds struct {
+	*redis.ClusterClient
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (h *heldRefunds) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if sha == refundSHA && len(args) >= 2 && fmt.Sprint(args[1]) == "1" {
+		select {
+		case h.arrived <- struct{}{}:
+		default:
+		}
+		<-h.release
+	}
+	return h.ClusterClient.EvalSha(ctx, sha, keys, args...)
+}
+
+// final returns r as a single node would: a denial that a refund may undo
+// (Provisional, on a cluster only) is a denial all the same.
+func final(r algorithms.Result) algorithms.Result {
+	r.Provisional = false
+	return r
+}
+
+// finalResults is a Backend whose Results are final's.
+type finalResults struct{ algorithms.Backend }
+
+func (f finalResults) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	err := f.Backend.Allow(ctx, checks, results)
+	for i := range results {
+		results[i] = final(results[i])
+	}
+	return err
 }

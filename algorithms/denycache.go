@@ -49,7 +49,7 @@ type DenyCacheConfig struct {
 // allowed, when it is.
 //
 // When the wrapped Backend denies a check with a finite RetryAfter d (not
-// [Result.Never]), the cache records for its Key: the Algorithm and Limit,
+// [Result.Never]) and not [Result.Provisional], the cache records for its Key: the Algorithm and Limit,
 // the denied cost (0 counting as 1), and the denial's Limit, Remaining and
 // reset instant t+ResetAfter, valid from t until t+d. t is the local time at
 // which the call to the wrapped Backend began, so a slow round trip can only
@@ -59,9 +59,16 @@ type DenyCacheConfig struct {
 // entry: same Key, same Algorithm and Limit (a changed limit, such as a user
 // moving to a higher tier, bypasses the entry), a cost at least the denied
 // cost and at most the capacity, at a local time now with t <= now < t+d (a
-// clock that went back bypasses the entry). This is safe: other instances
-// sharing the store can only consume capacity, never give it back, so the
-// key cannot be allowed that cost before t+d. Each matching check's Result
+// clock that went back bypasses the entry). This is safe: the denial was
+// final, so the key cannot be allowed that cost before t+d. Other
+// instances sharing the store consume capacity; the only thing that gives
+// capacity back is a refund on Redis Cluster or a Ring (see [Redis]),
+// which undoes a commit of a call spanning slots. A refund of a commit
+// made after the denial gives back at most what that commit took since.
+// A refund of a commit made before it gives back only within
+// [RefundWindow] of that commit, while the key's pending marker (set by
+// the commit, with the same TTL) exists, and a denial then is reported
+// Provisional and never recorded. Each matching check's Result
 // is Allowed false, Limit the capacity, Remaining as recorded, RetryAfter
 // t+d-now (> 0) and ResetAfter the larger of reset-now and RetryAfter. Every
 // other check of the call is not evaluated: its Result is the zero Result. A
@@ -245,7 +252,7 @@ again:
 	for i := range min(len(checks), len(results)) {
 		c, r := &checks[i], &results[i]
 		switch {
-		case !r.Allowed && r.RetryAfter > 0:
+		case !r.Allowed && r.RetryAfter > 0 && !r.Provisional:
 			d.record(c, r, now)
 		case r.Allowed && (i >= 64 || seen&(1<<i) != 0):
 			d.forget(c, now)

@@ -111,9 +111,31 @@ type RedisConfig struct {
 // caller's context also finishes in the background. If a refund fails, its
 // units stay charged until the key's state expires, and
 // [RedisConfig].OnRefundError hears of it; refunds that the cluster refused without running them
-// (CLUSTERDOWN during a failover, ...) are tried again for up to 2 s. A
-// refund whose reply is lost may be sent again by go-redis's own retries
-// and then give back its units twice.
+// (CLUSTERDOWN during a failover, ...) are tried again for up to 2 s.
+//
+// A refund gives back at most once, whatever happens to contexts, retries
+// and connections: each slot's decide call that commits sets a commit
+// marker, a key named after the call (a random id) and the slot's first
+// key, with a TTL of [RefundWindow]; the refund gives back only if it
+// deletes that marker. A refund sent again (after its caller's context
+// ended, or by go-redis retrying after a lost reply) finds it gone and
+// gives nothing; so does a refund that arrives more than [RefundWindow]
+// after its commit, whose units stay charged. Every such commit also sets,
+// with the same TTL, a pending marker per key it charged, and a denial of
+// a key whose pending marker exists is [Result.Provisional]: a refund may
+// still give back units that the denial counted. A denial that is not
+// provisional can never be undone by a refund (every live commit marker
+// was set with its pending markers, which outlive it).
+//
+// The markers are keys of the slot of the keys they mark ("<key>:pending"
+// and "<key>:commit:<id>" for keys with a hash tag; see [HashSlot]); a
+// storage key must not end that way. Only calls spanning slots that commit
+// write them: a call in one slot writes none, and reads a pending marker
+// only when it denies. Memory: at most one pending marker per key charged
+// within the last [RefundWindow], plus one commit marker per slot of each
+// call committed in that window, less those a refund deleted: about 100
+// bytes each, so at most 100 B × (calls spanning slots per second) ×
+// (slots per call) × 5 s, plus 100 B per key charged in those 5 s.
 //
 // After a failed script the backend asks the cluster client to reload its
 // slot map (ReloadState): a crashed master sends no MOVED, and go-redis
@@ -149,10 +171,12 @@ var (
 	}
 )
 
-// Script modes (ARGV[2]).
+// Script modes (ARGV[2] of lua/dispatch.lua).
 const (
-	modeDecide = 0
-	modeRefund = 1
+	modeDecide        = 0
+	modeRefund        = 1
+	modeDecideSharded = 2 // with pending markers
+	modeDecidePart    = 3 // with pending markers and a commit marker
 )
 
 // NewRedis returns a Redis backend using client, which may be any go-redis
@@ -186,7 +210,7 @@ func (b *Redis) Allow(ctx context.Context, checks []Check, results []Result) err
 		now = b.now().UnixMicro()
 	}
 	if b.shards == nil {
-		_, err := b.decide(ctx, nil, checks, ps, results, now)
+		_, err := b.decide(ctx, nil, checks, ps, results, now, markers{})
 		return err
 	}
 	return b.allowSharded(ctx, checks, ps, results, now)
@@ -265,11 +289,20 @@ func keyState(err error) bool {
 	return ok && i > 0 && msg != "" && 'a' <= msg[0] && msg[0] <= 'z'
 }
 
+// markers says which marker keys a decide call on a sharded client passes
+// (see [Redis], "Redis Cluster", and lua/dispatch.lua). The zero value, for
+// one server, passes none.
+type markers struct {
+	sharded bool   // each check's pending marker
+	commit  string // a part of a call spanning slots: its commit marker
+	window  int64  // with commit: the refund window in ms
+}
+
 // decide runs the script in decide mode for checks, which must all live on
 // one server (one hash slot on a cluster), and returns the now the script
 // used.
-func (b *Redis) decide(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64) (int64, error) {
-	s, keys, args := decideRequest(checks, ps, now)
+func (b *Redis) decide(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64, m markers) (int64, error) {
+	s, keys, args := decideRequest(checks, ps, now, m)
 	vals, err := b.run(ctx, node, s, keys, args)
 	if err != nil {
 		return 0, err
@@ -278,21 +311,49 @@ func (b *Redis) decide(ctx context.Context, node *redis.Client, checks []Check, 
 }
 
 // decideRequest is the script, KEYS and ARGV that decide checks: the
-// algorithm's own script for one check, the dispatch for several.
-func decideRequest(checks []Check, ps []prepared, now int64) (*redis.Script, []string, []any) {
+// algorithm's own script for one check, the dispatch for several; with the
+// marker keys m names after the checks' keys (see lua/one.lua and
+// lua/dispatch.lua).
+func decideRequest(checks []Check, ps []prepared, now int64, m markers) (*redis.Script, []string, []any) {
 	if len(checks) == 1 {
 		p := &ps[0]
-		return oneScripts[p.alg], []string{checks[0].Key}, []any{now, p.cap, p.period, p.r, p.u, p.cost}
+		args := []any{now, p.cap, p.period, p.r, p.u, p.cost}
+		switch {
+		case m.commit != "":
+			return oneScripts[p.alg], []string{checks[0].Key, pendingKey(checks[0].Key), m.commit}, append(args, m.window)
+		case m.sharded:
+			return oneScripts[p.alg], []string{checks[0].Key, pendingKey(checks[0].Key)}, args
+		}
+		return oneScripts[p.alg], []string{checks[0].Key}, args
 	}
-	keys, args := scriptArgs(checks, ps, now, modeDecide, 0)
+	mode, extra := modeDecide, 0
+	switch {
+	case m.commit != "":
+		mode, extra = modeDecidePart, 1
+	case m.sharded:
+		mode = modeDecideSharded
+	}
+	keys, args := scriptArgs(checks, ps, now, mode, extra)
+	if mode != modeDecide {
+		for i := range checks {
+			keys = append(keys, pendingKey(checks[i].Key))
+		}
+	}
+	if mode == modeDecidePart {
+		keys = append(keys, m.commit)
+		args = append(args, m.window)
+	}
 	return script, keys, args
 }
 
 // refund runs the script in refund mode: it gives back what a decide call
-// at now, which allowed every check and replied results, consumed, and
-// replaces results with the checks' state after the refund.
-func (b *Redis) refund(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64) error {
+// at now, which allowed every check, set the commit marker commit and
+// replied results, consumed, and replaces results with the checks' state
+// after the refund. It gives back nothing if commit is gone: refunded
+// already, or older than the refund window.
+func (b *Redis) refund(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64, commit string) error {
 	keys, args := scriptArgs(checks, ps, now, modeRefund, len(checks))
+	keys = append(keys, commit)
 	for i := range checks {
 		args = append(args, int64(results[i].ResetAfter/time.Microsecond))
 	}
@@ -307,7 +368,7 @@ func (b *Redis) refund(ctx context.Context, node *redis.Client, checks []Check, 
 // scriptArgs builds KEYS and ARGV of the dispatch (see lua/dispatch.lua), with room for
 // extra more arguments.
 func scriptArgs(checks []Check, ps []prepared, now int64, mode, extra int) ([]string, []any) {
-	keys := make([]string, len(checks))
+	keys := make([]string, len(checks), 2*len(checks)+1)
 	args := make([]any, 2+6*len(checks), 2+6*len(checks)+extra)
 	args[0], args[1] = now, mode
 	for i := range checks {
@@ -328,10 +389,11 @@ func decode(vals []int64, ps []prepared, results []Result) (int64, error) {
 	}
 	for i := range ps {
 		v := vals[4*i : 4*i+4]
-		if v[0] != 0 && v[0] != 1 || v[2] < 0 || v[3] < 0 {
+		if v[0] < 0 || v[0] > 2 || v[2] < 0 || v[3] < 0 {
 			return 0, &BackendError{Backend: "redis", Err: errors.New("malformed script reply")}
 		}
 		results[i] = outcome{allowed: v[0] == 1, remaining: v[1], retry: v[2], reset: v[3]}.result(ps[i].cap)
+		results[i].Provisional = v[0] == 2
 	}
 	return vals[len(vals)-1], nil
 }

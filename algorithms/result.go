@@ -32,6 +32,15 @@ type Result struct {
 	// ResetAfter is how long until the key is back to full capacity. Zero
 	// when it is at full capacity now.
 	ResetAfter time.Duration
+
+	// Provisional reports a denial that a refund may still undo. Only a
+	// [Redis] backend on a cluster or Ring client reports it: within the
+	// refund window (see [Redis], "Redis Cluster") of a call spanning hash
+	// slots that committed units of this check's key, the call may yet be
+	// denied by another slot and its units given back. Answer the request
+	// like any other denial; [DenyCache] does not remember it. Always false
+	// when Allowed, and on [Memory] or a single Redis server.
+	Provisional bool
 }
 
 // Never reports whether r denies a cost that can never be allowed because it

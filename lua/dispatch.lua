@@ -1,17 +1,25 @@
 -- Dispatch: several checks of one request, decided all-or-nothing, or the
 -- refund of a decide call.
 --
--- KEYS[i]            the storage key of check i
 -- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
--- ARGV[2]            mode: 0 decide, 1 refund
+-- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
+--                    (Redis Cluster, Ring), 3 decide one part of a call
+--                    spanning slots
 -- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
 --                    3 sliding_window, 4 token_bucket, 5 gcra), capacity,
 --                    period µs, r, u, cost
--- ARGV[3+6n+(i-1)]   refund mode only: the reset_after µs that the commit
---                    of check i replied (n = #KEYS)
+-- ARGV[3+6n]         mode 3 only: the refund window W in ms
+-- ARGV[3+6n+(i-1)]   mode 1 only: the reset_after µs that the commit of
+--                    check i replied
 --
--- Reply: for each check, four integers: allowed (0/1), remaining,
--- retry_after µs, reset_after µs; then one more: the now used, in µs.
+-- KEYS[i], i <= n    the storage key of check i
+-- KEYS[n+i]          modes 2 and 3: check i's pending marker
+-- KEYS[2n+1]         mode 3: the call's commit marker in this slot
+-- KEYS[n+1]          mode 1: the commit marker of the decide call refunded
+--
+-- Reply: for each check, four integers: allowed (0 denied, 1 allowed, 2
+-- denied while the key's pending marker exists), remaining, retry_after
+-- µs, reset_after µs; then one more: the now used, in µs.
 --
 -- Decide: phase 1 evaluates every check without writing. Only if all pass
 -- does phase 2 write the state each left. If any check denies, nothing is
@@ -23,12 +31,30 @@
 -- Cluster needs it: the checks of one request whose keys live in different
 -- hash slots run as one decide call per slot, and when one slot denies, the
 -- slots that committed are refunded (see algorithms.Redis).
+--
+-- Markers (sharded clients only; keys of the slot of the checks, strings
+-- "1" with a TTL of W): a part that commits (mode 3) sets its commit marker
+-- and every check's pending marker. A refund gives back only if it deletes
+-- the commit marker: at most once, and only within W of its commit. A
+-- check denied while its pending marker exists (modes 2 and 3) replies
+-- allowed 2: a refund may still give back units that the denial counted.
+-- A denial replied 0 can never be undone by a refund: every commit whose
+-- marker is still live has set the pending marker since (with the same
+-- TTL), so none is.
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local mode = ARGV[2]
 local n = #KEYS
+if mode == '1' then
+  n = n - 1
+elseif mode == '2' then
+  n = n / 2
+elseif mode == '3' then
+  n = (n - 1) / 2
+end
 local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
 local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
 local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
@@ -57,11 +83,15 @@ local function eval(i, peek)
 end
 
 local reply = {}
-if ARGV[2] == '1' then
+if mode == '1' then
   for i = 1, n do
-    local alg, cap, period, r, u, cost = args(i)
-    if not alg then return unknown(i) end
-    refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]))
+    if not args(i) then return unknown(i) end
+  end
+  if redis.call('DEL', KEYS[n + 1]) == 1 then
+    for i = 1, n do
+      local alg, cap, period, r, u, cost = args(i)
+      refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]))
+    end
   end
   for i = 1, n do
     local _, remaining, _, reset = eval(i, true)
@@ -96,6 +126,16 @@ for i = 1, n do
     reply[o + 2], reply[o + 4] = remaining, reset
   end
   if reply[o + 2] < 0 then reply[o + 2] = 0 end
+  if reply[o + 1] == 0 and mode ~= '0' and redis.call('EXISTS', KEYS[n + i]) == 1 then
+    reply[o + 1] = 2
+  end
+end
+if all and mode == '3' then
+  local w = ARGV[3 + 6 * n]
+  redis.call('SET', KEYS[2 * n + 1], '1', 'PX', w)
+  for i = 1, n do
+    redis.call('SET', KEYS[n + i], '1', 'PX', w)
+  end
 end
 reply[4 * n + 1] = now
 return reply

@@ -3,13 +3,21 @@
 -- naming the algorithm's function `check`, then this file.
 --
 -- KEYS[1]    the storage key
+-- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
+--            marker, set while a refund may still give units back
+-- KEYS[3]    one part of a call spanning slots only: the call's commit
+--            marker in this slot, which its refund consumes
 -- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
+-- ARGV[7]    with KEYS[3]: the refund window in ms
 --
--- Reply: allowed (0/1), remaining, retry_after µs, reset_after µs, now µs.
+-- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
+-- marker exists: a refund may still undo the denial), remaining,
+-- retry_after µs, reset_after µs, now µs.
 --
 -- A check writes only when it is allowed, so one pass that commits is
--- dispatch.lua's two phases for one check.
+-- dispatch.lua's two phases for one check. See dispatch.lua for the
+-- markers.
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -17,5 +25,13 @@ if now == 0 then
 end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+if allowed == 1 then
+  if KEYS[3] then
+    redis.call('SET', KEYS[3], '1', 'PX', ARGV[7])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
+  end
+elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  allowed = 2
+end
 if remaining < 0 then remaining = 0 end
 return {allowed, remaining, retry, reset, now}
