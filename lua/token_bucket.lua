@@ -18,16 +18,28 @@ end
 -- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
 -- a full bucket) and whether the key holds state; it stores a cut debt.
 local function tb_load(key, full, r, now)
-  local v = redis.call('HMGET', key, 'm', 'r', 'ts', 't')
+  local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if not ts then return 0, false end
   if not (m and rs) then
-    local t = tonumber(v[4])
+    local t = tonumber(redis.call('HGET', key, 't'))
     if not t then return 0, false end
     if t > full then t = full end
     m, rs = full - t, r
   end
-  local diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+  local diff, cut
+  local elapsed = now - ts
+  if rs == r and elapsed >= 0 then
+    -- the common case, inline: bucket_debt's result when the refill is
+    -- unchanged and the clock went forward (a product too large to be
+    -- exact is far above m anyway)
+    diff = 0
+    if elapsed * r < m then diff = m - elapsed * r end
+    cut = diff > full
+    if cut then diff = full end
+  else
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+  end
   if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r)) end
   return diff, true
 end
