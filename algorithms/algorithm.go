@@ -29,7 +29,8 @@ const (
 
 	// TokenBucket holds up to Limit.Burst tokens (Rate when Burst is zero),
 	// refilled continuously at Rate per Period; a request takes Cost tokens.
-	// Exact. State: one small hash (tokens, last refill).
+	// Exact. State: one small hash (the missing tokens as the time they take
+	// to refill, the refill rate they are counted in, the last update).
 	TokenBucket
 
 	// GCRA is the generic cell rate algorithm: one stored value, the

@@ -2,6 +2,7 @@ package algorithms_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -116,7 +117,8 @@ var (
 // TTL) and a real redis-server: every Result is exact, never negative nor
 // longer than the new limit needs, and on miniredis the key's TTL covers
 // what RetryAfter and ResetAfter claim and is at most one period of the new
-// limit (two for the sliding window, one full bucket for the buckets).
+// limit (two for the sliding window, one full bucket for the buckets). (A
+// real server's TTLs run on its own clock, which the steps do not move.)
 func TestLimitChange(t *testing.T) {
 	ctx := context.Background()
 	var real *redis.Client
@@ -190,4 +192,53 @@ func ttlBound(a algorithms.Algorithm, l algorithms.Limit) time.Duration {
 		return time.Duration(l.Capacity(a)) * l.Period / time.Duration(l.Rate)
 	}
 	return l.Period
+}
+
+// TestOldFormatState: keys written before state was stored as instants
+// (window numbers, tokens in the limit's scale, a fraction without its
+// refill) are read under the current limit.
+func TestOldFormatState(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	now := t0.Add(30 * time.Second)
+	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minute := t0.UnixMicro() / 60_000_000
+	prefix := redistest.Prefix(t)
+	for _, tc := range []struct {
+		name  string
+		alg   algorithms.Algorithm
+		limit algorithms.Limit
+		store func(key string)
+		want  string
+	}{
+		{"fixed window number", algorithms.FixedWindow, algorithms.PerMinute(5), func(key string) {
+			c.HSet(ctx, key, "w", minute, "c", 3)
+		}, "allow 1 0s 30s"},
+		{"sliding window number", algorithms.SlidingWindow, algorithms.PerMinute(10), func(key string) {
+			// 10·½ + 4 + 1 = 10
+			c.HSet(ctx, key, "w", minute, "c", 4, "p", 10)
+		}, "allow 0 0s 1m30s"},
+		// 2 of 5 tokens 6s ago under 5/1m (one token is 12,000,000 scaled
+		// units): half a token refilled since
+		{"token bucket tokens", algorithms.TokenBucket, algorithms.PerMinute(5), func(key string) {
+			c.HSet(ctx, key, "t", 2*12_000_000, "ts", now.UnixMicro()-6_000_000)
+		}, "allow 1 0s 42s"},
+		{"gcra fraction without its refill", algorithms.GCRA, algorithms.PerSecond(3), func(key string) {
+			c.Set(ctx, key, strconv.FormatInt(now.UnixMicro()+333_333, 10)+":1", time.Minute)
+		}, "allow 1 0s 666.667ms"},
+	} {
+		key := prefix + "{" + tc.name + "}"
+		tc.store(key)
+		res := make([]algorithms.Result, 1)
+		if err := b.Allow(ctx, []algorithms.Check{{Key: key, Algorithm: tc.alg, Limit: tc.limit}}, res); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := formatResult(res[0]); got != tc.want {
+			t.Errorf("%s: Allow(%v %v, t0+30s) = %s, want %s", tc.name, tc.alg, tc.limit, got, tc.want)
+		}
+	}
 }
