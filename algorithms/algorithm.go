@@ -16,7 +16,8 @@ const (
 
 	// SlidingLog records every unit in a sorted set and allows Limit.Rate units
 	// in any interval of length Limit.Period. It is exact and has no boundary
-	// burst; its memory grows with Rate (one sorted-set member per unit).
+	// burst; its memory and the time of one check grow with Rate (one
+	// sorted-set member per unit), so Rate is at most 2000.
 	SlidingLog
 
 	// SlidingWindow is the sliding window counter: the current window's count
@@ -28,7 +29,8 @@ const (
 
 	// TokenBucket holds up to Limit.Burst tokens (Rate when Burst is zero),
 	// refilled continuously at Rate per Period; a request takes Cost tokens.
-	// Exact. State: one small hash (tokens, last refill).
+	// Exact. State: one small hash (the missing tokens as the time they take
+	// to refill, the refill rate they are counted in, the last update).
 	TokenBucket
 
 	// GCRA is the generic cell rate algorithm: one stored value, the

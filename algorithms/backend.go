@@ -11,8 +11,23 @@ type Check struct {
 
 	// Algorithm and Limit say how the key is limited. They are normally the
 	// same for every check of a key; a key whose limit changes (a user moving
-	// to another tier) has its stored state reinterpreted under the new limit
-	// and clamped to its capacity.
+	// to another tier, a redeploy with another Period) has its stored state
+	// reinterpreted under the new limit, never locked for longer than the new
+	// limit allows, and no Result claims more than the key's TTL:
+	//
+	//   - FixedWindow: the stored window's count counts until the stored
+	//     window ends or the current window of the new Period ends,
+	//     whichever comes first.
+	//   - SlidingWindow: each stored window's count goes to the window of
+	//     the new Period in which it started (current, previous or none),
+	//     until the stored state would have expired.
+	//   - SlidingLog: the stored entries count under the new Period; a
+	//     denial sets the key's TTL to what they need.
+	//   - TokenBucket and GCRA keep the time until the bucket is full (its
+	//     time-debt), cut to one full bucket of the new limit (Burst, or
+	//     Rate, units of the new refill): moving to a faster tier waits one
+	//     emission interval of it at most, and the two algorithms decide
+	//     alike.
 	Algorithm Algorithm
 	Limit     Limit
 

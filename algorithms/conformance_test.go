@@ -106,8 +106,12 @@ func playScenario(t *testing.T, h *harness, sc *scenario) {
 		checks := make([]algorithms.Check, len(st.checks))
 		for i, c := range st.checks {
 			l := sc.limits[c.limit]
+			key := h.prefix + "v:" + c.limit + ":{" + c.key + "}"
+			if sc.shared {
+				key = h.prefix + "v:{" + c.key + "}"
+			}
 			checks[i] = algorithms.Check{
-				Key:       h.prefix + "v:" + c.limit + ":{" + c.key + "}",
+				Key:       key,
 				Algorithm: l.alg,
 				Limit:     l.limit,
 				Cost:      c.cost,

@@ -1,32 +1,45 @@
 package algorithms
 
 // fixedWindow mirrors lua/fixed_window.lua. Windows are aligned to the Unix
-// epoch: window k covers [k·period, (k+1)·period). A clock that goes back into
-// an earlier window is held at the stored window, so it never finds a fresh
-// counter.
+// epoch: under period P, window k covers [k·P, (k+1)·P). The state is the
+// stored window's start and end instants (a and c, µs) and its count (b):
+// instants, not a window number, so they mean the same under any limit.
+//
+// The stored count still counts at now when the stored window is not over
+// (now < end) and started in the current window of the current period (or
+// later: the clock went back, and the key is held at the later window).
+// Under the period it was written with, it counts until the stored end;
+// under another, until the earlier of the stored end and the current
+// window's end. Otherwise the key starts a fresh window. So a change of
+// period never locks a key for longer than one period of the new limit, and
+// never beyond the stored state's own end (its TTL): a longer period keeps
+// the old count until the old window ends, a shorter one until the current
+// window of the new period ends.
 func (s *state) fixedWindow(p *prepared, now int64, exists, commit bool) outcome {
-	win := floorDiv(now, p.period)
+	start := floorDiv(now, p.period) * p.period
+	end := start + p.period
 	var count int64
-	if exists {
-		win = max(win, s.a)
-		if win == s.a {
-			count = s.b
+	if exists && now < s.c && s.a >= start {
+		count, start = s.b, s.a
+		if s.c-s.a != p.period {
+			end = min(s.c, end)
+		} else {
+			end = s.c // the current window, or a later one: the clock went back
 		}
 	}
-	end := (win+1)*p.period - now
 	reset := int64(0)
 	if count > 0 {
-		reset = end
+		reset = end - now
 	}
 	switch {
 	case p.cost > p.cap:
 		return outcome{remaining: p.cap - count, reset: reset}
 	case count+p.cost > p.cap:
-		return outcome{remaining: p.cap - count, retry: end, reset: reset}
+		return outcome{remaining: p.cap - count, retry: end - now, reset: reset}
 	}
 	count += p.cost
 	if commit {
-		s.a, s.b = win, count
+		s.a, s.b, s.c = start, count, end
 	}
-	return outcome{allowed: true, remaining: p.cap - count, reset: end}
+	return outcome{allowed: true, remaining: p.cap - count, reset: end - now}
 }

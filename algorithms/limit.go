@@ -10,7 +10,11 @@ import (
 // of up to Burst units for the algorithms that have a bucket.
 //
 // For [FixedWindow], [SlidingLog] and [SlidingWindow] the capacity is Rate
-// per Period and Burst must be zero. For [TokenBucket] and [GCRA] the
+// per Period and Burst must be zero. [SlidingLog] keeps one sorted-set
+// member per unit and a check of cost n writes n members in one script,
+// during which Redis serves no one else; its Rate is therefore at most
+// 2000 (a check of that cost holds Redis for a few milliseconds, and a full
+// key takes about 0.25 MB). For [TokenBucket] and [GCRA] the
 // capacity (the largest burst) is Burst, or Rate when Burst is zero, and
 // capacity refills continuously at Rate per Period.
 //
@@ -59,7 +63,7 @@ func (l Limit) String() string {
 const (
 	maxExact       = 1 << 52
 	maxPeriod      = 366 * 24 * time.Hour
-	maxSlidingLog  = 1_000_000
+	maxSlidingLog  = 2_000
 	maxCostOrLimit = 1 << 40
 )
 
@@ -113,7 +117,7 @@ func (l Limit) params(a Algorithm) (params, error) {
 			return params{}, fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
 		}
 		if l.Rate > maxSlidingLog {
-			return params{}, fieldErr("Limit.Rate", "must be <= 1000000 for sliding_log (one sorted-set member per unit), got ", l.Rate)
+			return params{}, fieldErr("Limit.Rate", "must be <= 2000 for sliding_log (one sorted-set member per unit, all written by one script: use sliding_window, token_bucket or gcra for larger rates), got ", l.Rate)
 		}
 	case TokenBucket, GCRA:
 		g := gcd(l.Rate, p.period)

@@ -31,7 +31,10 @@ func TestLimitValidate(t *testing.T) {
 		{"burst on fixed window", algorithms.FixedWindow, algorithms.PerSecond(1).WithBurst(5), "Limit.Burst is not used by fixed_window"},
 		{"burst on sliding log", algorithms.SlidingLog, algorithms.PerSecond(1).WithBurst(5), "Limit.Burst is not used by sliding_log"},
 		{"burst on sliding window", algorithms.SlidingWindow, algorithms.PerSecond(1).WithBurst(5), "Limit.Burst is not used by sliding_window"},
-		{"huge sliding log", algorithms.SlidingLog, algorithms.PerHour(2_000_000), "sliding_log"},
+		{"largest sliding log", algorithms.SlidingLog, algorithms.PerHour(2_000), ""},
+		// Issue 10, item 8: a check of cost 1,000,000 held Redis for 2.49s.
+		{"huge sliding log", algorithms.SlidingLog, algorithms.PerSecond(1_000_000), "Limit.Rate must be <= 2000 for sliding_log"},
+		{"sliding log above the bound", algorithms.SlidingLog, algorithms.PerMinute(2_001), "Limit.Rate must be <= 2000 for sliding_log (one sorted-set member per unit"},
 		{"huge rate", algorithms.FixedWindow, algorithms.PerSecond(1 << 41), "Limit.Rate must be <= 2^40"},
 		{"inexact bucket", algorithms.TokenBucket, algorithms.Limit{Rate: 1, Period: 300 * 24 * time.Hour, Burst: 1 << 30}, "Limit.Burst"},
 		{"unknown algorithm", algorithms.Algorithm(9), algorithms.PerSecond(1), "Algorithm must be one of"},

@@ -210,7 +210,13 @@ func evalOrAbsent(st, absent *state, p *prepared, now, hw int64) outcome {
 		*absent = state{}
 		return absent.eval(p, now, false, false)
 	}
-	return st.eval(p, now, st.expires > hw, false)
+	o := st.eval(p, now, st.expires > hw, false)
+	if o.ttl > 0 {
+		// the evaluation set the key's TTL, as the script does (a cut
+		// time-debt, a denied sliding log)
+		st.expires = hw + ceilDiv(o.ttl, 1000)*1000
+	}
+	return o
 }
 
 // lookup returns the state of key (whose hash is h), or nil. The pointer is

@@ -178,11 +178,11 @@ func TestServerClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.HGet(context.Background(), key, "w").Int64()
+	s, err := c.HGet(context.Background(), key, "s").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := serverNow.UnixMicro() / 10_000_000; w != want && w != want-1 {
+	if w, want := s/10_000_000, serverNow.UnixMicro()/10_000_000; w != want && w != want-1 {
 		t.Fatalf("stored window %d, server window %d: the script did not use the server clock", w, want)
 	}
 }
@@ -352,7 +352,7 @@ func TestHonoursDeadline(t *testing.T) {
 }
 
 // TestGCRAState: the stored TAT is one integer when the emission interval
-// is a whole number of µs, "<a>:<b>" when it is not, and the "<a>:0" form
+// is a whole number of µs, "<a>:<b>:<r>" when it is not, and the "<a>:0" form
 // reads as the integer (keys written that way stay valid).
 func TestGCRAState(t *testing.T) {
 	srv := redistest.Require(t)
@@ -373,8 +373,8 @@ func TestGCRAState(t *testing.T) {
 		limit algorithms.Limit
 		want  string
 	}{
-		{algorithms.PerSecond(10), "1800000000100000"},  // interval 100,000 µs
-		{algorithms.PerSecond(7), "1800000000142857:1"}, // 142,857 1/7 µs: a + 1/7
+		{algorithms.PerSecond(10), "1800000000100000"},    // interval 100,000 µs
+		{algorithms.PerSecond(7), "1800000000142857:1:7"}, // 142,857 1/7 µs: a + 1/7, in sevenths
 	} {
 		key := prefix + "{" + tc.limit.String() + "}"
 		check(key, tc.limit)

@@ -3,6 +3,10 @@ package algorithms
 // slidingLog mirrors lua/sliding_log.lua. An entry at time s counts while
 // s > now-period. New entries are stamped max(now, newest entry) so the log
 // stays ordered and a clock that goes back cannot make entries expire early.
+// Entries are instants, so they mean the same under any limit; a denial sets
+// the key's TTL to what they need under the current one (outcome.ttl), so
+// that after a change to a longer period they do not expire before the
+// RetryAfter it reports.
 func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome {
 	from := now - p.period
 	var empty timeLog
@@ -32,7 +36,10 @@ func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome 
 		// The (count+cost-cap)-th oldest entry in the window must leave it.
 		k := count + p.cost - p.cap
 		oldest := l.at(old + k - 1)
-		return outcome{remaining: p.cap - count, retry: oldest + p.period - now, reset: reset}
+		// The entries count until reset under this limit, and the key's TTL
+		// is set to match: after a change to a longer period, the TTL the
+		// last commit set would drop them before RetryAfter.
+		return outcome{remaining: p.cap - count, retry: oldest + p.period - now, reset: reset, ttl: reset}
 	}
 	stamp := now
 	if any && newest > stamp {

@@ -1,40 +1,89 @@
 package algorithms
 
 // slidingWindow mirrors lua/sliding_window.lua: the sliding window counter.
-// The estimate at elapsed e into window k is
+// The estimate at elapsed e into the current window is
 //
 //	prev·(period−e)/period + cur
 //
 // computed in float64 with the same operations, in the same order, as the
 // Lua script (Redis Lua numbers are float64 too), so both backends agree bit
 // for bit.
+//
+// The state is the stored window's start and end instants (a and d, µs),
+// its count (b) and the previous window's count (c). Under an unchanged
+// period the stored window is the current one, the previous one, or older.
+// When the period changed (end−start differs from it), each stored window's
+// count goes to the window of the new period in which that stored window
+// started: the current one, the previous one, or none; and the stored
+// counts are forgotten when the stored state would have expired, at the
+// stored end, plus the old period if the stored window had a count (the
+// key's TTL): no claim is made beyond that. Under an unchanged period, a
+// window that starts in the future (the clock went back) is held.
 func (s *state) slidingWindow(p *prepared, now int64, exists, commit bool) outcome {
-	win := floorDiv(now, p.period)
+	start := floorDiv(now, p.period) * p.period
 	var cur, prev int64
+	life := int64(-1) // the instant the stored counts are forgotten; -1: not before the state's own expiry
 	if exists {
-		win = max(win, s.a)
-		switch win {
-		case s.a:
-			cur, prev = s.b, s.c
-		case s.a + 1:
-			prev = s.b
+		old := s.d - s.a
+		switch {
+		case old == p.period && s.a > start:
+			start, cur, prev = s.a, s.b, s.c
+		case old == p.period:
+			switch s.a {
+			case start:
+				cur, prev = s.b, s.c
+			case start - p.period:
+				prev = s.b
+			}
+		default:
+			life = s.d
+			if s.b > 0 {
+				life += old
+			}
+			if now < life {
+				cur, prev = swMap(s.a, s.b, start, p.period, cur, prev)
+				cur, prev = swMap(s.a-old, s.c, start, p.period, cur, prev)
+			}
 		}
 	}
-	e := max(now-win*p.period, 0)
+	e := max(now-start, 0)
 	est := swEstimate(prev, p.period, e)
 	remaining := int64(float64(p.cap) - est - float64(cur))
-	reset := swReset(win, p.period, now, cur, prev)
+	reset := swClamp(swReset(start, p.period, now, cur, prev), life, now)
 	switch {
 	case p.cost > p.cap:
 		return outcome{remaining: remaining, reset: reset}
 	case !swPass(prev, cur, p.cost, p.cap, p.period, e):
-		return outcome{remaining: remaining, retry: swWait(prev, cur, p.cost, p.cap, p.period, win, e) - now, reset: reset}
+		retry := swClamp(swWait(prev, cur, p.cost, p.cap, p.period, start, e)-now, life, now)
+		return outcome{remaining: remaining, retry: retry, reset: reset}
 	}
 	cur += p.cost
+	reset = swClamp(swReset(start, p.period, now, cur, prev), -1, now)
 	if commit {
-		s.a, s.b, s.c = win, cur, prev
+		s.a, s.b, s.c, s.d = start, cur, prev, start+p.period
 	}
-	return outcome{allowed: true, remaining: int64(float64(p.cap) - est - float64(cur)), reset: swReset(win, p.period, now, cur, prev)}
+	return outcome{allowed: true, remaining: int64(float64(p.cap) - est - float64(cur)), reset: reset}
+}
+
+// swMap adds n units counted in a window that started at from to the
+// current (cur) or previous (prev) window of period that starts at start.
+func swMap(from, n, start, period, cur, prev int64) (int64, int64) {
+	switch {
+	case from >= start:
+		cur += n
+	case from >= start-period:
+		prev += n
+	}
+	return cur, prev
+}
+
+// swClamp bounds a claim d (µs from now), when life is not -1, by the
+// instant life at which the stored counts are forgotten.
+func swClamp(d, life, now int64) int64 {
+	if life >= 0 {
+		d = min(d, life-now)
+	}
+	return max(d, 0)
 }
 
 // swEstimate returns prev·(period−e)/period. The explicit conversions keep
@@ -51,8 +100,7 @@ func swPass(prev, cur, cost, capacity, period, e int64) bool {
 // swWait returns the first instant (µs) at which a check of cost passes when
 // no other traffic arrives: later in this window as the previous window's
 // weight fades, or in the next window, where cur becomes the previous count.
-func swWait(prev, cur, cost, capacity, period, win, e int64) int64 {
-	start := win * period
+func swWait(prev, cur, cost, capacity, period, start, e int64) int64 {
 	if cur+cost > capacity {
 		// Not in this window: in the next one cur weighs as prev.
 		prev, cur, start, e = cur, 0, start+period, 0
@@ -71,12 +119,12 @@ func swWait(prev, cur, cost, capacity, period, win, e int64) int64 {
 	return start + x
 }
 
-func swReset(win, period, now, cur, prev int64) int64 {
+func swReset(start, period, now, cur, prev int64) int64 {
 	switch {
 	case cur > 0:
-		return (win+2)*period - now
+		return start + 2*period - now
 	case prev > 0:
-		return (win+1)*period - now
+		return start + period - now
 	}
 	return 0
 }

@@ -6,13 +6,16 @@ import "time"
 // fields the Lua scripts keep in Redis, field for field, so that the two
 // backends run the same arithmetic on the same numbers.
 type state struct {
-	// FixedWindow: a = window index, b = count.
-	// SlidingWindow: a = window index, b = current count, c = previous count.
-	// TokenBucket: a = scaled tokens, b = last refill (µs).
-	// GCRA: a = TAT whole µs, b = TAT fraction (in 1/r µs).
-	a, b, c int64
-	log     *timeLog // SlidingLog; nil until the key's first allowed check
-	expires int64    // µs; the state is absent from this instant on
+	// FixedWindow: a = window start (µs), b = count, c = window end (µs).
+	// SlidingWindow: a = window start (µs), b = current count, c = previous
+	// count, d = window end (µs).
+	// TokenBucket: a = missing tokens in 1/b µs units (the time until full,
+	// from c), b = the refill r they were counted in, c = last update (µs).
+	// GCRA: a = TAT whole µs, b = TAT fraction, c = the r it is counted in
+	// (1/c µs; 0 when b is 0).
+	a, b, c, d int64
+	log        *timeLog // SlidingLog; nil until the key's first allowed check
+	expires    int64    // µs; the state is absent from this instant on
 }
 
 // outcome is the raw result of evaluating one check, in µs.
@@ -21,6 +24,10 @@ type outcome struct {
 	remaining int64
 	retry     int64
 	reset     int64
+	// ttl is, when an evaluation that did not commit set the key's TTL (a
+	// cut time-debt, see [bucketDebt]; a denied sliding log), that TTL in
+	// µs, as the script sets it; 0 otherwise.
+	ttl int64
 }
 
 func (o outcome) result(capacity int64) Result {

@@ -1,34 +1,29 @@
 package algorithms
 
-// tokenBucket mirrors lua/token_bucket.lua. Tokens are kept in scaled units:
-// one token is p.u units and the bucket refills p.r units per µs, so the
-// refill is exact (no float, no whole-second rounding). A denied check stores
-// nothing, so the refill accrued since the last allowed check is never lost.
-// A clock that goes back refills nothing.
+// tokenBucket mirrors lua/token_bucket.lua. The state is the tokens missing
+// from a full bucket, kept as the time they take to refill: a = missing in
+// scaled units of 1/b µs, where b is the refill r of the limit that wrote
+// them, and c = the instant (µs) they were counted at. One token is p.u
+// units and the bucket refills p.r units per µs, so the refill is exact (no
+// float, no whole-second rounding). The bucket is full at c + a/b µs: the
+// same instant GCRA stores as its TAT, read by the same [bucketDebt], so the
+// two algorithms make the same decisions, across changes of limit too. A
+// denied check stores nothing (but a cut debt), so the refill accrued since
+// the last allowed check is never lost.
 func (s *state) tokenBucket(p *prepared, now int64, exists, commit bool) outcome {
-	full := p.cap * p.u
-	tokens, last := full, now
-	if exists {
-		tokens, last = min(s.a, full), s.b
-	}
-	base := max(last, now)
-	if elapsed := now - last; elapsed > 0 && tokens < full {
-		if elapsed >= ceilDiv(full-tokens, p.r) {
-			tokens = full
-		} else {
-			tokens += elapsed * p.r
+	var diff int64
+	var cut bool
+	if exists && s.b > 0 { // b is 0 only in the state of another algorithm
+		diff, cut = bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.r, p.cap*p.u)
+		if cut {
+			s.a, s.b, s.c = diff, p.r, now
 		}
 	}
-	need := p.cost * p.u
-	switch {
-	case p.cost > p.cap:
-		return outcome{remaining: tokens / p.u, reset: base + ceilDiv(full-tokens, p.r) - now}
-	case tokens < need:
-		return outcome{remaining: tokens / p.u, retry: base + ceilDiv(need-tokens, p.r) - now, reset: base + ceilDiv(full-tokens, p.r) - now}
+	o, next := bucket(p, diff)
+	if o.allowed && commit {
+		s.a, s.b, s.c = next, p.r, now
+	} else if cut {
+		o.ttl = ceilDiv(diff, p.r)
 	}
-	tokens -= need
-	if commit {
-		s.a, s.b = tokens, base
-	}
-	return outcome{allowed: true, remaining: tokens / p.u, reset: base + ceilDiv(full-tokens, p.r) - now}
+	return o
 }

@@ -17,10 +17,14 @@ import (
 //
 //	scenario <name>
 //	limit <name> <algorithm> rate=<n> period=<duration> [burst=<n>]
+//	keys shared
 //	<offset> <check> [<check>...] -> <result> [| <result>...]
 //
 // where a check is <limit>/<key>[*<cost>] and a result is
-// allow|deny <remaining> <retry_after> <reset_after>. Offsets are durations
+// allow|deny <remaining> <retry_after> <reset_after>. Each limit has keys of
+// its own, unless the scenario says "keys shared": then a key is the same
+// whatever limit checks it, and a scenario plays one key whose limit
+// changes. Offsets are durations
 // from t0, a Unix time aligned to a whole day, and may go backwards.
 // '#' starts a comment.
 
@@ -50,6 +54,7 @@ type vecCheck struct {
 type scenario struct {
 	file, name string
 	limits     map[string]vecLimit
+	shared     bool // keys are shared by the limits
 	steps      []vecStep
 }
 
@@ -93,6 +98,11 @@ func parseVectors(t testing.TB, path string) []*scenario {
 		case "scenario":
 			cur = &scenario{file: filepath.Base(path), name: strings.Join(fields[1:], " "), limits: map[string]vecLimit{}}
 			out = append(out, cur)
+		case "keys":
+			if cur == nil || len(fields) != 2 || fields[1] != "shared" {
+				fail("bad keys line: want \"keys shared\"")
+			}
+			cur.shared = true
 		case "limit":
 			if cur == nil || len(fields) < 5 {
 				fail("bad limit line")

@@ -16,10 +16,10 @@ func ExampleScript() {
 	}
 	fmt.Println(strings.Contains(lua.Script, lua.Dispatch))
 	// Output:
-	// -- Fixed window: hash {w = window index, c = count}. Windows are aligned to
+	// -- Fixed window: hash {s = window start µs, e = window end µs, c = count}.
 	// -- Sliding log: sorted set, one member per unit, score = µs. An entry at s
-	// -- Sliding window counter: hash {w = window index, c = count in w, p = count
-	// -- Token bucket: hash {t = tokens in scaled units, ts = last refill µs}. One
+	// -- Sliding window counter: hash {s = start µs of the stored window, e = its
+	// -- Token bucket: hash {m = tokens missing from a full bucket, as the time
 	// -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
 	// true
 }

@@ -1,40 +1,62 @@
--- Fixed window: hash {w = window index, c = count}. Windows are aligned to
--- the Unix epoch; a clock that goes back is held at the stored window.
--- fixed_window_write stores count units in window win, ending in to_end µs.
-local function fixed_window_write(key, win, count, to_end)
-  redis.call('HSET', key, 'w', fmt(win), 'c', fmt(count))
-  pexpire(key, to_end)
+-- Fixed window: hash {s = window start µs, e = window end µs, c = count}.
+-- Windows are aligned to the Unix epoch. Start and end are instants, so they
+-- mean the same under any limit: the count still counts while now < e and
+-- the stored window started in the current window of the current period
+-- (or later: the clock went back, and the key is held at the later window),
+-- until e under the period it was written with, else until e or the current
+-- window's end, whichever comes first. A change of period never locks a key
+-- for longer than one period of the new limit, nor beyond e (the key's TTL).
+-- State written before windows were stored as instants, {w = window index,
+-- c = count}, is read as a window of the current period.
+-- fixed_window_write stores count units in the window [start, stop).
+local function fixed_window_write(key, start, stop, count, now)
+  redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  pexpire(key, stop - now)
+end
+
+-- fixed_window_load returns the stored window's start, end and count, or nil.
+local function fixed_window_load(key, period)
+  local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
+  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  if not s then
+    local w = tonumber(v[4])
+    if not (w and c) then return nil end
+    s = w * period
+    e = s + period
+  end
+  if not (e and c) then return nil end
+  return s, e, c
 end
 
 local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local v = redis.call('HMGET', key, 'w', 'c')
-  local w, c = tonumber(v[1]), tonumber(v[2])
-  local win = floor(now / period)
+  local s, e, c = fixed_window_load(key, period)
+  local start = floor(now / period) * period
+  local stop = start + period
   local count = 0
-  if w and c then
-    if win < w then win = w end
-    if win == w then count = c end
+  if s and now < e and s >= start then
+    count, start = c, s
+    if e - s ~= period then
+      if e < stop then stop = e end
+    else
+      stop = e -- the current window, or a later one: the clock went back
+    end
   end
-  local to_end = (win + 1) * period - now
   local reset = 0
-  if count > 0 then reset = to_end end
+  if count > 0 then reset = stop - now end
   if cost > cap then return 0, cap - count, 0, reset end
-  if count + cost > cap then return 0, cap - count, to_end, reset end
+  if count + cost > cap then return 0, cap - count, stop - now, reset end
   count = count + cost
-  if commit then fixed_window_write(key, win, count, to_end) end
-  return 1, cap - count, 0, to_end, win, count, to_end
+  if commit then fixed_window_write(key, start, stop, count, now) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now
 end
 
 -- Refund (Cluster compensation): take cost back from the window a commit at
--- now wrote. That commit replied reset = (win+1)*period - now, which names
--- the window even when the clock was held at a later stored one. If another
--- commit has moved the key to a later window since, the units no longer
--- count and there is nothing to give back.
+-- now wrote. That commit replied reset = end - now, which names the window
+-- by its end. If another commit has moved the key to another window since,
+-- the units no longer count and there is nothing to give back.
 local function fixed_window_refund(key, _, period, _, _, cost, now, reset)
-  local win = floor((now + reset) / period) - 1
-  local v = redis.call('HMGET', key, 'w', 'c')
-  local w, c = tonumber(v[1]), tonumber(v[2])
-  if w ~= win or not c then return end
+  local _, e, c = fixed_window_load(key, period)
+  if e ~= now + reset or not c then return end
   c = c - cost
   if c <= 0 then
     redis.call('DEL', key)

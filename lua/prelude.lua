@@ -44,3 +44,19 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. A debt above full (the limit changed, or
+-- the clock went back) is cut to full; the caller stores the cut. See
+-- bucketDebt in algorithms/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end

@@ -35,6 +35,10 @@ local function sliding_log(key, cap, period, _, _, cost, now, commit)
     -- the (count+cost-cap)-th oldest entry in the window must leave it
     local k = count + cost - cap
     local e = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+    -- the entries count until reset under this limit: the TTL follows, or
+    -- after a change to a longer period the TTL the last commit set would
+    -- drop them before the retry_after replied
+    pexpire(key, reset)
     return 0, cap - count, tonumber(e[2]) + period - now, reset
   end
   local stamp = now

@@ -1,7 +1,17 @@
--- Sliding window counter: hash {w = window index, c = count in w, p = count
--- in w-1}. The estimate at elapsed e into the window is
--- prev*(period-e)/period + cur, computed with the same float64 operations, in
--- the same order, as the Go backend.
+-- Sliding window counter: hash {s = start µs of the stored window, e = its
+-- end µs, c = count in it, p = count in the window before}. The estimate at
+-- elapsed x into the current window is prev*(period-x)/period + cur,
+-- computed with the same float64 operations, in the same order, as the Go
+-- backend. Start and end are instants, so they mean the same under any
+-- limit. Under an unchanged period (e - s) the stored window is the current
+-- one, the previous one, or older. When the period changed, each stored
+-- window's count goes to the window of the new period in which that stored
+-- window started (the current one, the previous one, or none), and the
+-- stored counts are forgotten when the key would have expired (e, plus the
+-- old period if c > 0): no claim goes beyond that. Under an unchanged
+-- period, a window that starts in the future (the clock went back) is held.
+-- State written before windows were stored as instants, {w =
+-- window index, c, p}, is read as windows of the current period.
 local function sw_estimate(prev, period, e)
   return prev * (period - e) / period
 end
@@ -11,8 +21,7 @@ local function sw_pass(prev, cur, cost, cap, period, e)
 end
 
 -- First instant (µs) at which the check passes with no other traffic.
-local function sw_wait(prev, cur, cost, cap, period, win, e)
-  local start = win * period
+local function sw_wait(prev, cur, cost, cap, period, start, e)
   if cur + cost > cap then
     prev, cur, start, e = cur, 0, start + period, 0
   end
@@ -26,10 +35,41 @@ local function sw_wait(prev, cur, cost, cap, period, win, e)
   return start + x
 end
 
-local function sw_reset(win, period, now, cur, prev)
-  if cur > 0 then return (win + 2) * period - now end
-  if prev > 0 then return (win + 1) * period - now end
+local function sw_reset(start, period, now, cur, prev)
+  if cur > 0 then return start + 2 * period - now end
+  if prev > 0 then return start + period - now end
   return 0
+end
+
+-- sw_clamp bounds a claim d (µs from now), when life is not -1, by the
+-- instant life at which the stored counts are forgotten.
+local function sw_clamp(d, life, now)
+  if life >= 0 and d > life - now then d = life - now end
+  if d < 0 then d = 0 end
+  return d
+end
+
+-- sw_load returns the stored window's start, end, count and previous count,
+-- or nil.
+local function sw_load(key, period)
+  local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
+  local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  if not s then
+    local w = tonumber(v[5])
+    if not w then return nil end
+    s = w * period
+    e = s + period
+  end
+  if not (e and c and p) then return nil end
+  return s, e, c, p
+end
+
+-- sw_map adds n units counted in a window that started at from to the
+-- current (cur) or previous (prev) window of period that starts at start.
+local function sw_map(from, n, start, period, cur, prev)
+  if from >= start then return cur + n, prev end
+  if from >= start - period then return cur, prev + n end
+  return cur, prev
 end
 
 local function sw_trunc(x)
@@ -37,55 +77,65 @@ local function sw_trunc(x)
   return -floor(-x)
 end
 
--- sliding_window_write stores the counts of window win and the one before,
--- expiring in reset µs.
-local function sliding_window_write(key, win, cur, prev, reset)
-  redis.call('HSET', key, 'w', fmt(win), 'c', fmt(cur), 'p', fmt(prev))
+-- sliding_window_write stores the counts of the window [start, start +
+-- period) and the one before, expiring in reset µs.
+local function sliding_window_write(key, start, period, cur, prev, reset)
+  redis.call('HSET', key, 's', fmt(start), 'e', fmt(start + period), 'c', fmt(cur), 'p', fmt(prev))
   pexpire(key, reset)
 end
 
 local function sliding_window(key, cap, period, _, _, cost, now, commit)
-  local v = redis.call('HMGET', key, 'w', 'c', 'p')
-  local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-  local win = floor(now / period)
+  local s, e, c, p = sw_load(key, period)
+  local start = floor(now / period) * period
   local cur, prev = 0, 0
-  if w and c and p then
-    if win < w then win = w end
-    if win == w then
-      cur, prev = c, p
-    elseif win == w + 1 then
-      prev = c
+  local life = -1
+  if s then
+    local old = e - s
+    if old == period and s > start then
+      start, cur, prev = s, c, p
+    elseif old == period then
+      if s == start then
+        cur, prev = c, p
+      elseif s == start - period then
+        prev = c
+      end
+    else
+      life = e
+      if c > 0 then life = life + old end
+      if now < life then
+        cur, prev = sw_map(s, c, start, period, cur, prev)
+        cur, prev = sw_map(s - old, p, start, period, cur, prev)
+      end
     end
   end
-  local e = now - win * period
-  if e < 0 then e = 0 end
-  local est = sw_estimate(prev, period, e)
+  local x = now - start
+  if x < 0 then x = 0 end
+  local est = sw_estimate(prev, period, x)
   local remaining = sw_trunc(cap - est - cur)
-  local reset = sw_reset(win, period, now, cur, prev)
+  local reset = sw_clamp(sw_reset(start, period, now, cur, prev), life, now)
   if cost > cap then return 0, remaining, 0, reset end
-  if not sw_pass(prev, cur, cost, cap, period, e) then
-    return 0, remaining, sw_wait(prev, cur, cost, cap, period, win, e) - now, reset
+  if not sw_pass(prev, cur, cost, cap, period, x) then
+    return 0, remaining, sw_clamp(sw_wait(prev, cur, cost, cap, period, start, x) - now, life, now), reset
   end
   cur = cur + cost
-  reset = sw_reset(win, period, now, cur, prev)
-  if commit then sliding_window_write(key, win, cur, prev, reset) end
-  return 1, sw_trunc(cap - est - cur), 0, reset, win, cur, prev, reset
+  reset = sw_clamp(sw_reset(start, period, now, cur, prev), -1, now)
+  if commit then sliding_window_write(key, start, period, cur, prev, reset) end
+  return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset
 end
 
 -- Refund (Cluster compensation): take cost back from the window a commit at
--- now added it to, win, named by the commit's reply reset =
--- (win+2)*period - now. The units are the current count while the key is
--- still at win, the previous count once it has moved on to win+1, and
--- forgotten after that.
+-- now added it to, named by the commit's reply reset = start + 2*period -
+-- now. The units are the current count while the key is still at that
+-- window, the previous count once it has moved on to the next, and
+-- forgotten after that (or once the period has changed).
 local function sliding_window_refund(key, _, period, _, _, cost, now, reset)
-  local win = floor((now + reset) / period) - 2
-  local v = redis.call('HMGET', key, 'w', 'c', 'p')
-  local w, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-  if not (w and c and p) then return end
-  if w == win then
+  local start = now + reset - 2 * period
+  local w, e, c, p = sw_load(key, period)
+  if not w or e - w ~= period then return end
+  if w == start then
     c = c - cost
     if c < 0 then c = 0 end
-  elseif w == win + 1 then
+  elseif w == start + period then
     p = p - cost
     if p < 0 then p = 0 end
   else

@@ -1,52 +1,61 @@
--- Token bucket: hash {t = tokens in scaled units, ts = last refill µs}. One
--- token is u units; the bucket refills r units per µs, exactly. A denied
--- check writes nothing, so no accrued refill is ever lost; a clock that goes
--- back refills nothing.
+-- Token bucket: hash {m = tokens missing from a full bucket, as the time
+-- they take to refill in 1/r µs; r = the refill of the limit that wrote m;
+-- ts = the instant m was counted at, µs}. One token is u units; the bucket
+-- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
+-- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
+-- across a change of limit the time-debt is kept, cut to one full bucket of
+-- the new limit, and the two algorithms make the same decisions. A denied
+-- check writes nothing (but a cut debt), so no accrued refill is ever lost.
+-- State written before m was stored, {t = tokens in scaled units, ts}, is
+-- read under the current limit.
 
--- tb_load returns the tokens refilled up to now, the refill base
--- max(ts, now), and whether the key holds state.
-local function tb_load(key, full, r, now)
-  local v = redis.call('HMGET', key, 't', 'ts')
-  local tokens, last = tonumber(v[1]), tonumber(v[2])
-  local exists = tokens ~= nil and last ~= nil
-  if exists then
-    if tokens > full then tokens = full end
-  else
-    tokens, last = full, now
-  end
-  local base = last
-  if now > base then base = now end
-  local elapsed = now - last
-  if elapsed > 0 and tokens < full then
-    if elapsed >= ceil_div(full - tokens, r) then
-      tokens = full
-    else
-      tokens = tokens + elapsed * r
-    end
-  end
-  return tokens, base, exists
+-- token_bucket_write stores a debt of m scaled units at now, full in reset µs.
+local function token_bucket_write(key, m, r, now, reset)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r), 'ts', fmt(now))
+  pexpire(key, reset)
 end
 
--- token_bucket_write stores tokens refilled up to base, full in reset µs.
-local function token_bucket_write(key, tokens, base, reset)
-  redis.call('HSET', key, 't', fmt(tokens), 'ts', fmt(base))
-  pexpire(key, reset)
+-- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
+-- a full bucket) and whether the key holds state; it stores a cut debt.
+local function tb_load(key, full, r, now)
+  local v = redis.call('HMGET', key, 'm', 'r', 'ts')
+  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  if not ts then return 0, false end
+  if not (m and rs) then
+    local t = tonumber(redis.call('HGET', key, 't'))
+    if not t then return 0, false end
+    if t > full then t = full end
+    m, rs = full - t, r
+  end
+  local diff, cut
+  local elapsed = now - ts
+  if rs == r and elapsed >= 0 then
+    -- the common case, inline: bucket_debt's result when the refill is
+    -- unchanged and the clock went forward (a product too large to be
+    -- exact is far above m anyway)
+    diff = 0
+    if elapsed * r < m then diff = m - elapsed * r end
+    cut = diff > full
+    if cut then diff = full end
+  else
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+  end
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r)) end
+  return diff, true
 end
 
 local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
-  local tokens, base = tb_load(key, full, r, now)
-  local need = cost * u
-  if cost > cap then
-    return 0, floor(tokens / u), 0, base + ceil_div(full - tokens, r) - now
+  local diff = tb_load(key, full, r, now)
+  local remaining = floor((full - diff) / u)
+  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
+  local nxt = diff + cost * u
+  if nxt > full then
+    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
   end
-  if tokens < need then
-    return 0, floor(tokens / u), base + ceil_div(need - tokens, r) - now, base + ceil_div(full - tokens, r) - now
-  end
-  tokens = tokens - need
-  local reset = base + ceil_div(full - tokens, r) - now
-  if commit then token_bucket_write(key, tokens, base, reset) end
-  return 1, floor(tokens / u), 0, reset, tokens, base, reset
+  local reset = ceil_div(nxt, r)
+  if commit then token_bucket_write(key, nxt, r, now, reset) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset
 end
 
 -- Refund (Cluster compensation): put back the cost tokens a commit at now
@@ -54,14 +63,12 @@ end
 -- is counted twice.
 local function token_bucket_refund(key, cap, _, r, u, cost, now)
   local full = cap * u
-  local tokens, base, exists = tb_load(key, full, r, now)
+  local diff, exists = tb_load(key, full, r, now)
   if not exists then return end
-  tokens = tokens + cost * u
-  if tokens > full then tokens = full end
-  local reset = base + ceil_div(full - tokens, r) - now
-  if reset <= 0 then
+  diff = diff - cost * u
+  if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, tokens, base, reset)
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r))
 end
