@@ -92,10 +92,17 @@ func redlimit(a algorithms.Algorithm, cfg algorithms.RedisConfig, denyCache bool
 	}
 }
 
+// slidingLogMax is the largest Rate a sliding_log Limit may have.
+const slidingLogMax = 2000
+
 // redlimitAllow is the plain way to ask a Backend one question, as a
 // handler would; the two one-element arrays are part of what it costs.
 func redlimitAllow(b algorithms.Backend, a algorithms.Algorithm, l limit) allowFunc {
 	lim := algorithms.Limit{Rate: int64(l.rate), Period: l.per}
+	if a == algorithms.SlidingLog && lim.Rate > slidingLogMax {
+		// The same rate, in the largest log a sliding_log key may hold.
+		lim = algorithms.Limit{Rate: slidingLogMax, Period: l.per * slidingLogMax / time.Duration(l.rate)}
+	}
 	if err := lim.Validate(a); err != nil {
 		return func(context.Context, string) (bool, error) { return false, err }
 	}
