@@ -6,7 +6,7 @@ import "context"
 // state at Key, limited by Limit under Algorithm?
 type Check struct {
 	// Key is the storage key, already namespaced and sanitised by the caller
-	// (the middleware builds "<prefix>:<rule>:{<key material>}").
+	// (the middleware builds "<prefix>:<rule>:<algorithm>:{<key material>}").
 	Key string
 
 	// Algorithm and Limit say how the key is limited. They are normally the

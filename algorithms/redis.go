@@ -73,7 +73,7 @@ type RedisConfig struct {
 //
 // A script may only touch keys of one hash slot ([HashSlot]). With a
 // *redis.ClusterClient, or a type that embeds one, the checks of a call are
-// grouped by slot. Keys look like "<prefix>:<rule>:{<key material>}", so
+// grouped by slot. Keys look like "<prefix>:<rule>:<algorithm>:{<key material>}", so
 // the rules of one key material share a slot and rules of different
 // materials (IP, user, ...) usually do not.
 //

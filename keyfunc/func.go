@@ -5,7 +5,7 @@ import "net/http"
 // Func returns the key material for a request: the part of a rate-limit key
 // that tells one client (or route, or tenant) from another. The middleware
 // passes it through [Sanitize] and stores it under
-// `<prefix>:<rule>:{<material>}`.
+// `<prefix>:<rule>:<algorithm>:{<material>}`.
 //
 // A Func that cannot find its key returns an error wrapping [ErrNoKey] (and,
 // for detail, an [*Error] naming the Func and the reason); it never returns

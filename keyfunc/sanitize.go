@@ -13,7 +13,7 @@ const MaxMaterialLen = 128
 const hashPrefix = "h:"
 
 // Sanitize turns untrusted key material into text that is safe inside a
-// Redis key such as `<prefix>:<rule>:{<material>}`:
+// Redis key such as `<prefix>:<rule>:<algorithm>:{<material>}`:
 //
 //   - it holds only printable ASCII (0x21 to 0x7E) and never "{" or "}", so
 //     a client cannot choose the Redis Cluster hash slot of its key nor break

@@ -129,7 +129,7 @@ func benchParallel(b *testing.B, h http.Handler) {
 // TestHandlerAllocs enforces the allocation budget of one allowed request
 // on existing keys of the memory backend, as measured:
 //
-//   - nothing for the storage keys "<prefix>:<rule>:{<material>}": each
+//   - nothing for the storage keys "<prefix>:<rule>:<algorithm>:{<material>}": each
 //     rule caches the keys of the key materials it has seen (up to 4096),
 //     and the key funcs used here allocate nothing;
 //   - 2 for the header writer: one string holding every value and one
