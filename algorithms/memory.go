@@ -26,9 +26,9 @@ type MemoryConfig struct {
 	Now func() time.Time
 
 	// MaxKeys bounds how many keys are kept (default 1<<20). A full backend
-	// holds at most 112 bytes per key besides the key's own bytes (a test
+	// holds at most 128 bytes per key besides the key's own bytes (a test
 	// checks this bound), so the default with 32-byte keys stays within
-	// 150 MB; a sliding log key adds 32 bytes and 8 per entry of its log,
+	// 170 MB; a sliding log key adds 32 bytes and 8 per entry of its log,
 	// up to its capacity. Memory, once taken, is kept for reuse rather
 	// than returned.
 	//

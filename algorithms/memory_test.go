@@ -10,7 +10,7 @@ import (
 // memoryBytesPerKey is the bound MemoryConfig.MaxKeys documents: what a
 // full backend holds per key for the constant-size algorithms, besides the
 // key's own bytes.
-const memoryBytesPerKey = 112
+const memoryBytesPerKey = 128
 
 // TestMemoryHeapPerKey fills a backend past its cap with 32-byte keys and
 // checks the live heap it holds against the documented bound per key.
