@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 )
 
@@ -387,5 +389,68 @@ func TestAlgorithmChange(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// keyStateProbe is a Backend whose calls fail like a Redis that is down
+// while down is set, and whose probe key always holds unusable state
+// (ErrKeyState): a server that answers, about one bad key.
+type keyStateProbe struct {
+	down   atomic.Bool
+	probes atomic.Int64
+	mem    *algorithms.Memory
+}
+
+func (b *keyStateProbe) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if strings.Contains(checks[0].Key, ":_probe:") {
+		b.probes.Add(1)
+		return &algorithms.BackendError{Backend: "stub", Err: errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"), Keys: []string{checks[0].Key}}
+	}
+	if b.down.Load() {
+		return &algorithms.BackendError{Backend: "stub", Err: errors.New("connection refused")}
+	}
+	return b.mem.Allow(ctx, checks, results)
+}
+
+// TestProbeKeyState: under Fallback, a probe answered with ErrKeyState (a
+// stray value under the probe's own key) shows the primary is back: the
+// middleware switches back to it instead of deciding with the fallback for
+// as long as the stray key lives.
+func TestProbeKeyState(t *testing.T) {
+	b := &keyStateProbe{mem: newMemory(t, func() time.Time { return t0 })}
+	b.down.Store(true)
+	var last atomic.Int32
+	mw, err := middleware.New(b, middleware.Config{
+		NoDenyCache:   true,
+		ProbeInterval: time.Millisecond,
+		Logger:        quiet,
+		OnDecision:    func(_ *http.Request, d *middleware.Decision) { last.Store(int32(d.Source)) },
+		Rules:         []middleware.Rule{{Name: "ip", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	h := mw.Handler(ok)
+	serve(h, req("GET", "/", "192.0.2.1:1"))
+	if got := middleware.Source(last.Load()); got != middleware.SourceFallback {
+		t.Fatalf("while down: Source %v, want fallback", got)
+	}
+	b.down.Store(false)
+	for deadline := time.Now().Add(10 * time.Second); b.probes.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		serve(h, req("GET", "/", "192.0.2.1:1"))
+		if middleware.Source(last.Load()) == middleware.SourcePrimary {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d probes answered with ErrKeyState: still on the fallback", b.probes.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
