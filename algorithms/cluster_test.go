@@ -239,7 +239,10 @@ func TestCluster(t *testing.T) {
 			t.Run(sc.file+"/"+sc.name, func(t *testing.T) {
 				t.Parallel()
 				c := &clock{now: t0}
-				b, err := algorithms.NewRedis(client, algorithms.RedisConfig{Now: c.Now})
+				// persisting, as on one server: the vectors run on their
+				// own clock, so the servers' clocks must not expire keys
+				// between steps (a 1ms TTL near a window's end would).
+				b, err := algorithms.NewRedis(persistingCluster{client}, algorithms.RedisConfig{Now: c.Now})
 				if err != nil {
 					t.Fatal(err)
 				}
