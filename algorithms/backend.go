@@ -42,12 +42,78 @@ type Check struct {
 // Allow evaluates all checks of one request atomically and all-or-nothing:
 // if any check denies, no check consumes. It writes one Result per check into
 // results, which must be at least as long as checks. A non-nil error means
-// nothing was decided: a *[ConfigError] for an invalid check (checked before
-// anything is stored), a *[BackendError] when the store failed.
+// nothing was decided: a *[ConfigError] for an invalid call (see
+// [ValidateCall]; checked before anything is stored), a *[BackendError]
+// when the store failed.
 //
-// Implementations are safe for concurrent use.
+// Implementations are safe for concurrent use. A Backend may also
+// implement the capability interfaces [DeadlineHonourer], [InProcess] and
+// [DenialCacher], which tell code that wraps it what it need not add.
 type Backend interface {
 	Allow(ctx context.Context, checks []Check, results []Result) error
+}
+
+// DeadlineHonourer is implemented by a Backend that may promise to return
+// by its context's deadline, whatever its store does. A caller that bounds
+// the time of a call (the engine's Timeout) calls a Backend whose
+// HonoursDeadline reports true directly; any other Backend it calls from a
+// goroutine that it can stop waiting for. A wrapper reports what the
+// Backend it wraps reports, unless it adds waits of its own.
+type DeadlineHonourer interface {
+	Backend
+	HonoursDeadline() bool
+}
+
+// InProcess is implemented by a Backend that may decide every call in
+// process, without I/O, so that a call cannot block: an in-process store
+// such as memstore. A caller gives a Backend whose InProcess reports true
+// no timeout and no deny cache: it has nothing to wait for and nothing to
+// save.
+type InProcess interface {
+	Backend
+	InProcess() bool
+}
+
+// DenialCacher is implemented by a Backend that may answer the calls of
+// denied keys in process, without asking the store behind it: a deny cache
+// such as denycache. A caller puts no second deny cache in front of a
+// Backend whose CachesDenials reports true.
+type DenialCacher interface {
+	Backend
+	CachesDenials() bool
+}
+
+// ValidateCall returns the error a Backend returns for a call it cannot
+// evaluate, before it stores anything: a *[ConfigError] when checks is
+// empty, results is shorter than checks, a Key is empty or appears twice,
+// a Limit is invalid for its Algorithm ([Limit.Validate]) or a Cost is
+// negative; nil otherwise. Every backend of this module validates calls
+// with it, so they reject the same calls with the same messages.
+func ValidateCall(checks []Check, results []Result) error {
+	if len(checks) == 0 {
+		return &ConfigError{Field: "checks", Reason: "must not be empty"}
+	}
+	if len(results) < len(checks) {
+		return &ConfigError{Field: "results", Reason: "must hold one Result per Check, got " + itoa(int64(len(results))) + " for " + itoa(int64(len(checks)))}
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.Key == "" {
+			return &ConfigError{Field: "Check.Key", Reason: "must not be empty"}
+		}
+		for j := range i {
+			if checks[j].Key == c.Key {
+				return &ConfigError{Field: "Check.Key", Reason: "appears twice in one call: " + quote(c.Key)}
+			}
+		}
+		if err := c.Limit.Validate(c.Algorithm); err != nil {
+			return err
+		}
+		if c.Cost < 0 {
+			return fieldErr("Cost", "must be >= 0, got ", c.Cost)
+		}
+	}
+	return nil
 }
 
 // AllowAll is a Backend that allows everything and stores nothing. Drop it
@@ -62,25 +128,4 @@ func (AllowAll) Allow(_ context.Context, checks []Check, results []Result) error
 		results[i] = Result{Allowed: true, Limit: c.Limit.Capacity(c.Algorithm), Remaining: c.Limit.Capacity(c.Algorithm)}
 	}
 	return nil
-}
-
-// prepared is a validated Check ready for evaluation.
-type prepared struct {
-	params
-	cost int64
-}
-
-func prepare(c *Check) (prepared, error) {
-	p, err := c.Limit.params(c.Algorithm)
-	if err != nil {
-		return prepared{}, err
-	}
-	cost := c.Cost
-	switch {
-	case cost < 0:
-		return prepared{}, fieldErr("Cost", "must be >= 0, got ", cost)
-	case cost == 0:
-		cost = 1
-	}
-	return prepared{params: p, cost: cost}, nil
 }

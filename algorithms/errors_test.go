@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -19,7 +20,7 @@ func TestWrongTypeIsKeyState(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
 	ctx := context.Background()
-	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{})
+	b, err := redisstore.New(c, redisstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 package algorithms
 
 import (
-	"math/bits"
 	"strconv"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
 )
 
 // Limit is how much traffic a rule allows: Rate units per Period, with bursts
@@ -71,80 +72,46 @@ const (
 // *[ConfigError] naming the field, for example
 // "redlimit: Limit.Rate must be > 0, got 0".
 func (l Limit) Validate(a Algorithm) error {
-	_, err := l.params(a)
-	return err
-}
-
-// params is a Limit prepared for evaluation: everything in integer
-// microseconds and, for the bucket algorithms, in scaled units where one unit
-// is u and the refill is r scaled units per microsecond (u/r µs per unit,
-// exactly: r and u are Rate and Period reduced by their gcd).
-type params struct {
-	alg    Algorithm
-	cap    int64 // capacity in units
-	period int64 // µs
-	r, u   int64 // TokenBucket, GCRA only
-}
-
-func (l Limit) params(a Algorithm) (params, error) {
 	if !a.Valid() {
-		return params{}, &ConfigError{Field: "Algorithm", Reason: "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got " + a.String()}
+		return &ConfigError{Field: "Algorithm", Reason: "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got " + a.String()}
 	}
 	switch {
 	case l.Rate <= 0:
-		return params{}, fieldErr("Limit.Rate", "must be > 0, got ", l.Rate)
+		return fieldErr("Limit.Rate", "must be > 0, got ", l.Rate)
 	case l.Rate > maxCostOrLimit:
-		return params{}, fieldErr("Limit.Rate", "must be <= 2^40, got ", l.Rate)
+		return fieldErr("Limit.Rate", "must be <= 2^40, got ", l.Rate)
 	case l.Period < time.Microsecond:
-		return params{}, &ConfigError{Field: "Limit.Period", Reason: "must be >= 1µs, got " + l.Period.String()}
+		return &ConfigError{Field: "Limit.Period", Reason: "must be >= 1µs, got " + l.Period.String()}
 	case l.Period%time.Microsecond != 0:
-		return params{}, &ConfigError{Field: "Limit.Period", Reason: "must be a whole number of microseconds, got " + l.Period.String()}
+		return &ConfigError{Field: "Limit.Period", Reason: "must be a whole number of microseconds, got " + l.Period.String()}
 	case l.Period > maxPeriod:
-		return params{}, &ConfigError{Field: "Limit.Period", Reason: "must be <= 366 days, got " + l.Period.String()}
+		return &ConfigError{Field: "Limit.Period", Reason: "must be <= 366 days, got " + l.Period.String()}
 	case l.Burst < 0:
-		return params{}, fieldErr("Limit.Burst", "must be >= 0, got ", l.Burst)
+		return fieldErr("Limit.Burst", "must be >= 0, got ", l.Burst)
 	case l.Burst > maxCostOrLimit:
-		return params{}, fieldErr("Limit.Burst", "must be <= 2^40, got ", l.Burst)
+		return fieldErr("Limit.Burst", "must be <= 2^40, got ", l.Burst)
 	}
-	p := params{alg: a, cap: l.Capacity(a), period: int64(l.Period / time.Microsecond)}
 	switch a {
 	case FixedWindow, SlidingWindow:
 		if l.Burst != 0 {
-			return params{}, fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+			return fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
 		}
 	case SlidingLog:
 		if l.Burst != 0 {
-			return params{}, fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+			return fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
 		}
 		if l.Rate > maxSlidingLog {
-			return params{}, fieldErr("Limit.Rate", "must be <= 2000 for sliding_log (one sorted-set member per unit, all written by one script: use sliding_window, token_bucket or gcra for larger rates), got ", l.Rate)
+			return fieldErr("Limit.Rate", "must be <= 2000 for sliding_log (one sorted-set member per unit, all written by one script: use sliding_window, token_bucket or gcra for larger rates), got ", l.Rate)
 		}
 	case TokenBucket, GCRA:
-		g := gcd(l.Rate, p.period)
-		p.r, p.u = l.Rate/g, p.period/g
-		if p.u > maxExact/p.cap {
-			return params{}, fieldErr("Limit.Burst", "× Period/Rate is too large to compute exactly (capacity × µs per unit must be < 2^52); lower Burst or raise Rate, got burst ", p.cap)
+		capacity := l.Capacity(a)
+		if _, u := calc.Scale(l.Rate, int64(l.Period/time.Microsecond)); u > maxExact/capacity {
+			return fieldErr("Limit.Burst", "× Period/Rate is too large to compute exactly (capacity × µs per unit must be < 2^52); lower Burst or raise Rate, got burst ", capacity)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func fieldErr(field, reason string, v int64) error {
 	return &ConfigError{Field: field, Reason: reason + strconv.FormatInt(v, 10)}
-}
-
-// gcd is Stein's binary algorithm: a few shifts and subtractions, fast
-// enough to run on every check (a, b > 0).
-func gcd(a, b int64) int64 {
-	x, y := uint64(a), uint64(b)
-	shift := bits.TrailingZeros64(x | y)
-	x >>= bits.TrailingZeros64(x)
-	for y != 0 {
-		y >>= bits.TrailingZeros64(y)
-		if x > y {
-			x, y = y, x
-		}
-		y -= x
-	}
-	return int64(x << shift)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -130,39 +132,39 @@ func TestLimitChange(t *testing.T) {
 			t.Parallel()
 			mem, mc := newMemory(t)
 			mr := miniredis.RunT(t)
-			mr.SetTime(t0)
+			mr.SetTime(backendtest.T0)
 			mini, rc := newMiniBackend(t, mr)
 			backends := []struct {
 				name string
 				b    algorithms.Backend
-				c    *clock
+				c    *backendtest.Clock
 			}{{"memory", mem, mc}, {"miniredis", mini, rc}}
 			if real != nil {
-				onReal, c := algorithms.Backend(nil), &clock{}
-				onReal, _ = algorithms.NewRedis(real, algorithms.RedisConfig{Now: c.Now})
+				onReal, c := algorithms.Backend(nil), &backendtest.Clock{}
+				onReal, _ = redisstore.New(real, redisstore.Config{Now: c.Now})
 				backends = append(backends, struct {
 					name string
 					b    algorithms.Backend
-					c    *clock
+					c    *backendtest.Clock
 				}{"redis", onReal, c})
 			}
 			key := redistest.Prefix(t) + "change:{a}"
-			last := t0
+			last := backendtest.T0
 			for _, st := range tc.steps {
-				now := t0.Add(st.at)
+				now := backendtest.T0.Add(st.at)
 				if now.After(last) {
 					mr.FastForward(now.Sub(last))
 					last = now
 				}
 				mr.SetTime(now)
 				for _, be := range backends {
-					be.c.now = now
+					be.c.T = now
 					check := algorithms.Check{Key: key, Algorithm: tc.alg, Limit: st.limit, Cost: st.cost}
 					got := make([]algorithms.Result, 1)
 					if err := be.b.Allow(ctx, []algorithms.Check{check}, got); err != nil {
 						t.Fatalf("%s: Allow(%v %v cost %d, t0+%v): %v", be.name, tc.alg, st.limit, st.cost, st.at, err)
 					}
-					if s := formatResult(got[0]); s != st.want {
+					if s := backendtest.FormatResult(got[0]); s != st.want {
 						t.Errorf("%s: Allow(%v %v cost %d, t0+%v) = %s, want %s", be.name, tc.alg, st.limit, st.cost, st.at, s, st.want)
 					}
 					if be.name != "miniredis" {
@@ -201,12 +203,12 @@ func TestOldFormatState(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
 	ctx := context.Background()
-	now := t0.Add(30 * time.Second)
-	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: func() time.Time { return now }})
+	now := backendtest.T0.Add(30 * time.Second)
+	b, err := redisstore.New(c, redisstore.Config{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	minute := t0.UnixMicro() / 60_000_000
+	minute := backendtest.T0.UnixMicro() / 60_000_000
 	prefix := redistest.Prefix(t)
 	for _, tc := range []struct {
 		name  string
@@ -237,7 +239,7 @@ func TestOldFormatState(t *testing.T) {
 		if err := b.Allow(ctx, []algorithms.Check{{Key: key, Algorithm: tc.alg, Limit: tc.limit}}, res); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := formatResult(res[0]); got != tc.want {
+		if got := backendtest.FormatResult(res[0]); got != tc.want {
 			t.Errorf("%s: Allow(%v %v, t0+30s) = %s, want %s", tc.name, tc.alg, tc.limit, got, tc.want)
 		}
 	}

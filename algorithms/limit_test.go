@@ -95,11 +95,11 @@ func TestAllowRejectsInvalidChecks(t *testing.T) {
 				checks := make([]algorithms.Check, len(tt.checks))
 				for i, c := range tt.checks {
 					if c.Key != "" {
-						c.Key = h.prefix + c.Key
+						c.Key = h.Prefix + c.Key
 					}
 					checks[i] = c
 				}
-				err := h.backend.Allow(context.Background(), checks, make([]algorithms.Result, tt.results))
+				err := h.Backend.Allow(context.Background(), checks, make([]algorithms.Result, tt.results))
 				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, algorithms.ErrInvalidConfig) {
 					t.Errorf("%s: Allow = %v, want ErrInvalidConfig containing %q", tt.name, err, tt.want)
 				}
@@ -107,7 +107,7 @@ func TestAllowRejectsInvalidChecks(t *testing.T) {
 			// Nothing was stored: the valid check in the rejected calls is
 			// still at full capacity.
 			res := make([]algorithms.Result, 1)
-			if err := h.backend.Allow(context.Background(), []algorithms.Check{{Key: h.prefix + "k1", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}}, res); err != nil || !res[0].Allowed {
+			if err := h.Backend.Allow(context.Background(), []algorithms.Check{{Key: h.Prefix + "k1", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}}, res); err != nil || !res[0].Allowed {
 				t.Fatalf("after rejected calls: %+v, %v; want allowed (nothing consumed)", res[0], err)
 			}
 		})
@@ -172,7 +172,7 @@ func TestBucketReduction(t *testing.T) {
 			if res[0].ResetAfter < full || res[0].ResetAfter > full+time.Microsecond*time.Duration(capacity) {
 				t.Errorf("%v %v: ResetAfter %v, want about %v", alg, l, res[0].ResetAfter, full)
 			}
-			c.now = c.now.Add(res[0].ResetAfter)
+			c.T = c.T.Add(res[0].ResetAfter)
 			if err := b.Allow(context.Background(), check, res); err != nil || !res[0].Allowed {
 				t.Fatalf("%v %v: burst after ResetAfter: %+v %v", alg, l, res[0], err)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -18,7 +19,7 @@ func TestSlidingLogBound(t *testing.T) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	now := time.UnixMicro(1_800_000_000_000_000)
-	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: func() time.Time { return now }})
+	b, err := redisstore.New(c, redisstore.Config{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

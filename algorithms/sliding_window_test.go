@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 )
 
 // TestSlidingWindowError measures how far the sliding window counter is from
@@ -32,7 +33,7 @@ func TestSlidingWindowError(t *testing.T) {
 		requests := 0
 		for at < end {
 			at += time.Duration(rng.ExpFloat64() * mean)
-			c.now = t0.Add(at)
+			c.T = backendtest.T0.Add(at)
 			requests++
 			if err := b.Allow(context.Background(), check, res); err != nil {
 				t.Fatal(err)

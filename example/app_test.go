@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -18,7 +18,7 @@ import (
 func transcript(t *testing.T, router string) []string {
 	t.Helper()
 	now := time.Unix(1_700_000_000, 0)
-	mem, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: func() time.Time { return now }})
+	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

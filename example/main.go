@@ -38,7 +38,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -67,7 +67,7 @@ func run() error {
 		return err
 	}
 	defer cleanup()
-	backend, err := algorithms.NewRedis(client, algorithms.RedisConfig{})
+	backend, err := redisstore.New(client, redisstore.Config{})
 	if err != nil {
 		return err
 	}

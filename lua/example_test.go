@@ -7,28 +7,33 @@ import (
 	"github.com/redlimit/redlimit/lua"
 )
 
-// Script is the five algorithm files between a prelude and a dispatch; each
+// Multi holds the five algorithms between a prelude and a dispatch; each
 // part documents itself.
-func ExampleScript() {
-	for _, part := range []string{lua.FixedWindow, lua.SlidingLog, lua.SlidingWindow, lua.TokenBucket, lua.GCRA} {
-		first, _, _ := strings.Cut(part, "\n")
-		fmt.Println(first)
+func ExampleMulti() {
+	for _, line := range strings.Split(lua.Multi(), "\n") {
+		if strings.HasPrefix(line, "-- ") && strings.HasSuffix(line, ":") {
+			continue
+		}
+		for _, head := range []string{"-- Fixed window:", "-- Sliding log:", "-- Sliding window counter:", "-- Token bucket:", "-- GCRA:"} {
+			if strings.HasPrefix(line, head) {
+				fmt.Println(line)
+			}
+		}
 	}
-	fmt.Println(strings.Contains(lua.Script, lua.Dispatch))
 	// Output:
 	// -- Fixed window: hash {s = window start µs, e = window end µs, c = count}.
 	// -- Sliding log: sorted set, one member per unit, score = µs. An entry at s
 	// -- Sliding window counter: hash {s = start µs of the stored window, e = its
 	// -- Token bucket: hash {m = tokens missing from a full bucket, as the time
 	// -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
-	// true
 }
 
 // A one-check script holds its own algorithm and no other.
-func ExampleGCRAOne() {
-	fmt.Println(strings.Contains(lua.GCRAOne, lua.GCRA), strings.Contains(lua.GCRAOne, lua.TokenBucket))
-	fmt.Println(strings.HasSuffix(lua.GCRAOne, "local check = gcra\n"+lua.One))
+func ExampleSingle() {
+	gcra := lua.Single("gcra")
+	fmt.Println(strings.Contains(gcra, "local function gcra("), strings.Contains(gcra, "local function token_bucket("))
+	fmt.Println(strings.Contains(gcra, "local check = gcra\n"), lua.Single("leaky_bucket") == "")
 	// Output:
 	// true false
-	// true
+	// true true
 }

@@ -1,6 +1,6 @@
 // Package lua holds redlimit's Lua sources, one file per algorithm, embedded
-// with go:embed. It has no logic: package algorithms runs [GCRAOne] and its
-// siblings (one check) and [Script] (several checks, refunds) through
+// with go:embed. It has no logic: package redisstore runs [Single] scripts
+// (one check) and the [Multi] script (several checks, refunds) through
 // EVALSHA.
 //
 // The sources are meant to be read: prelude.lua documents what every
@@ -11,51 +11,64 @@
 // as KEYS, numbers as ARGV.
 package lua
 
-import _ "embed"
-
-// Sources of the parts of [Script], in the order they are joined.
-var (
-	//go:embed prelude.lua
-	Prelude string
-	//go:embed fixed_window.lua
-	FixedWindow string
-	//go:embed sliding_log.lua
-	SlidingLog string
-	//go:embed sliding_window.lua
-	SlidingWindow string
-	//go:embed token_bucket.lua
-	TokenBucket string
-	//go:embed gcra.lua
-	GCRA string
-	//go:embed dispatch.lua
-	Dispatch string
-	//go:embed one.lua
-	One string
+import (
+	"embed"
+	"strings"
 )
 
-// Script decides several checks all-or-nothing, or refunds them: the
-// prelude, the five algorithms and the dispatch, joined.
-var Script = Prelude + FixedWindow + SlidingLog + SlidingWindow + TokenBucket + GCRA + Dispatch
+//go:embed *.lua
+var files embed.FS
 
-// Scripts that decide one check, one per algorithm: the prelude, that
-// algorithm alone and the entry point One. A script's cost in Redis grows
-// with its size (each call creates every function it defines), so one check
-// runs only the code it needs.
+// algorithmNames are the algorithms in the order their files are joined,
+// named as algorithms.Algorithm.String names them.
+var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra"}
+
 var (
-	FixedWindowOne   = one(FixedWindow, "fixed_window")
-	SlidingLogOne    = one(SlidingLog, "sliding_log")
-	SlidingWindowOne = one(SlidingWindow, "sliding_window")
-	TokenBucketOne   = one(TokenBucket, "token_bucket")
-	GCRAOne          = one(GCRA, "gcra")
+	multi  string
+	single = map[string]string{}
 )
 
-func one(algorithm, function string) string {
-	return Prelude + algorithm + "local check = " + function + "\n" + One
+func init() {
+	prelude := source("prelude")
+	var b strings.Builder
+	b.WriteString(prelude)
+	for _, name := range algorithmNames {
+		alg := source(name)
+		b.WriteString(alg)
+		single[name] = prelude + alg + "local check = " + name + "\n" + source("one")
+	}
+	b.WriteString(source("dispatch"))
+	multi = b.String()
 }
+
+// source returns the contents of name.lua.
+func source(name string) string {
+	b, err := files.ReadFile(name + ".lua")
+	if err != nil {
+		panic("lua: " + err.Error()) // embedded: cannot happen
+	}
+	return string(b)
+}
+
+// Multi returns the script that decides several checks all-or-nothing, or
+// refunds them: the prelude, the five algorithms and the dispatch, joined.
+func Multi() string { return multi }
+
+// Single returns the script that decides one check of the algorithm named
+// algorithm ("gcra", as algorithms.Algorithm.String names it): the
+// prelude, that algorithm alone and the entry point of one.lua. A script's
+// cost in Redis grows with its size (each call creates every function it
+// defines), so one check runs only the code it needs. It returns "" for an
+// unknown name.
+func Single(algorithm string) string { return single[algorithm] }
 
 // Scripts lists every script redlimit runs, for SCRIPT LOAD ahead of
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	return []string{Script, FixedWindowOne, SlidingLogOne, SlidingWindowOne, TokenBucketOne, GCRAOne}
+	s := []string{multi}
+	for _, name := range algorithmNames {
+		s = append(s, single[name])
+	}
+	return s
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -32,7 +34,7 @@ func (w *benchWriter) serve(h http.Handler, r *http.Request) { w.reset(); h.Serv
 
 // outOfProcess hides a Memory backend's type, so the middleware treats it
 // like a remote store.
-type outOfProcess struct{ *algorithms.Memory }
+type outOfProcess struct{ *memstore.Store }
 
 // huge never runs out under a fixed clock: each request moves the GCRA's
 // arrival time by 2^-30 s.
@@ -84,7 +86,7 @@ func BenchmarkHandler(b *testing.B) {
 	})
 	redisHandler := func(b *testing.B, n int) http.Handler {
 		srv := redistest.Require(b)
-		rb, err := algorithms.NewRedis(srv.Client(b), algorithms.RedisConfig{Now: fixed})
+		rb, err := redisstore.New(srv.Client(b), redisstore.Config{Now: fixed})
 		if err != nil {
 			b.Fatal(err)
 		}

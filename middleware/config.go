@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/headers"
 )
 
@@ -41,20 +43,20 @@ type Config struct {
 	Timeout time.Duration
 
 	// NoDenyCache turns off the local deny cache. By default a backend that
-	// is not in-process is wrapped in an [algorithms.DenyCache]: a key denied
+	// is not in-process is wrapped in an [denycache.Cache]: a key denied
 	// with RetryAfter d is denied locally, without a backend call, until d
 	// has passed (other instances can only consume more, never give
 	// capacity back). Middlewares derived with With share it.
 	NoDenyCache bool
 
 	// DenyCache sizes the deny cache (default 65,536 denied keys).
-	DenyCache algorithms.DenyCacheConfig
+	DenyCache denycache.Config
 
 	// OnError is the error policy (default Fallback).
 	OnError ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
-	// policy. Default: a new algorithms.Memory.
+	// policy. Default: a new memstore.Store.
 	FallbackBackend algorithms.Backend
 
 	// ProbeInterval is how often, under the Fallback policy, a background
@@ -140,12 +142,12 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if wallNow {
 		cfg.Now = time.Now
 	}
-	_, inProcess := backend.(*algorithms.Memory)
-	if _, wrapped := backend.(*algorithms.DenyCache); wrapped {
+	_, inProcess := backend.(*memstore.Store)
+	if _, wrapped := backend.(*denycache.Cache); wrapped {
 		cfg.NoDenyCache = true // already wrapped: With shares its parent's cache
 	}
 	if !inProcess && !cfg.NoDenyCache {
-		dc, err := algorithms.NewDenyCache(backend, cfg.DenyCache)
+		dc, err := denycache.New(backend, cfg.DenyCache)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +173,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if cfg.OnError == Fallback {
 		m.fallback = cfg.FallbackBackend
 		if m.fallback == nil {
-			mem, err := algorithms.NewMemory(algorithms.MemoryConfig{})
+			mem, err := memstore.New(memstore.Config{})
 			if err != nil {
 				return nil, err
 			}

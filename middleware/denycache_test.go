@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -15,7 +16,7 @@ import (
 // countingBackend counts calls to a Memory backend; not being a *Memory
 // itself, it is treated like a remote backend (deny cache, timeout).
 type countingBackend struct {
-	next  *algorithms.Memory
+	next  *memstore.Store
 	calls atomic.Int64
 }
 
@@ -28,7 +29,7 @@ func (c *countingBackend) Allow(ctx context.Context, checks []algorithms.Check, 
 // its RetryAfter has passed; NoDenyCache sends every request to the backend.
 func TestDenyCacheDefault(t *testing.T) {
 	for _, off := range []bool{false, true} {
-		mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{})
+		mem, _ := memstore.New(memstore.Config{})
 		cb := &countingBackend{next: mem}
 		mw, err := middleware.New(cb, middleware.Config{NoDenyCache: off, Rules: []middleware.Rule{
 			{Name: "k", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(2)},

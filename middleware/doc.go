@@ -38,7 +38,7 @@
 // Config.Timeout for what that costs). When the call fails or times out,
 // Config.OnError decides: [FailOpen] lets the request through,
 // [FailClosed] answers 503, [Fallback] (the default) switches to an
-// in-process [algorithms.Memory] backend until a background probe finds the
+// in-process [memstore.Store] backend until a background probe finds the
 // primary backend healthy again. Every error is reported to Config.OnDecision
 // and logged with log/slog.
 //

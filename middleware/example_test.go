@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -25,7 +27,7 @@ func clock() time.Time { return time.Unix(1_700_000_000, 0) }
 // Limit POST /api/orders to 3 requests a minute per client IP and route,
 // on an http.ServeMux. The fourth request is denied with Retry-After.
 func ExampleNew() {
-	backend, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: clock})
+	backend, err := memstore.New(memstore.Config{Now: clock})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func ExampleNew() {
 // shares. The payments route decides all three rules in one backend call:
 // the request its own rule denies is not counted by the other two.
 func ExampleMiddleware_With() {
-	backend, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: clock})
+	backend, _ := memstore.New(memstore.Config{Now: clock})
 	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
 	user := keyfunc.User(func(r *http.Request) (string, bool) {
 		id := r.Header.Get("X-User") // in a real service: the authenticated user
@@ -128,7 +130,7 @@ func ExampleMiddleware_With() {
 // Decide inside a handler, for example to limit only the requests that
 // reach an expensive branch.
 func ExampleMiddleware_Check() {
-	backend, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: clock})
+	backend, _ := memstore.New(memstore.Config{Now: clock})
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name: "export", Key: keyfunc.Header("X-API-Key"),
@@ -186,7 +188,7 @@ func ExampleMiddleware_Handler_chi() {
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	defer client.Close()
 
-	backend, err := algorithms.NewRedis(client, algorithms.RedisConfig{Now: clock})
+	backend, err := redisstore.New(client, redisstore.Config{Now: clock})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -72,7 +74,7 @@ func defaultClient(t *testing.T, srv *redistest.Server) *redis.Client {
 
 func redisMW(t *testing.T, c redis.Scripter, cfg middleware.Config) (*middleware.Middleware, *recorder) {
 	t.Helper()
-	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+	b, err := redisstore.New(c, redisstore.Config{Now: fixed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +307,7 @@ func TestWrongTypeKey(t *testing.T) {
 		{middleware.FailClosed, func(int) int { return 503 }, middleware.SourceNone},
 	} {
 		t.Run(tt.policy.String(), func(t *testing.T) {
-			b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+			b, err := redisstore.New(c, redisstore.Config{Now: fixed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,7 +356,7 @@ func TestWrongTypeKey(t *testing.T) {
 func TestAlgorithmChange(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
-	b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Now: fixed})
+	b, err := redisstore.New(c, redisstore.Config{Now: fixed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +400,7 @@ func TestAlgorithmChange(t *testing.T) {
 type keyStateProbe struct {
 	down   atomic.Bool
 	probes atomic.Int64
-	mem    *algorithms.Memory
+	mem    *memstore.Store
 }
 
 func (b *keyStateProbe) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -51,9 +52,9 @@ const epoch0 = 1_700_000_000
 var quiet = slog.New(slog.DiscardHandler)
 
 // newMemory returns a Memory backend on clock now.
-func newMemory(t testing.TB, now func() time.Time) *algorithms.Memory {
+func newMemory(t testing.TB, now func() time.Time) *memstore.Store {
 	t.Helper()
-	m, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: now})
+	m, err := memstore.New(memstore.Config{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/headers"
 )
 
@@ -34,7 +35,7 @@ type Middleware struct {
 // LocalDenials returns how many requests the deny cache answered without a
 // backend call (0 without a deny cache).
 func (m *Middleware) LocalDenials() uint64 {
-	if dc, ok := m.backend.(*algorithms.DenyCache); ok {
+	if dc, ok := m.backend.(*denycache.Cache); ok {
 		return dc.LocalDenials()
 	}
 	return 0

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -118,7 +119,7 @@ func TestDeniedHandler(t *testing.T) {
 type failing struct {
 	down  atomic.Bool
 	calls atomic.Int64
-	mem   *algorithms.Memory
+	mem   *memstore.Store
 }
 
 var errDown = errors.New("connection refused")
@@ -334,7 +335,7 @@ type blockKey struct{}
 
 // ctxBackend honours its context: it holds marked requests until the
 // context is done and decides the others with a Memory backend.
-type ctxBackend struct{ mem *algorithms.Memory }
+type ctxBackend struct{ mem *memstore.Store }
 
 func (b ctxBackend) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
 	if ctx.Value(blockKey{}) != nil {

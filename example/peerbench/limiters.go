@@ -12,6 +12,8 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 )
 
 // allowFunc is the adapter every limiter is measured through: one check of
@@ -59,32 +61,32 @@ func (lm limiter) runs(scenario string) bool {
 func limiters() []limiter {
 	secondary := []string{scHot8, scKeys}
 	return []limiter{
-		{name: "redlimit gcra", id: "gcra", build: redlimit(algorithms.GCRA, algorithms.RedisConfig{}, false)},
-		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimit(algorithms.GCRA, algorithms.RedisConfig{}, true), only: []string{scAbuse}},
-		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimit(algorithms.GCRA, algorithms.RedisConfig{Pipelines: -1}, false)},
+		{name: "redlimit gcra", id: "gcra", build: redlimit(algorithms.GCRA, redisstore.Config{}, false)},
+		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimit(algorithms.GCRA, redisstore.Config{}, true), only: []string{scAbuse}},
+		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimit(algorithms.GCRA, redisstore.Config{Pipelines: -1}, false)},
 		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
 		{name: "go-redis/redis_rate v10, autopipelined client", id: "redis_rate-ap", build: redisRateAutoPipelined, prefix: "rate:"},
 		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:"},
 		{name: "throttled v2 (goredisstore.v9)", id: "throttled", build: throttledGCRA, prefix: "throttled:"},
 		{name: "baseline: EVALSHA `return 1`", id: "baseline", build: baseline, stateless: true},
-		{name: "redlimit token_bucket", id: "tb", build: redlimit(algorithms.TokenBucket, algorithms.RedisConfig{}, false), only: secondary},
-		{name: "redlimit sliding_window", id: "sw", build: redlimit(algorithms.SlidingWindow, algorithms.RedisConfig{}, false), only: secondary},
-		{name: "redlimit fixed_window", id: "fw", build: redlimit(algorithms.FixedWindow, algorithms.RedisConfig{}, false), only: secondary},
-		{name: "redlimit sliding_log", id: "sl", build: redlimit(algorithms.SlidingLog, algorithms.RedisConfig{}, false), only: secondary},
+		{name: "redlimit token_bucket", id: "tb", build: redlimit(algorithms.TokenBucket, redisstore.Config{}, false), only: secondary},
+		{name: "redlimit sliding_window", id: "sw", build: redlimit(algorithms.SlidingWindow, redisstore.Config{}, false), only: secondary},
+		{name: "redlimit fixed_window", id: "fw", build: redlimit(algorithms.FixedWindow, redisstore.Config{}, false), only: secondary},
+		{name: "redlimit sliding_log", id: "sl", build: redlimit(algorithms.SlidingLog, redisstore.Config{}, false), only: secondary},
 	}
 }
 
 // redlimit builds redlimit's backend on the client with cfg, behind a
 // DenyCache when denyCache is set, checking with algorithm a.
-func redlimit(a algorithms.Algorithm, cfg algorithms.RedisConfig, denyCache bool) func(*redis.Client, limit) (allowFunc, error) {
+func redlimit(a algorithms.Algorithm, cfg redisstore.Config, denyCache bool) func(*redis.Client, limit) (allowFunc, error) {
 	return func(c *redis.Client, l limit) (allowFunc, error) {
-		b, err := algorithms.NewRedis(c, cfg)
+		b, err := redisstore.New(c, cfg)
 		if err != nil {
 			return nil, err
 		}
 		var backend algorithms.Backend = b
 		if denyCache {
-			if backend, err = algorithms.NewDenyCache(b, algorithms.DenyCacheConfig{}); err != nil {
+			if backend, err = denycache.New(b, denycache.Config{}); err != nil {
 				return nil, err
 			}
 		}

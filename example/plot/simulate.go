@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 )
 
 // start is when the simulated clock starts: a whole second of Unix time, so
@@ -38,7 +39,7 @@ func simulateAll(l algorithms.Limit, reqs []time.Duration) ([]lane, error) {
 // decisions.
 func simulate(alg algorithms.Algorithm, l algorithms.Limit, reqs []time.Duration) ([]bool, error) {
 	var now time.Time
-	m, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: func() time.Time { return now }})
+	m, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
 	if err != nil {
 		return nil, err
 	}

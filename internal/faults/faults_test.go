@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -47,7 +48,7 @@ func child() int {
 	}
 	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDLIMIT_ADDR"), PoolSize: 32})
 	defer client.Close()
-	b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+	b, _ := redisstore.New(client, redisstore.Config{})
 	check := []algorithms.Check{{Key: os.Getenv("REDLIMIT_KEY"), Algorithm: alg, Limit: algorithms.PerHour(100)}}
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -139,7 +140,7 @@ func TestManyKeysExpire(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
 	defer client.Close()
 	ctx := context.Background()
-	backend, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+	backend, _ := redisstore.New(client, redisstore.Config{})
 	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	n := *manyKeys
@@ -326,7 +327,7 @@ func TestServerChangesAreTransparent(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
 	ctx := context.Background()
-	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+	b, _ := redisstore.New(c, redisstore.Config{})
 	check := []algorithms.Check{{Key: redistest.Prefix(t) + "{k}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
 	res := make([]algorithms.Result, 1)
 	changes := []func() error{

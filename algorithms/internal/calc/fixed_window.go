@@ -1,4 +1,4 @@
-package algorithms
+package calc
 
 // fixedWindow mirrors lua/fixed_window.lua. Windows are aligned to the Unix
 // epoch: under period P, window k covers [k·P, (k+1)·P). The state is the
@@ -15,13 +15,13 @@ package algorithms
 // never beyond the stored state's own end (its TTL): a longer period keeps
 // the old count until the old window ends, a shorter one until the current
 // window of the new period ends.
-func (s *state) fixedWindow(p *prepared, now int64, exists, commit bool) outcome {
-	start := floorDiv(now, p.period) * p.period
-	end := start + p.period
+func (s *State) fixedWindow(p *Params, now int64, exists, commit bool) Outcome {
+	start := floorDiv(now, p.Period) * p.Period
+	end := start + p.Period
 	var count int64
 	if exists && now < s.c && s.a >= start {
 		count, start = s.b, s.a
-		if s.c-s.a != p.period {
+		if s.c-s.a != p.Period {
 			end = min(s.c, end)
 		} else {
 			end = s.c // the current window, or a later one: the clock went back
@@ -32,14 +32,14 @@ func (s *state) fixedWindow(p *prepared, now int64, exists, commit bool) outcome
 		reset = end - now
 	}
 	switch {
-	case p.cost > p.cap:
-		return outcome{remaining: p.cap - count, reset: reset}
-	case count+p.cost > p.cap:
-		return outcome{remaining: p.cap - count, retry: end - now, reset: reset}
+	case p.Cost > p.Cap:
+		return Outcome{Remaining: p.Cap - count, Reset: reset}
+	case count+p.Cost > p.Cap:
+		return Outcome{Remaining: p.Cap - count, Retry: end - now, Reset: reset}
 	}
-	count += p.cost
+	count += p.Cost
 	if commit {
 		s.a, s.b, s.c = start, count, end
 	}
-	return outcome{allowed: true, remaining: p.cap - count, reset: end - now}
+	return Outcome{Allowed: true, Remaining: p.Cap - count, Reset: end - now}
 }

@@ -1,4 +1,4 @@
-package algorithms_test
+package redisstore_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -102,7 +104,7 @@ func TestPipelining(t *testing.T) {
 			c := srv.Client(t)
 			h := &tripCounter{}
 			c.AddHook(h)
-			b, err := algorithms.NewRedis(c, algorithms.RedisConfig{Pipelines: tc.pipelines})
+			b, err := redisstore.New(c, redisstore.Config{Pipelines: tc.pipelines})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +133,7 @@ func TestPipelining(t *testing.T) {
 	}
 	t.Run("SCRIPT FLUSH", func(t *testing.T) {
 		c := srv.Client(t)
-		b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+		b, _ := redisstore.New(c, redisstore.Config{})
 		for i := range 3 {
 			if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 				t.Fatal(err)
@@ -160,7 +162,7 @@ func TestPipelineDeadline(t *testing.T) {
 			defer srv.Close()
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: enabled})
 			defer c.Close()
-			b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+			b, _ := redisstore.New(c, redisstore.Config{})
 			ctx := context.Background()
 			key := redistest.Prefix(t) + "{k}"
 			limit := algorithms.PerHour(1000)
@@ -205,14 +207,14 @@ func TestPipelineDeadline(t *testing.T) {
 				t.Fatalf("after the pause: allowed %d", got)
 			}
 			time.Sleep(50 * time.Millisecond)
-			ranf, _ := scriptStats(ctx, c)
+			ranf, _ := backendtest.ScriptStats(ctx, c)
 			ran := int64(ranf)
 			used := 1000 - remaining(t, b, key, limit)
 			t.Logf("%d calls: %d expired, %d returned late; the server ran %d scripts, %d units are used", calls, expired.Load(), late.Load(), ran, used)
-			if most := int64(algorithms.DefaultPipelines); late.Load() > most || enabled && late.Load() != 0 {
+			if most := int64(redisstore.DefaultPipelines); late.Load() > most || enabled && late.Load() != 0 {
 				t.Errorf("%d calls returned late", late.Load())
 			}
-			if ran > algorithms.DefaultPipelines+1 {
+			if ran > redisstore.DefaultPipelines+1 {
 				t.Errorf("the server ran %d scripts: calls that expired in the queue were sent", ran)
 			}
 			// One unit before the pause, then one per script the server ran

@@ -1,4 +1,4 @@
-package algorithms_test
+package denycache_test
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -43,21 +47,21 @@ func (denyAll) Allow(_ context.Context, checks []algorithms.Check, results []alg
 // denyFixture is a DenyCache in front of a counted Memory backend, both on
 // one settable clock.
 type denyFixture struct {
-	clock *clock
-	mem   *algorithms.Memory
+	clock *backendtest.Clock
+	mem   *memstore.Store
 	next  *countingBackend
-	cache *algorithms.DenyCache
+	cache *denycache.Cache
 }
 
 func newDenyFixture(t *testing.T) *denyFixture {
 	t.Helper()
-	f := &denyFixture{clock: &clock{now: t0}}
+	f := &denyFixture{clock: &backendtest.Clock{T: backendtest.T0}}
 	var err error
-	if f.mem, err = algorithms.NewMemory(algorithms.MemoryConfig{Now: f.clock.Now}); err != nil {
+	if f.mem, err = memstore.New(memstore.Config{Now: f.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	f.next = &countingBackend{next: f.mem}
-	if f.cache, err = algorithms.NewDenyCache(f.next, algorithms.DenyCacheConfig{Now: f.clock.Now}); err != nil {
+	if f.cache, err = denycache.New(f.next, denycache.Config{Now: f.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -67,7 +71,7 @@ func newDenyFixture(t *testing.T) *denyFixture {
 // call reached next.
 func (f *denyFixture) allow(t *testing.T, at time.Duration, checks ...algorithms.Check) ([]algorithms.Result, bool) {
 	t.Helper()
-	f.clock.now = t0.Add(at)
+	f.clock.T = backendtest.T0.Add(at)
 	before := f.next.calls.Load()
 	res := make([]algorithms.Result, len(checks))
 	if err := f.cache.Allow(context.Background(), checks, res); err != nil {
@@ -79,7 +83,7 @@ func (f *denyFixture) allow(t *testing.T, at time.Duration, checks ...algorithms
 // direct asks the Memory backend itself at t0+at.
 func (f *denyFixture) direct(t *testing.T, at time.Duration, checks ...algorithms.Check) []algorithms.Result {
 	t.Helper()
-	f.clock.now = t0.Add(at)
+	f.clock.T = backendtest.T0.Add(at)
 	res := make([]algorithms.Result, len(checks))
 	if err := f.mem.Allow(context.Background(), checks, res); err != nil {
 		t.Fatal(err)
@@ -91,14 +95,14 @@ func TestNewDenyCacheErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		next algorithms.Backend
-		cfg  algorithms.DenyCacheConfig
+		cfg  denycache.Config
 		want string
 	}{
-		{"nil next", nil, algorithms.DenyCacheConfig{}, "redlimit: next must not be nil"},
-		{"negative MaxKeys", algorithms.AllowAll{}, algorithms.DenyCacheConfig{MaxKeys: -1}, "redlimit: DenyCacheConfig.MaxKeys must be >= 0, got -1"},
+		{"nil next", nil, denycache.Config{}, "redlimit: next must not be nil"},
+		{"negative MaxKeys", algorithms.AllowAll{}, denycache.Config{MaxKeys: -1}, "redlimit: denycache.Config.MaxKeys must be >= 0, got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := algorithms.NewDenyCache(tc.next, tc.cfg)
+			_, err := denycache.New(tc.next, tc.cfg)
 			var ce *algorithms.ConfigError
 			if !errors.As(err, &ce) || err.Error() != tc.want {
 				t.Fatalf("NewDenyCache = %v, want *ConfigError %q", err, tc.want)
@@ -132,11 +136,11 @@ func TestDenyCacheLocalAnswer(t *testing.T) {
 				want := f.direct(t, at, check)
 				if called || got[0] != want[0] {
 					t.Errorf("Allow(t0+%v) = %s limit %d, called next %v; want %s limit %d locally",
-						at, formatResult(got[0]), got[0].Limit, called, formatResult(want[0]), want[0].Limit)
+						at, backendtest.FormatResult(got[0]), got[0].Limit, called, backendtest.FormatResult(want[0]), want[0].Limit)
 				}
 			}
 			if got, called := f.allow(t, until, check); !called || !got[0].Allowed {
-				t.Errorf("Allow(t0+%v) at RetryAfter = %s, called next %v; want allowed by next", until, formatResult(got[0]), called)
+				t.Errorf("Allow(t0+%v) at RetryAfter = %s, called next %v; want allowed by next", until, backendtest.FormatResult(got[0]), called)
 			}
 			if n := f.cache.LocalDenials(); n != 4 {
 				t.Errorf("LocalDenials = %d, want 4", n)
@@ -245,13 +249,13 @@ func TestDenyCacheLayered(t *testing.T) {
 	// Nothing was consumed: ip and route are untouched.
 	for _, c := range []algorithms.Check{ip, route} {
 		if got := f.direct(t, time.Second, c); !got[0].Allowed || got[0].Remaining != 2 {
-			t.Errorf("%s after the local denial: %s, want allow with 2 remaining (this call took the first unit)", c.Key, formatResult(got[0]))
+			t.Errorf("%s after the local denial: %s, want allow with 2 remaining (this call took the first unit)", c.Key, backendtest.FormatResult(got[0]))
 		}
 	}
 	// Previously unevaluated checks may be overwritten with stale values: the
 	// cache zeroes them.
 	res = []algorithms.Result{{Allowed: true, Limit: 9}, {}, {Allowed: true, Limit: 9}}
-	f.clock.now = t0.Add(2 * time.Second)
+	f.clock.T = backendtest.T0.Add(2 * time.Second)
 	if err := f.cache.Allow(context.Background(), []algorithms.Check{ip, user, route}, res); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +269,7 @@ func TestDenyCacheLayered(t *testing.T) {
 func TestDenyCacheErrors(t *testing.T) {
 	boom := errors.New("boom")
 	next := &countingBackend{next: denyAll{}, err: boom}
-	cache, _ := algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{})
+	cache, _ := denycache.New(next, denycache.Config{})
 	check := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
 	res := make([]algorithms.Result, 2)
 	if err := cache.Allow(context.Background(), []algorithms.Check{check}, res); !errors.Is(err, boom) {
@@ -365,7 +369,7 @@ func TestDenyCacheMaxKeys(t *testing.T) {
 		t.Run("MaxKeys="+strconv.Itoa(tc.maxKeys), func(t *testing.T) {
 			t.Parallel()
 			next := &countingBackend{next: denyAll{}}
-			cache, err := algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{MaxKeys: tc.maxKeys})
+			cache, err := denycache.New(next, denycache.Config{MaxKeys: tc.maxKeys})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,10 +402,10 @@ func TestDenyCacheMaxKeys(t *testing.T) {
 // every call is answered either by next or locally.
 func TestDenyCacheConcurrent(t *testing.T) {
 	t.Parallel()
-	at := t0.Add(30 * time.Minute)
-	mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: func() time.Time { return at }})
+	at := backendtest.T0.Add(30 * time.Minute)
+	mem, _ := memstore.New(memstore.Config{Now: func() time.Time { return at }})
 	next := &countingBackend{next: mem}
-	cache, _ := algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{Now: func() time.Time { return at }})
+	cache, _ := denycache.New(next, denycache.Config{Now: func() time.Time { return at }})
 	const keys, limit, goroutines, calls = 8, 10, 16, 2000
 	var allowed [keys]atomic.Int64
 	var wg sync.WaitGroup
@@ -444,9 +448,9 @@ func TestDenyCacheConcurrent(t *testing.T) {
 func TestDenyCacheConcurrentMovingClock(t *testing.T) {
 	t.Parallel()
 	var ns atomic.Int64
-	now := func() time.Time { return t0.Add(time.Duration(ns.Load())) }
-	mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: now})
-	cache, _ := algorithms.NewDenyCache(mem, algorithms.DenyCacheConfig{Now: now, MaxKeys: 64})
+	now := func() time.Time { return backendtest.T0.Add(time.Duration(ns.Load())) }
+	mem, _ := memstore.New(memstore.Config{Now: now})
+	cache, _ := denycache.New(mem, denycache.Config{Now: now, MaxKeys: 64})
 	limit := algorithms.Limit{Rate: 5, Period: 100 * time.Millisecond}
 	var wg sync.WaitGroup
 	for g := range 16 {
@@ -490,11 +494,11 @@ func TestDenyCacheConcurrentMovingClock(t *testing.T) {
 // TestDenyCacheAllocs: the cache's own overhead allocates nothing, on a
 // local answer (hit) and on a call it passes on (miss).
 func TestDenyCacheAllocs(t *testing.T) {
-	c := &clock{now: t0}
-	mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: c.Now})
-	hit, _ := algorithms.NewDenyCache(mem, algorithms.DenyCacheConfig{Now: c.Now})
-	miss, _ := algorithms.NewDenyCache(algorithms.AllowAll{}, algorithms.DenyCacheConfig{Now: c.Now})
-	checks := layeredChecks("allocs:", 3)
+	c := &backendtest.Clock{T: backendtest.T0}
+	mem, _ := memstore.New(memstore.Config{Now: c.Now})
+	hit, _ := denycache.New(mem, denycache.Config{Now: c.Now})
+	miss, _ := denycache.New(algorithms.AllowAll{}, denycache.Config{Now: c.Now})
+	checks := backendtest.LayeredChecks("allocs:", 3, benchLimit)
 	denied := algorithms.Check{Key: "allocs:denied", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}
 	res := make([]algorithms.Result, 3)
 	for range 2 {
@@ -505,7 +509,7 @@ func TestDenyCacheAllocs(t *testing.T) {
 	hitChecks := append([]algorithms.Check{denied}, checks[1:]...)
 	for _, tc := range []struct {
 		name   string
-		cache  *algorithms.DenyCache
+		cache  *denycache.Cache
 		checks []algorithms.Check
 	}{
 		{"hit/rules=1", hit, hitChecks[:1]},
@@ -554,14 +558,14 @@ func TestDenyCacheAbusiveClient(t *testing.T) {
 		{"gcra/instances=4/goroutines=16", algorithms.GCRA, gcraPeriod, 500 * time.Millisecond, 4, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			redisBackend, err := algorithms.NewRedis(client, algorithms.RedisConfig{})
+			redisBackend, err := redisstore.New(client, redisstore.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			next := &countingBackend{next: redisBackend}
-			caches := make([]*algorithms.DenyCache, tc.instances)
+			caches := make([]*denycache.Cache, tc.instances)
 			for i := range caches {
-				if caches[i], err = algorithms.NewDenyCache(next, algorithms.DenyCacheConfig{}); err != nil {
+				if caches[i], err = denycache.New(next, denycache.Config{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -595,7 +599,7 @@ func TestDenyCacheAbusiveClient(t *testing.T) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
-			scripts, _ := scriptStats(ctx, client)
+			scripts, _ := backendtest.ScriptStats(ctx, client)
 			var local uint64
 			for _, c := range caches {
 				local += c.LocalDenials()
@@ -652,9 +656,9 @@ func (g *gatedBackend) Allow(ctx context.Context, checks []algorithms.Check, res
 // answer: denied, they are denied locally with it; allowed, they go on to
 // the wrapped Backend themselves. A waiter gives up with its context.
 func TestDenyCacheProbe(t *testing.T) {
-	c := &clock{now: t0}
+	c := &backendtest.Clock{T: backendtest.T0}
 	g := &gatedBackend{gate: make(chan struct{})}
-	cache, _ := algorithms.NewDenyCache(g, algorithms.DenyCacheConfig{Now: c.Now})
+	cache, _ := denycache.New(g, denycache.Config{Now: c.Now})
 	check := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
 	call := func(ctx context.Context) (algorithms.Result, error) {
 		res := make([]algorithms.Result, 1)
@@ -674,7 +678,7 @@ func TestDenyCacheProbe(t *testing.T) {
 	// gate opened, after, and how many were allowed.
 	waveAfterExpiry := func(n int, deny bool) (before, after int64, allowed int) {
 		t.Helper()
-		c.now = c.now.Add(time.Second)
+		c.T = c.T.Add(time.Second)
 		g.gate = make(chan struct{})
 		g.deny.Store(deny)
 		base := g.calls.Load()
@@ -719,7 +723,7 @@ func TestDenyCacheProbe(t *testing.T) {
 	if r, err := call(context.Background()); err != nil || r.Allowed {
 		t.Fatalf("denial again: %+v, %v", r, err)
 	}
-	c.now = c.now.Add(time.Second)
+	c.T = c.T.Add(time.Second)
 	g.gate = make(chan struct{})
 	probeDone := make(chan error)
 	base := g.calls.Load()

@@ -1,4 +1,4 @@
-package algorithms
+package redisstore
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
 )
 
 // HashSlot returns the Redis Cluster hash slot of key, 0 to 16383: CRC16
@@ -163,9 +166,9 @@ type part struct {
 	slot   int
 	node   *redis.Client
 	idx    []int // positions in the call
-	checks []Check
-	ps     []prepared
-	res    []Result
+	checks []algorithms.Check
+	ps     []calc.Params
+	res    []algorithms.Result
 	now    int64  // the now the decide call used
 	commit string // the commit marker its decide call set if it committed
 	err    error
@@ -183,16 +186,16 @@ func (p *part) allowed() bool {
 // allowSharded decides a call whose checks may live in several slots: one
 // decide call per slot, concurrently; if any slot denies or fails, the
 // slots that committed are refunded, concurrently. See [Redis].
-func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared, results []Result, now int64) error {
+func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64) error {
 	slot, node, err := b.shards.shard(checks[0].Key)
 	if err != nil {
-		return &BackendError{Backend: "redis", Err: err}
+		return &algorithms.BackendError{Backend: "redis", Err: err}
 	}
 	one := true
 	for i := 1; i < len(checks) && one; i++ {
 		s, n, err := b.shards.shard(checks[i].Key)
 		if err != nil {
-			return &BackendError{Backend: "redis", Err: err}
+			return &algorithms.BackendError{Backend: "redis", Err: err}
 		}
 		one = s == slot && n == node
 	}
@@ -209,7 +212,7 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 	for i := range checks {
 		slot, node, err := b.shards.shard(checks[i].Key)
 		if err != nil {
-			return &BackendError{Backend: "redis", Err: err}
+			return &algorithms.BackendError{Backend: "redis", Err: err}
 		}
 		j := 0
 		for j < len(parts) && (parts[j].slot != slot || parts[j].node != node) {
@@ -224,9 +227,9 @@ func (b *Redis) allowSharded(ctx context.Context, checks []Check, ps []prepared,
 	for j := range parts {
 		p := &parts[j]
 		p.commit = commitKey(checks[p.idx[0]].Key, id)
-		p.checks = make([]Check, len(p.idx))
-		p.ps = make([]prepared, len(p.idx))
-		p.res = make([]Result, len(p.idx))
+		p.checks = make([]algorithms.Check, len(p.idx))
+		p.ps = make([]calc.Params, len(p.idx))
+		p.res = make([]algorithms.Result, len(p.idx))
 		for k, i := range p.idx {
 			p.checks[k], p.ps[k] = checks[i], ps[i]
 		}
@@ -290,7 +293,7 @@ const refundTimeout = 2 * time.Second
 // refundDetached refunds p on a context of its own, for a call that has
 // returned already, trying again while the cluster answers that it did not
 // run the script (CLUSTERDOWN while a failover is under way, ...).
-func (b *Redis) refundDetached(ctx context.Context, p *part) {
+func (b *Store) refundDetached(ctx context.Context, p *part) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 	defer cancel()
 	res := slices.Clone(p.res)
@@ -320,7 +323,7 @@ func notRun(err error) bool {
 		redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsNoReplicasError(err)
 }
 
-func (b *Redis) refundFailed(err error) {
+func (b *Store) refundFailed(err error) {
 	b.shards.failed()
 	if b.onRefundError != nil {
 		b.onRefundError(err)
@@ -341,7 +344,7 @@ func concurrently(n int, fn func(j int)) {
 }
 
 // scatter copies each part's results to their positions in the call.
-func scatter(parts []part, results []Result) {
+func scatter(parts []part, results []algorithms.Result) {
 	for j := range parts {
 		for k, i := range parts[j].idx {
 			results[i] = parts[j].res[k]

@@ -1,4 +1,4 @@
-package algorithms
+package redisstore
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/lua"
 )
 
-// RedisConfig configures a [Redis] backend. The zero value is ready to use.
-type RedisConfig struct {
+// Config configures a [Redis] backend. The zero value is ready to use.
+type Config struct {
 	// Now, when set, replaces the Redis server's clock (TIME) as the time of
 	// every check. Leave it nil in production: the server's clock is the one
 	// clock every application instance shares. Tests inject a fixed clock.
@@ -39,7 +41,7 @@ type RedisConfig struct {
 
 // Redis is the [Backend] of record: the checks of a call are evaluated by one
 // Lua script run with EVALSHA: one check by the script of its algorithm
-// alone ([lua.GCRAOne] and its siblings), several by [lua.Script].
+// alone ([lua.Single]), several by [lua.Multi].
 // go-redis's Script.Run falls back to EVAL when the server answers NOSCRIPT,
 // which loads the script again, so SCRIPT FLUSH, a restart or a failover to a
 // replica with an empty script cache is invisible to callers.
@@ -53,7 +55,7 @@ type RedisConfig struct {
 // # Pipelining
 //
 // On a *redis.Client or a *redis.ClusterClient, concurrent calls share
-// round trips. A call that finds fewer than [RedisConfig].Pipelines round
+// round trips. A call that finds fewer than [Config].Pipelines round
 // trips in flight (4 by default) sends its EVALSHA at once, from its own
 // goroutine, exactly as without pipelining: a lone caller pays nothing.
 // Calls that find them all in flight queue, and the first round trip to
@@ -110,7 +112,7 @@ type RedisConfig struct {
 // as when a single-node call times out). A refund that outlives the
 // caller's context also finishes in the background. If a refund fails, its
 // units stay charged until the key's state expires, and
-// [RedisConfig].OnRefundError hears of it; refunds that the cluster refused without running them
+// [Config].OnRefundError hears of it; refunds that the cluster refused without running them
 // (CLUSTERDOWN during a failover, ...) are tried again for up to 2 s.
 //
 // A refund gives back at most once, whatever happens to contexts, retries
@@ -147,7 +149,7 @@ type RedisConfig struct {
 // protocol.
 //
 // Redis is safe for concurrent use; it holds no lock of its own.
-type Redis struct {
+type Store struct {
 	client        redis.Scripter
 	now           func() time.Time
 	onRefundError func(error)
@@ -155,20 +157,19 @@ type Redis struct {
 	pipe          *pipeline // nil: no pipelining
 }
 
-var _ Backend = (*Redis)(nil)
+var _ algorithms.DeadlineHonourer = (*Store)(nil)
 
 // script (several checks, refunds) and the one-check scripts, indexed by
 // Algorithm, are shared by every Redis backend: their SHA1s are computed
 // once.
 var (
-	script     = redis.NewScript(lua.Script)
-	oneScripts = [...]*redis.Script{
-		FixedWindow:   redis.NewScript(lua.FixedWindowOne),
-		SlidingLog:    redis.NewScript(lua.SlidingLogOne),
-		SlidingWindow: redis.NewScript(lua.SlidingWindowOne),
-		TokenBucket:   redis.NewScript(lua.TokenBucketOne),
-		GCRA:          redis.NewScript(lua.GCRAOne),
-	}
+	script     = redis.NewScript(lua.Multi())
+	oneScripts = func() (s [algorithms.GCRA + 1]*redis.Script) {
+		for _, a := range algorithms.Algorithms {
+			s[a] = redis.NewScript(lua.Single(a.String()))
+		}
+		return s
+	}()
 )
 
 // Script modes (ARGV[2] of lua/dispatch.lua).
@@ -179,14 +180,14 @@ const (
 	modeDecidePart    = 3 // with pending markers and a commit marker
 )
 
-// NewRedis returns a Redis backend using client, which may be any go-redis
+// New returns a Redis backend using client, which may be any go-redis
 // client: *redis.Client, *redis.ClusterClient, *redis.Ring, a failover
 // (Sentinel) client or a redis.UniversalClient.
-func NewRedis(client redis.Scripter, cfg RedisConfig) (*Redis, error) {
+func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if client == nil {
-		return nil, &ConfigError{Field: "client", Reason: "must not be nil"}
+		return nil, &algorithms.ConfigError{Field: "client", Reason: "must not be nil"}
 	}
-	b := &Redis{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
+	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
 	if c, ok := pipelinable(client); ok && cfg.Pipelines >= 0 {
 		b.pipe = &pipeline{client: c, max: cfg.Pipelines}
 		if b.pipe.max == 0 {
@@ -199,11 +200,15 @@ func NewRedis(client redis.Scripter, cfg RedisConfig) (*Redis, error) {
 // Allow implements [Backend]: one EVALSHA, or on a cluster one per hash
 // slot of the checks' keys, plus one per committed slot when another slot
 // denies (see [Redis]).
-func (b *Redis) Allow(ctx context.Context, checks []Check, results []Result) error {
-	var pbuf [4]prepared
-	ps, err := prepareAll(checks, results, pbuf[:0])
-	if err != nil {
+func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if err := algorithms.ValidateCall(checks, results); err != nil {
 		return err
+	}
+	var pbuf [4]calc.Params
+	ps := pbuf[:0]
+	for i := range checks {
+		c := &checks[i]
+		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
 	}
 	var now int64
 	if b.now != nil {
@@ -232,7 +237,7 @@ func pipelinable(client redis.Scripter) (pipeClient, bool) {
 
 // run runs s on node, or on the backend's own client when node is nil,
 // through the pipeline if there is one.
-func (b *Redis) run(ctx context.Context, node *redis.Client, s *redis.Script, keys []string, args []any) ([]int64, error) {
+func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, keys []string, args []any) ([]int64, error) {
 	var vals []int64
 	var err error
 	switch {
@@ -245,9 +250,9 @@ func (b *Redis) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 	}
 	if err != nil {
 		if keyState(err) {
-			return nil, &BackendError{Backend: "redis", Err: err, Keys: keys}
+			return nil, &algorithms.BackendError{Backend: "redis", Err: err, Keys: keys}
 		}
-		return nil, &BackendError{Backend: "redis", Err: err}
+		return nil, &algorithms.BackendError{Backend: "redis", Err: err}
 	}
 	return vals, nil
 }
@@ -301,7 +306,7 @@ type markers struct {
 // decide runs the script in decide mode for checks, which must all live on
 // one server (one hash slot on a cluster), and returns the now the script
 // used.
-func (b *Redis) decide(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64, m markers) (int64, error) {
+func (b *Store) decide(ctx context.Context, node *redis.Client, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, m markers) (int64, error) {
 	s, keys, args := decideRequest(checks, ps, now, m)
 	vals, err := b.run(ctx, node, s, keys, args)
 	if err != nil {
@@ -314,17 +319,17 @@ func (b *Redis) decide(ctx context.Context, node *redis.Client, checks []Check, 
 // algorithm's own script for one check, the dispatch for several; with the
 // marker keys m names after the checks' keys (see lua/one.lua and
 // lua/dispatch.lua).
-func decideRequest(checks []Check, ps []prepared, now int64, m markers) (*redis.Script, []string, []any) {
+func decideRequest(checks []algorithms.Check, ps []calc.Params, now int64, m markers) (*redis.Script, []string, []any) {
 	if len(checks) == 1 {
 		p := &ps[0]
-		args := []any{now, p.cap, p.period, p.r, p.u, p.cost}
+		args := []any{now, p.Cap, p.Period, p.R, p.U, p.Cost}
 		switch {
 		case m.commit != "":
-			return oneScripts[p.alg], []string{checks[0].Key, pendingKey(checks[0].Key), m.commit}, append(args, m.window)
+			return oneScripts[p.Alg], []string{checks[0].Key, pendingKey(checks[0].Key), m.commit}, append(args, m.window)
 		case m.sharded:
-			return oneScripts[p.alg], []string{checks[0].Key, pendingKey(checks[0].Key)}, args
+			return oneScripts[p.Alg], []string{checks[0].Key, pendingKey(checks[0].Key)}, args
 		}
-		return oneScripts[p.alg], []string{checks[0].Key}, args
+		return oneScripts[p.Alg], []string{checks[0].Key}, args
 	}
 	mode, extra := modeDecide, 0
 	switch {
@@ -351,7 +356,7 @@ func decideRequest(checks []Check, ps []prepared, now int64, m markers) (*redis.
 // replied results, consumed, and replaces results with the checks' state
 // after the refund. It gives back nothing if commit is gone: refunded
 // already, or older than the refund window.
-func (b *Redis) refund(ctx context.Context, node *redis.Client, checks []Check, ps []prepared, results []Result, now int64, commit string) error {
+func (b *Store) refund(ctx context.Context, node *redis.Client, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, commit string) error {
 	keys, args := scriptArgs(checks, ps, now, modeRefund, len(checks))
 	keys = append(keys, commit)
 	for i := range checks {
@@ -367,7 +372,7 @@ func (b *Redis) refund(ctx context.Context, node *redis.Client, checks []Check, 
 
 // scriptArgs builds KEYS and ARGV of the dispatch (see lua/dispatch.lua), with room for
 // extra more arguments.
-func scriptArgs(checks []Check, ps []prepared, now int64, mode, extra int) ([]string, []any) {
+func scriptArgs(checks []algorithms.Check, ps []calc.Params, now int64, mode, extra int) ([]string, []any) {
 	keys := make([]string, len(checks), 2*len(checks)+1)
 	args := make([]any, 2+6*len(checks), 2+6*len(checks)+extra)
 	args[0], args[1] = now, mode
@@ -375,25 +380,31 @@ func scriptArgs(checks []Check, ps []prepared, now int64, mode, extra int) ([]st
 		keys[i] = checks[i].Key
 		p := &ps[i]
 		o := 2 + 6*i
-		args[o], args[o+1], args[o+2] = int64(p.alg), p.cap, p.period
-		args[o+3], args[o+4], args[o+5] = p.r, p.u, p.cost
+		args[o], args[o+1], args[o+2] = int64(p.Alg), p.Cap, p.Period
+		args[o+3], args[o+4], args[o+5] = p.R, p.U, p.Cost
 	}
 	return keys, args
 }
 
 // decode checks a script reply, turns it into Results and returns the now
 // the script used.
-func decode(vals []int64, ps []prepared, results []Result) (int64, error) {
+func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64, error) {
 	if len(vals) != 4*len(ps)+1 {
-		return 0, &BackendError{Backend: "redis", Err: fmt.Errorf("script reply has %d values, want %d", len(vals), 4*len(ps)+1)}
+		return 0, &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("script reply has %d values, want %d", len(vals), 4*len(ps)+1)}
 	}
 	for i := range ps {
 		v := vals[4*i : 4*i+4]
 		if v[0] < 0 || v[0] > 2 || v[2] < 0 || v[3] < 0 {
-			return 0, &BackendError{Backend: "redis", Err: errors.New("malformed script reply")}
+			return 0, &algorithms.BackendError{Backend: "redis", Err: errors.New("malformed script reply")}
 		}
-		results[i] = outcome{allowed: v[0] == 1, remaining: v[1], retry: v[2], reset: v[3]}.result(ps[i].cap)
-		results[i].Provisional = v[0] == 2
+		results[i] = algorithms.Result{
+			Allowed:     v[0] == 1,
+			Limit:       ps[i].Cap,
+			Remaining:   max(v[1], 0),
+			RetryAfter:  time.Duration(v[2]) * time.Microsecond,
+			ResetAfter:  time.Duration(v[3]) * time.Microsecond,
+			Provisional: v[0] == 2,
+		}
 	}
 	return vals[len(vals)-1], nil
 }
@@ -402,7 +413,7 @@ func decode(vals []int64, ps []prepared, results []Result) (int64, error) {
 // deadline: go-redis does only with ContextTimeoutEnabled set in its
 // options. The middleware calls a backend that honours deadlines directly;
 // any other backend it calls in a goroutine it can stop waiting for.
-func (b *Redis) HonoursDeadline() bool {
+func (b *Store) HonoursDeadline() bool {
 	switch c := b.client.(type) {
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled

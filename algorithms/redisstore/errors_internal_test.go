@@ -1,4 +1,4 @@
-package algorithms
+package redisstore
 
 import (
 	"context"
@@ -15,7 +15,7 @@ func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
 // TestKeyState: which script errors concern the state of the script's keys
-// (ErrKeyState) and which the server. The real server's replies come first,
+// (algorithms.ErrKeyState) and which the server. The real server's replies come first,
 // then the Redis 6 forms and server errors met inside a script.
 func TestKeyState(t *testing.T) {
 	srv := redistest.Require(t)

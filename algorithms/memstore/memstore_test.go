@@ -1,10 +1,11 @@
-package algorithms_test
+package memstore_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 )
 
 // memoryBytesPerKey is the bound MemoryConfig.MaxKeys documents: what a
@@ -17,7 +18,7 @@ const memoryBytesPerKey = 128
 func TestMemoryHeapPerKey(t *testing.T) {
 	// Not parallel: the heap is measured for the whole process.
 	for _, maxKeys := range []int{1 << 12, 1 << 14, 3 << 13, 1 << 15, 100_000} {
-		m, err := algorithms.NewMemory(algorithms.MemoryConfig{Now: func() time.Time { return t0 }, MaxKeys: maxKeys})
+		m, err := memstore.New(memstore.Config{Now: func() time.Time { return backendtest.T0 }, MaxKeys: maxKeys})
 		if err != nil {
 			t.Fatal(err)
 		}

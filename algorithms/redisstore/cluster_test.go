@@ -1,4 +1,4 @@
-package algorithms_test
+package redisstore_test
 
 import (
 	"context"
@@ -15,6 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/lua"
 )
@@ -49,7 +53,7 @@ func TestHashSlot(t *testing.T) {
 		{"{\x00\xff}", 7920},
 		{"rate:login:{héllo wörld}", 7849},
 	} {
-		if got := algorithms.HashSlot(tc.key); got != tc.slot {
+		if got := redisstore.HashSlot(tc.key); got != tc.slot {
 			t.Errorf("HashSlot(%q) = %d, want %d", tc.key, got, tc.slot)
 		}
 	}
@@ -63,8 +67,8 @@ func TestMarkerKeys(t *testing.T) {
 		"", "foo", "rate:ip:{203.0.113.7}", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
 		"{", "}", "{}", "a{b", "a}b{c}", "}{", "x}", "{}{}", "ключ", "{\x00\xff}",
 	} {
-		for _, m := range algorithms.MarkerKeys(key) {
-			if got, want := algorithms.HashSlot(m), algorithms.HashSlot(key); got != want {
+		for _, m := range redisstore.MarkerKeys(key) {
+			if got, want := redisstore.HashSlot(m), redisstore.HashSlot(key); got != want {
 				t.Errorf("HashSlot(%q) = %d, want %d, the slot of its storage key %q", m, got, want, key)
 			}
 			if !strings.Contains(m, key) {
@@ -87,7 +91,7 @@ func requireSlots(t *testing.T, keys ...string) {
 	t.Helper()
 	seen := map[int]string{}
 	for _, k := range keys {
-		s := algorithms.HashSlot(k)
+		s := redisstore.HashSlot(k)
 		if other, ok := seen[s]; ok {
 			t.Fatalf("%q and %q share slot %d; the test needs them apart", k, other, s)
 		}
@@ -153,22 +157,6 @@ func cmdCalls(info, cmd string) int64 {
 	return 0
 }
 
-// persistingCluster is persisting for a cluster: each script runs in
-// MULTI/EXEC with PERSIST of its keys (all of one slot), so the servers'
-// clocks cannot expire keys of a workload that runs on a clock of its own.
-type persistingCluster struct{ *redis.ClusterClient }
-
-func (p persistingCluster) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	return persistInTx(ctx, p.ClusterClient, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, sha, keys, args...) })
-}
-
-func (p persistingCluster) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
-	return persistInTx(ctx, p.ClusterClient, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
-}
-
-// barrierCluster holds every EVALSHA until n of them are in flight at once,
-// or fails them after a second: a call spanning n slots passes only if it
-// sends its n scripts concurrently.
 type barrierCluster struct {
 	*redis.ClusterClient
 	n       int32
@@ -221,10 +209,10 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := algorithms.HashSlot(key); int64(got) != want {
+			if got := redisstore.HashSlot(key); int64(got) != want {
 				t.Fatalf("HashSlot(%q) = %d, CLUSTER KEYSLOT %d", key, got, want)
 			}
-			for _, m := range algorithms.MarkerKeys(key) {
+			for _, m := range redisstore.MarkerKeys(key) {
 				if got, err := client.ClusterKeySlot(ctx, m).Result(); err != nil || got != want {
 					t.Fatalf("CLUSTER KEYSLOT %q = %d, %v; its storage key %q is in slot %d", m, got, err, key, want)
 				}
@@ -235,18 +223,18 @@ func TestCluster(t *testing.T) {
 	// Every vector, on the cluster: layered steps whose keys live in
 	// different slots are compensated and must still answer exactly.
 	t.Run("Conformance", func(t *testing.T) {
-		for _, sc := range loadVectors(t) {
-			t.Run(sc.file+"/"+sc.name, func(t *testing.T) {
+		for _, sc := range backendtest.LoadVectors(t) {
+			t.Run(sc.File+"/"+sc.Name, func(t *testing.T) {
 				t.Parallel()
-				c := &clock{now: t0}
+				c := &backendtest.Clock{T: backendtest.T0}
 				// persisting, as on one server: the vectors run on their
 				// own clock, so the servers' clocks must not expire keys
 				// between steps (a 1ms TTL near a window's end would).
-				b, err := algorithms.NewRedis(persistingCluster{client}, algorithms.RedisConfig{Now: c.Now})
+				b, err := redisstore.New(backendtest.PersistingCluster{ClusterClient: client}, redisstore.Config{Now: c.Now})
 				if err != nil {
 					t.Fatal(err)
 				}
-				playScenario(t, &harness{backend: finalResults{b}, clock: c, advance: func(time.Time) {}, prefix: redistest.Prefix(t)}, sc)
+				backendtest.Play(t, &backendtest.Harness{Backend: finalResults{b}, Clock: c, Prefix: redistest.Prefix(t)}, sc, false)
 			})
 		}
 	})
@@ -266,25 +254,25 @@ func TestCluster(t *testing.T) {
 		for seed := uint64(1); seed <= 24; seed++ {
 			t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 				t.Parallel()
-				onCluster, cc := clusterBackend(t, persistingCluster{client})
-				single, sc := newMiniBackend(t, miniredis.RunT(t))
+				onCluster, cc := clusterBackend(t, backendtest.PersistingCluster{ClusterClient: client})
+				single, sc := miniBackend(t, miniredis.RunT(t))
 				prefix := redistest.Prefix(t)
 				var last time.Time
-				for i, step := range randomWorkload(seed, 100) {
-					step = scaled(step, 1000)
-					if step.at.Before(last) {
-						step.at = last
+				for i, step := range backendtest.RandomWorkload(seed, 100) {
+					step = backendtest.Scaled(step, 1000)
+					if step.At.Before(last) {
+						step.At = last
 					}
-					last = step.at
-					if len(step.checks) > 1 && algorithms.HashSlot(step.checks[0].Key) != algorithms.HashSlot(step.checks[len(step.checks)-1].Key) {
+					last = step.At
+					if len(step.Checks) > 1 && redisstore.HashSlot(step.Checks[0].Key) != redisstore.HashSlot(step.Checks[len(step.Checks)-1].Key) {
 						crossSlot.Add(1)
 					}
-					got := play(t, onCluster, cc, prefix, step)
-					want := play(t, single, sc, "", step)
+					got := backendtest.Run(t, onCluster, cc, prefix, step)
+					want := backendtest.Run(t, single, sc, "", step)
 					for j := range got {
 						if final(got[j]) != want[j] {
 							t.Fatalf("step %d check %d (%s %v %v cost %d at t0+%v): cluster %+v, single node %+v",
-								i, j, step.checks[j].Key, step.checks[j].Algorithm, step.checks[j].Limit, step.checks[j].Cost, step.at.Sub(t0), got[j], want[j])
+								i, j, step.Checks[j].Key, step.Checks[j].Algorithm, step.Checks[j].Limit, step.Checks[j].Cost, step.At.Sub(backendtest.T0), got[j], want[j])
 						}
 					}
 				}
@@ -302,7 +290,7 @@ func TestCluster(t *testing.T) {
 	requireSlots(t, ip, user, route)
 
 	t.Run("OneEvalShaPerSlot", func(t *testing.T) {
-		b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+		b, _ := redisstore.New(client, redisstore.Config{})
 		limit := algorithms.PerHour(1000)
 		threeSlots := []algorithms.Check{
 			{Key: ip + ":a", Algorithm: algorithms.GCRA, Limit: limit},
@@ -341,7 +329,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("SlotsAreSentConcurrently", func(t *testing.T) {
 		wrapped := &barrierCluster{ClusterClient: client, n: 3, all: make(chan struct{})}
-		b, _ := algorithms.NewRedis(wrapped, algorithms.RedisConfig{})
+		b, _ := redisstore.New(wrapped, redisstore.Config{})
 		checks := []algorithms.Check{
 			{Key: ip + ":c", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)},
 			{Key: user + ":c", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)},
@@ -357,8 +345,8 @@ func TestCluster(t *testing.T) {
 	// backend's, for each algorithm in turn in the committing slots.
 	t.Run("DenialConsumesNothing", func(t *testing.T) {
 		now := midHour()
-		b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Now: now})
-		mem, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: now})
+		b, _ := redisstore.New(client, redisstore.Config{Now: now})
+		mem, _ := memstore.New(memstore.Config{Now: now})
 		limit := algorithms.PerHour(100)
 		var checks []algorithms.Check
 		for i, alg := range algorithms.Algorithms {
@@ -416,7 +404,7 @@ func TestCluster(t *testing.T) {
 	// of a denied call, under races.
 	t.Run("ConcurrentLayered", func(t *testing.T) {
 		now := midHour()
-		b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Now: now})
+		b, _ := redisstore.New(client, redisstore.Config{Now: now})
 		loadScript(t, cl)
 		resetStats(t, cl)
 		for i, alg := range algorithms.Algorithms {
@@ -446,7 +434,7 @@ func TestCluster(t *testing.T) {
 			c := cl.Client(t)
 			h := &tripCounter{}
 			c.AddHook(h)
-			b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{Pipelines: pipelines, Now: midHour()})
+			b, _ := redisstore.New(c, redisstore.Config{Pipelines: pipelines, Now: midHour()})
 			tag := fmt.Sprint("pipe", pipelines)
 			checks := []algorithms.Check{
 				{Key: prefix + tag + ":{203.0.113.7}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(500)},
@@ -488,7 +476,7 @@ func TestCluster(t *testing.T) {
 	// SCRIPT FLUSH on every master between calls: go-redis answers NOSCRIPT
 	// with EVAL, which loads the script again on that node.
 	t.Run("ScriptFlush", func(t *testing.T) {
-		b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+		b, _ := redisstore.New(client, redisstore.Config{})
 		checks := []algorithms.Check{
 			{Key: ip + ":f", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10)},
 			{Key: user + ":f", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)},
@@ -529,7 +517,7 @@ func TestCluster(t *testing.T) {
 			for i, alg := range algorithms.Algorithms {
 				t.Run(fmt.Sprint(fault, "/", alg), func(t *testing.T) {
 					wrapped := &faultyRefunds{ClusterClient: client, fault: fault, seen: map[string]bool{}}
-					b, _ := algorithms.NewRedis(wrapped, algorithms.RedisConfig{Now: midHour()})
+					b, _ := redisstore.New(wrapped, redisstore.Config{Now: midHour()})
 					tag := fmt.Sprintf("%sonce:%v:%d:", prefix, fault, i)
 					exhausted := algorithms.Check{Key: tag + "ip:{exhausted}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
 					route := algorithms.Check{Key: tag + "route:{POST /pay}", Algorithm: alg, Limit: algorithms.PerHour(101)}
@@ -578,7 +566,7 @@ func TestCluster(t *testing.T) {
 		loadScript(t, cl)
 		for i, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow, algorithms.TokenBucket, algorithms.GCRA} {
 			t.Run(alg.String(), func(t *testing.T) {
-				b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{Now: midHour()})
+				b, _ := redisstore.New(c, redisstore.Config{Now: midHour()})
 				tag := fmt.Sprintf("%sdeadline:%d:", prefix, i)
 				exhausted := algorithms.Check{Key: tag + "ip:{exhausted}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
 				route := algorithms.Check{Key: tag + "route:{POST /pay}", Algorithm: alg, Limit: algorithms.PerHour(101)}
@@ -656,9 +644,9 @@ func TestCluster(t *testing.T) {
 			t.Run(alg.String(), func(t *testing.T) {
 				now := midHour()
 				held := &heldRefunds{ClusterClient: client, arrived: make(chan struct{}, 1), release: make(chan struct{})}
-				instB, _ := algorithms.NewRedis(held, algorithms.RedisConfig{Now: now})
-				plain, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Now: now})
-				instA, _ := algorithms.NewDenyCache(plain, algorithms.DenyCacheConfig{})
+				instB, _ := redisstore.New(held, redisstore.Config{Now: now})
+				plain, _ := redisstore.New(client, redisstore.Config{Now: now})
+				instA, _ := denycache.New(plain, denycache.Config{})
 				tag := fmt.Sprintf("%sdenycache:%d:", prefix, i)
 				ipLimit := algorithms.PerHour(1)
 				ipCheck := func(name string) algorithms.Check {
@@ -739,10 +727,10 @@ func TestCluster(t *testing.T) {
 
 // clusterBackend returns a Redis backend on a cluster client with a
 // settable clock.
-func clusterBackend(t *testing.T, client redis.Scripter) (algorithms.Backend, *clock) {
+func clusterBackend(t *testing.T, client redis.Scripter) (algorithms.Backend, *backendtest.Clock) {
 	t.Helper()
-	c := &clock{}
-	b, err := algorithms.NewRedis(client, algorithms.RedisConfig{Now: c.Now})
+	c := &backendtest.Clock{}
+	b, err := redisstore.New(client, redisstore.Config{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -864,7 +852,7 @@ func charged(t *testing.T, b algorithms.Backend, key string) int64 {
 func failoverUnderTraffic(t *testing.T, cl *redistest.Cluster, client *redis.ClusterClient, prefix string, fail func(master, replica *redistest.Server)) {
 	ctx := context.Background()
 	var refundErrors atomic.Int64
-	b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Now: midHour(), OnRefundError: func(err error) {
+	b, _ := redisstore.New(client, redisstore.Config{Now: midHour(), OnRefundError: func(err error) {
 		if refundErrors.Add(1) == 1 {
 			t.Logf("refund failed: %v", err)
 		}
@@ -969,7 +957,7 @@ func TestRing(t *testing.T) {
 			other = k
 		}
 	}
-	b, _ := algorithms.NewRedis(ring, algorithms.RedisConfig{Now: midHour()})
+	b, _ := redisstore.New(ring, redisstore.Config{Now: midHour()})
 	checks := []algorithms.Check{
 		{Key: prefix + "ip:{0}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(100)},
 		{Key: other, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)},
@@ -1009,7 +997,7 @@ func (f refundFault) String() string { return [...]string{"ctx_ends", "twice"}[f
 type cancelKey struct{}
 
 // refundSHA is the SHA1 of the script that runs refunds.
-var refundSHA = redis.NewScript(lua.Script).Hash()
+var refundSHA = redis.NewScript(lua.Multi()).Hash()
 
 // faultyRefunds is a cluster client whose refunds (the dispatch script in
 // refund mode) meet fault the first time each is sent.
@@ -1097,4 +1085,17 @@ func (f finalResults) Allow(ctx context.Context, checks []algorithms.Check, resu
 		results[i] = final(results[i])
 	}
 	return err
+}
+
+// miniBackend returns a Store on mr, on a clock of its own.
+func miniBackend(t *testing.T, mr *miniredis.Miniredis) (algorithms.Backend, *backendtest.Clock) {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	c := &backendtest.Clock{}
+	b, err := redisstore.New(client, redisstore.Config{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, c
 }

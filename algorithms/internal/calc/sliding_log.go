@@ -1,14 +1,14 @@
-package algorithms
+package calc
 
 // slidingLog mirrors lua/sliding_log.lua. An entry at time s counts while
 // s > now-period. New entries are stamped max(now, newest entry) so the log
 // stays ordered and a clock that goes back cannot make entries expire early.
 // Entries are instants, so they mean the same under any limit; a denial sets
-// the key's TTL to what they need under the current one (outcome.ttl), so
+// the key's TTL to what they need under the current one (Outcome.TTL), so
 // that after a change to a longer period they do not expire before the
 // RetryAfter it reports.
-func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome {
-	from := now - p.period
+func (s *State) slidingLog(p *Params, now int64, exists, commit bool) Outcome {
+	from := now - p.Period
 	var empty timeLog
 	l := s.log
 	switch {
@@ -27,19 +27,19 @@ func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome 
 	reset := int64(0)
 	newest, any := l.newest()
 	if count > 0 {
-		reset = newest + p.period - now
+		reset = newest + p.Period - now
 	}
 	switch {
-	case p.cost > p.cap:
-		return outcome{remaining: p.cap - count, reset: reset}
-	case count+p.cost > p.cap:
+	case p.Cost > p.Cap:
+		return Outcome{Remaining: p.Cap - count, Reset: reset}
+	case count+p.Cost > p.Cap:
 		// The (count+cost-cap)-th oldest entry in the window must leave it.
-		k := count + p.cost - p.cap
+		k := count + p.Cost - p.Cap
 		oldest := l.at(old + k - 1)
 		// The entries count until reset under this limit, and the key's TTL
 		// is set to match: after a change to a longer period, the TTL the
 		// last commit set would drop them before RetryAfter.
-		return outcome{remaining: p.cap - count, retry: oldest + p.period - now, reset: reset, ttl: reset}
+		return Outcome{Remaining: p.Cap - count, Retry: oldest + p.Period - now, Reset: reset, TTL: reset}
 	}
 	stamp := now
 	if any && newest > stamp {
@@ -47,9 +47,9 @@ func (s *state) slidingLog(p *prepared, now int64, exists, commit bool) outcome 
 	}
 	if commit {
 		l.dropFirst(old)
-		l.push(stamp, p.cost, p.cap)
+		l.push(stamp, p.Cost, p.Cap)
 	}
-	return outcome{allowed: true, remaining: p.cap - count - p.cost, reset: stamp + p.period - now}
+	return Outcome{Allowed: true, Remaining: p.Cap - count - p.Cost, Reset: stamp + p.Period - now}
 }
 
 // timeLog is an ordered log of µs timestamps, oldest first, stored as a slice

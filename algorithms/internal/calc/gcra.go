@@ -1,4 +1,4 @@
-package algorithms
+package calc
 
 // gcra mirrors lua/gcra.lua. The stored value is the theoretical arrival time
 // TAT = a + b/c µs (b < c, where c is the refill r of the limit that wrote
@@ -11,25 +11,25 @@ package algorithms
 // at the same instant as before, or sooner, since a debt of more than one
 // full bucket of the new limit is cut to one full bucket (see [bucketDebt]).
 // [TokenBucket] keeps the same, so the two make the same decisions.
-func (s *state) gcra(p *prepared, now int64, exists, commit bool) outcome {
+func (s *State) gcra(p *Params, now int64, exists, commit bool) Outcome {
 	var diff int64
 	var cut bool
 	if exists {
-		diff, cut = bucketDebt(s.a, s.b, s.c, now, p.r, p.cap*p.u)
+		diff, cut = bucketDebt(s.a, s.b, s.c, now, p.R, p.Cap*p.U)
 		if cut {
-			s.gcraSet(now, diff, p.r)
+			s.gcraSet(now, diff, p.R)
 		}
 	}
 	o, next := bucket(p, diff)
-	if o.allowed && commit {
-		s.gcraSet(now, next, p.r)
+	if o.Allowed && commit {
+		s.gcraSet(now, next, p.R)
 	} else if cut {
-		o.ttl = ceilDiv(diff, p.r)
+		o.TTL = CeilDiv(diff, p.R)
 	}
 	return o
 }
 
-func (s *state) gcraSet(now, diff, r int64) {
+func (s *State) gcraSet(now, diff, r int64) {
 	s.a, s.b, s.c = now+diff/r, diff%r, 0
 	if s.b != 0 {
 		s.c = r
@@ -67,18 +67,18 @@ func bucketDebt(a, b, rs, now, r, full int64) (int64, bool) {
 	return full, true
 }
 
-// bucket evaluates a check of cost p.cost against a bucket (TokenBucket or
+// bucket evaluates a check of cost p.Cost against a bucket (TokenBucket or
 // GCRA) diff scaled units from full, and returns its outcome and, when it
 // passes, the debt it leaves.
-func bucket(p *prepared, diff int64) (outcome, int64) {
-	full := p.cap * p.u
-	remaining := (full - diff) / p.u
-	if p.cost > p.cap {
-		return outcome{remaining: remaining, reset: ceilDiv(diff, p.r)}, 0
+func bucket(p *Params, diff int64) (Outcome, int64) {
+	full := p.Cap * p.U
+	remaining := (full - diff) / p.U
+	if p.Cost > p.Cap {
+		return Outcome{Remaining: remaining, Reset: CeilDiv(diff, p.R)}, 0
 	}
-	next := diff + p.cost*p.u
+	next := diff + p.Cost*p.U
 	if next > full {
-		return outcome{remaining: remaining, retry: ceilDiv(next-full, p.r), reset: ceilDiv(diff, p.r)}, 0
+		return Outcome{Remaining: remaining, Retry: CeilDiv(next-full, p.R), Reset: CeilDiv(diff, p.R)}, 0
 	}
-	return outcome{allowed: true, remaining: (full - next) / p.u, reset: ceilDiv(next, p.r)}, next
+	return Outcome{Allowed: true, Remaining: (full - next) / p.U, Reset: CeilDiv(next, p.R)}, next
 }

@@ -1,4 +1,4 @@
-package algorithms
+package redisstore
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultPipelines is how many round trips a [Redis] backend on one server
-// has in flight at most when [RedisConfig].Pipelines is 0.
+// has in flight at most when [Config].Pipelines is 0.
 const DefaultPipelines = 4
 
 // maxBatch bounds the scripts of one pipeline, so that a flood of callers

@@ -1,4 +1,4 @@
-package algorithms
+package memstore
 
 import (
 	"context"
@@ -6,9 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
 )
 
 const (
@@ -20,8 +24,8 @@ const (
 	memorySample = 8
 )
 
-// MemoryConfig configures a [Memory] backend. The zero value is ready to use.
-type MemoryConfig struct {
+// Config configures a [Store]. The zero value is ready to use.
+type Config struct {
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 
@@ -52,7 +56,7 @@ type MemoryConfig struct {
 // its own mutex; a call locks the shards of its keys in a fixed order, so a
 // layered check is one critical section. A check on an existing key does not
 // allocate.
-type Memory struct {
+type Store struct {
 	now       func() time.Time
 	highWater atomic.Int64 // the latest now seen, µs: expiry never goes back
 	perShard  int
@@ -76,15 +80,16 @@ type memoryShard struct {
 
 type slot struct {
 	key string
-	state
+	calc.State
+	expires int64 // µs; the state is absent from this instant on
 }
 
-var _ Backend = (*Memory)(nil)
+var _ algorithms.InProcess = (*Store)(nil)
 
-// NewMemory returns a Memory backend configured by cfg.
-func NewMemory(cfg MemoryConfig) (*Memory, error) {
+// New returns a Store configured by cfg.
+func New(cfg Config) (*Store, error) {
 	if cfg.MaxKeys < 0 {
-		return nil, &ConfigError{Field: "MemoryConfig.MaxKeys", Reason: "must be >= 0, got " + itoa(int64(cfg.MaxKeys))}
+		return nil, &algorithms.ConfigError{Field: "memstore.Config.MaxKeys", Reason: "must be >= 0, got " + strconv.Itoa(cfg.MaxKeys)}
 	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = 1 << 20
@@ -93,7 +98,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		cfg.Now = time.Now
 	}
 	perShard := min(max(cfg.MaxKeys/memoryShards, 1), math.MaxInt32-1)
-	m := &Memory{now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
+	m := &Store{now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].index = make(map[uint64]int32)
 		m.shards[i].seed = m.seed
@@ -102,14 +107,18 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 }
 
 // Allow implements [Backend].
-func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) error {
-	var pbuf [4]prepared
-	ps, err := prepareAll(checks, results, pbuf[:0])
-	if err != nil {
+func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if err := algorithms.ValidateCall(checks, results); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return &BackendError{Backend: "memory", Err: err}
+		return &algorithms.BackendError{Backend: "memory", Err: err}
+	}
+	var pbuf [4]calc.Params
+	ps := pbuf[:0]
+	for i := range checks {
+		c := &checks[i]
+		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
 	}
 	now := m.now().UnixMicro()
 	// Like Redis TTLs, expiry follows the store's own time, which never goes
@@ -155,10 +164,10 @@ func (m *Memory) Allow(ctx context.Context, checks []Check, results []Result) er
 // decide runs both phases with every involved shard locked: evaluate all
 // checks, then, only if all pass, evaluate again committing. hw is the
 // store's time for expiry (see Allow).
-func (m *Memory) decide(checks []Check, ps []prepared, hashes []uint64, shards []uint8, results []Result, now, hw int64) {
+func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uint64, shards []uint8, results []algorithms.Result, now, hw int64) {
 	var (
-		absent  state
-		sbuf    [4]*state
+		absent  slot
+		sbuf    [4]*slot
 		states  = sbuf[:0]
 		allowed = true
 	)
@@ -166,8 +175,8 @@ func (m *Memory) decide(checks []Check, ps []prepared, hashes []uint64, shards [
 		st := m.shards[shards[i]].lookup(hashes[i], checks[i].Key)
 		states = append(states, st)
 		o := evalOrAbsent(st, &absent, &ps[i], now, hw)
-		results[i] = o.result(ps[i].cap)
-		allowed = allowed && o.allowed
+		results[i] = result(o, ps[i].Cap)
+		allowed = allowed && o.Allowed
 	}
 	if !allowed {
 		// Nothing is consumed: the checks that passed report their state as
@@ -177,10 +186,10 @@ func (m *Memory) decide(checks []Check, ps []prepared, hashes []uint64, shards [
 				continue
 			}
 			peek := ps[i]
-			peek.cost = peek.cap + 1
+			peek.Cost = peek.Cap + 1
 			o := evalOrAbsent(st, &absent, &peek, now, hw)
-			o.allowed = true
-			results[i] = o.result(ps[i].cap)
+			o.Allowed = true
+			results[i] = result(o, ps[i].Cap)
 		}
 		return
 	}
@@ -197,33 +206,44 @@ func (m *Memory) decide(checks []Check, ps []prepared, hashes []uint64, shards [
 				}
 			}
 		}
-		o := st.eval(&ps[i], now, exists, true)
+		o := st.Eval(&ps[i], now, exists, true)
 		// The TTL Redis would get: reset rounded up to a millisecond.
-		st.expires = hw + ceilDiv(o.reset, 1000)*1000
+		st.expires = hw + calc.CeilDiv(o.Reset, 1000)*1000
 	}
 }
 
 // evalOrAbsent evaluates p without committing against st, or against a
 // fresh state (in absent, reused) when the key has none.
-func evalOrAbsent(st, absent *state, p *prepared, now, hw int64) outcome {
+func evalOrAbsent(st, absent *slot, p *calc.Params, now, hw int64) calc.Outcome {
 	if st == nil {
-		*absent = state{}
-		return absent.eval(p, now, false, false)
+		*absent = slot{}
+		return absent.Eval(p, now, false, false)
 	}
-	o := st.eval(p, now, st.expires > hw, false)
-	if o.ttl > 0 {
+	o := st.Eval(p, now, st.expires > hw, false)
+	if o.TTL > 0 {
 		// the evaluation set the key's TTL, as the script does (a cut
 		// time-debt, a denied sliding log)
-		st.expires = hw + ceilDiv(o.ttl, 1000)*1000
+		st.expires = hw + calc.CeilDiv(o.TTL, 1000)*1000
 	}
 	return o
 }
 
+// result is the Result of an outcome under a limit of capacity.
+func result(o calc.Outcome, capacity int64) algorithms.Result {
+	return algorithms.Result{
+		Allowed:    o.Allowed,
+		Limit:      capacity,
+		Remaining:  max(o.Remaining, 0),
+		RetryAfter: time.Duration(o.Retry) * time.Microsecond,
+		ResetAfter: time.Duration(o.Reset) * time.Microsecond,
+	}
+}
+
 // lookup returns the state of key (whose hash is h), or nil. The pointer is
 // valid until the next insert into the shard.
-func (sh *memoryShard) lookup(h uint64, key string) *state {
+func (sh *memoryShard) lookup(h uint64, key string) *slot {
 	if i, ok := sh.index[h]; ok && sh.slots[i].key == key {
-		return &sh.slots[i].state
+		return &sh.slots[i]
 	}
 	return nil
 }
@@ -231,13 +251,13 @@ func (sh *memoryShard) lookup(h uint64, key string) *state {
 // insert returns the state for key (whose hash is h): the one held, even if
 // expired, or a new one. It sweeps at most memorySweepStep slots and, at
 // the cap, evicts a key sampled by victim, never one of call's.
-func (sh *memoryShard) insert(h uint64, key string, hw int64, limit int, call []Check) *state {
+func (sh *memoryShard) insert(h uint64, key string, hw int64, limit int, call []algorithms.Check) *slot {
 	if i, ok := sh.index[h]; ok {
 		if sh.slots[i].key != key {
 			// another key with the same hash: evicted
 			sh.slots[i] = slot{key: key}
 		}
-		return &sh.slots[i].state
+		return &sh.slots[i]
 	}
 	if sh.cursor >= len(sh.slots) && hw >= sh.nextSweep {
 		sh.cursor = 0
@@ -249,7 +269,7 @@ func (sh *memoryShard) insert(h uint64, key string, hw int64, limit int, call []
 			delete(sh.index, sh.hash(i))
 			sh.slots[i] = slot{key: key}
 			sh.index[h] = int32(i)
-			return &sh.slots[i].state
+			return &sh.slots[i]
 		}
 	}
 	if len(sh.slots) == cap(sh.slots) {
@@ -260,7 +280,7 @@ func (sh *memoryShard) insert(h uint64, key string, hw int64, limit int, call []
 	}
 	sh.slots = append(sh.slots, slot{key: key})
 	sh.index[h] = int32(len(sh.slots) - 1)
-	return &sh.slots[len(sh.slots)-1].state
+	return &sh.slots[len(sh.slots)-1]
 }
 
 // sweep advances the sweep pass under way by up to memorySweepStep slots,
@@ -292,7 +312,7 @@ func (sh *memoryShard) sweep(hw int64) {
 // (all of them in a small shard, else chosen at random), an expired one,
 // else the one that expires soonest, skipping the keys of call; -1 when
 // every slot sampled holds one of them.
-func (sh *memoryShard) victim(hw int64, call []Check) int {
+func (sh *memoryShard) victim(hw int64, call []algorithms.Check) int {
 	n := len(sh.slots)
 	best, soonest := -1, int64(math.MaxInt64)
 	for k := range min(n, memorySample) {
@@ -311,7 +331,7 @@ func (sh *memoryShard) victim(hw int64, call []Check) int {
 	return best
 }
 
-func inCall(key string, call []Check) bool {
+func inCall(key string, call []algorithms.Check) bool {
 	for i := range call {
 		if call[i].Key == key {
 			return true
@@ -326,7 +346,7 @@ func (sh *memoryShard) hash(i int) uint64 {
 }
 
 // Len returns how many keys the backend holds, expired or not.
-func (m *Memory) Len() int {
+func (m *Store) Len() int {
 	n := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -337,29 +357,6 @@ func (m *Memory) Len() int {
 	return n
 }
 
-// prepareAll validates checks and results, returning the prepared checks in
-// buf (grown only when there are more checks than buf holds).
-func prepareAll(checks []Check, results []Result, buf []prepared) ([]prepared, error) {
-	if len(checks) == 0 {
-		return nil, &ConfigError{Field: "checks", Reason: "must not be empty"}
-	}
-	if len(results) < len(checks) {
-		return nil, &ConfigError{Field: "results", Reason: "must hold one Result per Check, got " + itoa(int64(len(results))) + " for " + itoa(int64(len(checks)))}
-	}
-	for i := range checks {
-		if checks[i].Key == "" {
-			return nil, &ConfigError{Field: "Check.Key", Reason: "must not be empty"}
-		}
-		for j := range i {
-			if checks[j].Key == checks[i].Key {
-				return nil, &ConfigError{Field: "Check.Key", Reason: "appears twice in one call: " + quote(checks[i].Key)}
-			}
-		}
-		p, err := prepare(&checks[i])
-		if err != nil {
-			return nil, err
-		}
-		buf = append(buf, p)
-	}
-	return buf, nil
-}
+// InProcess implements [algorithms.InProcess]: every call is decided in
+// process, under the shards' locks, and never waits for I/O.
+func (m *Store) InProcess() bool { return true }

@@ -1,4 +1,4 @@
-package algorithms
+package calc
 
 // slidingWindow mirrors lua/sliding_window.lua: the sliding window counter.
 // The estimate at elapsed e into the current window is
@@ -19,20 +19,20 @@ package algorithms
 // stored end, plus the old period if the stored window had a count (the
 // key's TTL): no claim is made beyond that. Under an unchanged period, a
 // window that starts in the future (the clock went back) is held.
-func (s *state) slidingWindow(p *prepared, now int64, exists, commit bool) outcome {
-	start := floorDiv(now, p.period) * p.period
+func (s *State) slidingWindow(p *Params, now int64, exists, commit bool) Outcome {
+	start := floorDiv(now, p.Period) * p.Period
 	var cur, prev int64
 	life := int64(-1) // the instant the stored counts are forgotten; -1: not before the state's own expiry
 	if exists {
 		old := s.d - s.a
 		switch {
-		case old == p.period && s.a > start:
+		case old == p.Period && s.a > start:
 			start, cur, prev = s.a, s.b, s.c
-		case old == p.period:
+		case old == p.Period:
 			switch s.a {
 			case start:
 				cur, prev = s.b, s.c
-			case start - p.period:
+			case start - p.Period:
 				prev = s.b
 			}
 		default:
@@ -41,28 +41,28 @@ func (s *state) slidingWindow(p *prepared, now int64, exists, commit bool) outco
 				life += old
 			}
 			if now < life {
-				cur, prev = swMap(s.a, s.b, start, p.period, cur, prev)
-				cur, prev = swMap(s.a-old, s.c, start, p.period, cur, prev)
+				cur, prev = swMap(s.a, s.b, start, p.Period, cur, prev)
+				cur, prev = swMap(s.a-old, s.c, start, p.Period, cur, prev)
 			}
 		}
 	}
 	e := max(now-start, 0)
-	est := swEstimate(prev, p.period, e)
-	remaining := int64(float64(p.cap) - est - float64(cur))
-	reset := swClamp(swReset(start, p.period, now, cur, prev), life, now)
+	est := swEstimate(prev, p.Period, e)
+	remaining := int64(float64(p.Cap) - est - float64(cur))
+	reset := swClamp(swReset(start, p.Period, now, cur, prev), life, now)
 	switch {
-	case p.cost > p.cap:
-		return outcome{remaining: remaining, reset: reset}
-	case !swPass(prev, cur, p.cost, p.cap, p.period, e):
-		retry := swClamp(swWait(prev, cur, p.cost, p.cap, p.period, start, e)-now, life, now)
-		return outcome{remaining: remaining, retry: retry, reset: reset}
+	case p.Cost > p.Cap:
+		return Outcome{Remaining: remaining, Reset: reset}
+	case !swPass(prev, cur, p.Cost, p.Cap, p.Period, e):
+		retry := swClamp(swWait(prev, cur, p.Cost, p.Cap, p.Period, start, e)-now, life, now)
+		return Outcome{Remaining: remaining, Retry: retry, Reset: reset}
 	}
-	cur += p.cost
-	reset = swClamp(swReset(start, p.period, now, cur, prev), -1, now)
+	cur += p.Cost
+	reset = swClamp(swReset(start, p.Period, now, cur, prev), -1, now)
 	if commit {
-		s.a, s.b, s.c, s.d = start, cur, prev, start+p.period
+		s.a, s.b, s.c, s.d = start, cur, prev, start+p.Period
 	}
-	return outcome{allowed: true, remaining: int64(float64(p.cap) - est - float64(cur)), reset: reset}
+	return Outcome{Allowed: true, Remaining: int64(float64(p.Cap) - est - float64(cur)), Reset: reset}
 }
 
 // swMap adds n units counted in a window that started at from to the

@@ -1,4 +1,4 @@
-package algorithms
+package redisstore
 
 // MarkerKeys returns the pending marker of key and a commit marker of a
 // call's part whose first key is key.

@@ -1,4 +1,4 @@
-package algorithms_test
+package redisstore_test
 
 import (
 	"context"
@@ -13,6 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/lua"
 )
@@ -39,7 +43,7 @@ func TestConcurrentExactness(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	for alg, limit := range exactLimits() {
 		t.Run(alg.String(), func(t *testing.T) {
-			var cfg algorithms.RedisConfig
+			var cfg redisstore.Config
 			if alg == algorithms.FixedWindow || alg == algorithms.SlidingWindow {
 				mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
 				cfg.Now = func() time.Time { return mid }
@@ -53,7 +57,7 @@ func TestConcurrentExactness(t *testing.T) {
 			defer ap.Close()
 			backends := make([]algorithms.Backend, 2)
 			for i, c := range []redis.Scripter{clients[0], ap} {
-				b, err := algorithms.NewRedis(c, cfg)
+				b, err := redisstore.New(c, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -93,7 +97,7 @@ func TestConcurrentExactness(t *testing.T) {
 // was allowed.
 func TestConcurrentLayeredAllOrNothing(t *testing.T) {
 	srv := redistest.Require(t)
-	b, _ := algorithms.NewRedis(srv.Client(t), algorithms.RedisConfig{})
+	b, _ := redisstore.New(srv.Client(t), redisstore.Config{})
 	prefix := redistest.Prefix(t)
 	outer := algorithms.Check{Key: prefix + "ip:{1.2.3.4}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1000)}
 	inner := algorithms.Check{Key: prefix + "pay:{u1}", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}
@@ -146,7 +150,7 @@ func TestScriptFlushIsTransparent(t *testing.T) {
 	}
 	defer ap.Close()
 	for name, client := range map[string]redis.Scripter{"client": c, "autopipeline": ap} {
-		b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+		b, _ := redisstore.New(client, redisstore.Config{})
 		key := redistest.Prefix(t) + name + ":{k}"
 		res := make([]algorithms.Result, 1)
 		for i := range 4 {
@@ -168,7 +172,7 @@ func TestScriptFlushIsTransparent(t *testing.T) {
 func TestServerClock(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
-	skewed, _ := algorithms.NewRedis(c, algorithms.RedisConfig{}) // no Now: server clock
+	skewed, _ := redisstore.New(c, redisstore.Config{}) // no Now: server clock
 	key := redistest.Prefix(t) + "{k}"
 	res := make([]algorithms.Result, 1)
 	if err := skewed.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.Limit{Rate: 5, Period: 10 * time.Second}}}, res); err != nil {
@@ -195,7 +199,7 @@ func TestServerClock(t *testing.T) {
 func TestKeysExpireAndMemory(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
-	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{})
+	b, _ := redisstore.New(c, redisstore.Config{})
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	limit := algorithms.PerMinute(100)
@@ -257,10 +261,10 @@ func TestLuaSources(t *testing.T) {
 
 func TestMemoryConfig(t *testing.T) {
 	t.Parallel()
-	if _, err := algorithms.NewMemory(algorithms.MemoryConfig{MaxKeys: -1}); err == nil || !strings.Contains(err.Error(), "MemoryConfig.MaxKeys") {
+	if _, err := memstore.New(memstore.Config{MaxKeys: -1}); err == nil || !strings.Contains(err.Error(), "memstore.Config.MaxKeys") {
 		t.Fatalf("NewMemory(MaxKeys -1) = %v", err)
 	}
-	if _, err := algorithms.NewRedis(nil, algorithms.RedisConfig{}); err == nil || !strings.Contains(err.Error(), "client must not be nil") {
+	if _, err := redisstore.New(nil, redisstore.Config{}); err == nil || !strings.Contains(err.Error(), "client must not be nil") {
 		t.Fatalf("NewRedis(nil) = %v", err)
 	}
 }
@@ -269,11 +273,11 @@ func TestMemoryConfig(t *testing.T) {
 // MaxKeys, and expired keys are swept.
 func TestMemoryBounded(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
-	m, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: c.Now, MaxKeys: 6400})
+	c := &backendtest.Clock{T: backendtest.T0}
+	m, _ := memstore.New(memstore.Config{Now: c.Now, MaxKeys: 6400})
 	res := make([]algorithms.Result, 1)
 	for i := range 50_000 {
-		c.now = t0.Add(time.Duration(i) * time.Microsecond)
+		c.T = backendtest.T0.Add(time.Duration(i) * time.Microsecond)
 		check := algorithms.Check{Key: "k" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10)}
 		if err := m.Allow(context.Background(), []algorithms.Check{check}, res); err != nil || !res[0].Allowed {
 			t.Fatal(res[0], err)
@@ -282,7 +286,7 @@ func TestMemoryBounded(t *testing.T) {
 	if n := m.Len(); n > 6400 {
 		t.Fatalf("Len = %d, want <= MaxKeys 6400", n)
 	}
-	c.now = c.now.Add(2 * time.Second) // every key back to full: expired
+	c.T = c.T.Add(2 * time.Second) // every key back to full: expired
 	for i := range 64 * 16 {
 		check := algorithms.Check{Key: "late" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10)}
 		if err := m.Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
@@ -297,8 +301,8 @@ func TestMemoryBounded(t *testing.T) {
 // TestMemoryAllocs: a check on an existing key does not allocate, for every
 // algorithm, single and layered.
 func TestMemoryAllocs(t *testing.T) {
-	c := &clock{now: t0}
-	m, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: c.Now})
+	c := &backendtest.Clock{T: backendtest.T0}
+	m, _ := memstore.New(memstore.Config{Now: c.Now})
 	res := make([]algorithms.Result, 3)
 	for alg, limit := range exactLimits() {
 		checks := []algorithms.Check{
@@ -309,7 +313,7 @@ func TestMemoryAllocs(t *testing.T) {
 		i := 0
 		allocs := testing.AllocsPerRun(200, func() {
 			i++
-			c.now = t0.Add(time.Duration(i) * time.Minute) // keep capacity available
+			c.T = backendtest.T0.Add(time.Duration(i) * time.Minute) // keep capacity available
 			if err := m.Allow(context.Background(), checks[:1], res); err != nil {
 				t.Fatal(err)
 			}
@@ -333,15 +337,15 @@ func TestHonoursDeadline(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
 			client redis.Scripter
-			cfg    algorithms.RedisConfig
+			cfg    redisstore.Config
 			want   bool
 		}{
-			{"pipelined", c, algorithms.RedisConfig{}, enabled},
-			{"not pipelined", c, algorithms.RedisConfig{Pipelines: -1}, enabled},
-			{"cluster", cl, algorithms.RedisConfig{}, enabled},
+			{"pipelined", c, redisstore.Config{}, enabled},
+			{"not pipelined", c, redisstore.Config{Pipelines: -1}, enabled},
+			{"cluster", cl, redisstore.Config{}, enabled},
 		} {
-			b, _ := algorithms.NewRedis(tc.client, tc.cfg)
-			dc, _ := algorithms.NewDenyCache(b, algorithms.DenyCacheConfig{})
+			b, _ := redisstore.New(tc.client, tc.cfg)
+			dc, _ := denycache.New(b, denycache.Config{})
 			if b.HonoursDeadline() != tc.want || dc.HonoursDeadline() != tc.want {
 				t.Errorf("%s, ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v, want %v", tc.name, enabled, b.HonoursDeadline(), dc.HonoursDeadline(), tc.want)
 			}
@@ -359,7 +363,7 @@ func TestGCRAState(t *testing.T) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	now := time.UnixMicro(1_800_000_000_000_000)
-	b, _ := algorithms.NewRedis(c, algorithms.RedisConfig{Now: func() time.Time { return now }})
+	b, _ := redisstore.New(c, redisstore.Config{Now: func() time.Time { return now }})
 	prefix := redistest.Prefix(t)
 	check := func(key string, l algorithms.Limit) algorithms.Result {
 		t.Helper()

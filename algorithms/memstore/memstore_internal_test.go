@@ -1,4 +1,4 @@
-package algorithms
+package memstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 var memT0 = time.Unix(19676*86400, 0)
@@ -16,7 +18,7 @@ func (c *memClock) Now() time.Time { return c.now }
 
 // visited returns how many entries m's shards have examined to admit new
 // keys so far.
-func (m *Memory) visited() int64 {
+func (m *Store) visited() int64 {
 	var n int64
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -35,20 +37,20 @@ func TestMemoryAdmitBounded(t *testing.T) {
 	const perShard = 512
 	const bound = memorySweepStep + memorySample
 	c := &memClock{now: memT0}
-	m, err := NewMemory(MemoryConfig{Now: c.Now, MaxKeys: memoryShards * perShard})
+	m, err := New(Config{Now: c.Now, MaxKeys: memoryShards * perShard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make([]Result, 1)
+	res := make([]algorithms.Result, 1)
 	phases := []struct {
 		name  string
 		keys  int
-		limit Limit
+		limit algorithms.Limit
 		step  time.Duration // clock step per key
 	}{
-		{"filling", memoryShards * perShard, PerHour(10), time.Millisecond},
-		{"full", memoryShards * perShard / 4, PerHour(10), time.Millisecond},
-		{"full of expired keys", memoryShards * perShard / 4, PerSecond(10), 3 * time.Hour},
+		{"filling", memoryShards * perShard, algorithms.PerHour(10), time.Millisecond},
+		{"full", memoryShards * perShard / 4, algorithms.PerHour(10), time.Millisecond},
+		{"full of expired keys", memoryShards * perShard / 4, algorithms.PerSecond(10), 3 * time.Hour},
 	}
 	n := 0
 	for _, ph := range phases {
@@ -56,9 +58,9 @@ func TestMemoryAdmitBounded(t *testing.T) {
 		for range ph.keys {
 			n++
 			c.now = c.now.Add(ph.step)
-			check := Check{Key: "k" + strconv.Itoa(n), Algorithm: GCRA, Limit: ph.limit}
+			check := algorithms.Check{Key: "k" + strconv.Itoa(n), Algorithm: algorithms.GCRA, Limit: ph.limit}
 			before := m.visited()
-			if err := m.Allow(context.Background(), []Check{check}, res); err != nil || !res[0].Allowed {
+			if err := m.Allow(context.Background(), []algorithms.Check{check}, res); err != nil || !res[0].Allowed {
 				t.Fatalf("%s: Allow(%q) = %+v, %v; want allowed", ph.name, check.Key, res[0], err)
 			}
 			v := m.visited() - before
@@ -72,7 +74,7 @@ func TestMemoryAdmitBounded(t *testing.T) {
 }
 
 // keysInShard returns n keys with the given prefix that m puts in shard i.
-func keysInShard(m *Memory, i int, prefix string, n int) []string {
+func keysInShard(m *Store, i int, prefix string, n int) []string {
 	var keys []string
 	for j := 0; len(keys) < n; j++ {
 		k := prefix + strconv.Itoa(j)
@@ -90,38 +92,38 @@ func keysInShard(m *Memory, i int, prefix string, n int) []string {
 func TestMemoryEviction(t *testing.T) {
 	t.Parallel()
 	const perShard = memorySample // every entry of the shard is sampled
-	long, short := PerHour(1), PerMinute(1)
+	long, short := algorithms.PerHour(1), algorithms.PerMinute(1)
 	cases := []struct {
 		name    string
-		limits  []Limit // of the keys filling the shard, allowed once each
+		limits  []algorithms.Limit // of the keys filling the shard, allowed once each
 		advance time.Duration
 		call    []int // indexes of filling keys checked with the new key
 		evicted int   // index of the key expected gone
 	}{
-		{"soonest expiring", []Limit{long, long, long, short, long, long, long, long}, 0, nil, 3},
-		{"expired first", []Limit{long, long, short, long, long, long, long, PerHour(2)}, 2 * time.Minute, nil, 2},
-		{"not a key of the call", []Limit{long, short, long, long, long, long, long, PerHour(2)}, 0, []int{1}, 7},
+		{"soonest expiring", []algorithms.Limit{long, long, long, short, long, long, long, long}, 0, nil, 3},
+		{"expired first", []algorithms.Limit{long, long, short, long, long, long, long, algorithms.PerHour(2)}, 2 * time.Minute, nil, 2},
+		{"not a key of the call", []algorithms.Limit{long, short, long, long, long, long, long, algorithms.PerHour(2)}, 0, []int{1}, 7},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := &memClock{now: memT0}
-			m, err := NewMemory(MemoryConfig{Now: c.Now, MaxKeys: memoryShards * perShard})
+			m, err := New(Config{Now: c.Now, MaxKeys: memoryShards * perShard})
 			if err != nil {
 				t.Fatal(err)
 			}
 			keys := keysInShard(m, 5, "fill", len(tc.limits)+1)
-			res := make([]Result, len(tc.call)+1)
+			res := make([]algorithms.Result, len(tc.call)+1)
 			for i, l := range tc.limits {
 				c.now = c.now.Add(time.Millisecond)
-				if err := m.Allow(context.Background(), []Check{{Key: keys[i], Algorithm: GCRA, Limit: l}}, res); err != nil || !res[0].Allowed {
+				if err := m.Allow(context.Background(), []algorithms.Check{{Key: keys[i], Algorithm: algorithms.GCRA, Limit: l}}, res); err != nil || !res[0].Allowed {
 					t.Fatalf("Allow(%q) = %+v, %v", keys[i], res[0], err)
 				}
 			}
 			c.now = c.now.Add(tc.advance)
-			call := []Check{{Key: keys[len(tc.limits)], Algorithm: GCRA, Limit: long}}
+			call := []algorithms.Check{{Key: keys[len(tc.limits)], Algorithm: algorithms.GCRA, Limit: long}}
 			for _, i := range tc.call {
-				call = append(call, Check{Key: keys[i], Algorithm: GCRA, Limit: PerHour(2)})
+				call = append(call, algorithms.Check{Key: keys[i], Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(2)})
 			}
 			if err := m.Allow(context.Background(), call, res); err != nil || !res[0].Allowed {
 				t.Fatalf("Allow(%v) = %+v, %v", call, res, err)
@@ -134,11 +136,11 @@ func TestMemoryEviction(t *testing.T) {
 				}
 			}
 			// The evicted key is back to full capacity: all of it, then denied.
-			k := Check{Key: keys[tc.evicted], Algorithm: GCRA, Limit: tc.limits[tc.evicted]}
-			capacity := k.Limit.Capacity(GCRA)
+			k := algorithms.Check{Key: keys[tc.evicted], Algorithm: algorithms.GCRA, Limit: tc.limits[tc.evicted]}
+			capacity := k.Limit.Capacity(algorithms.GCRA)
 			for i := range capacity + 1 {
 				want := i < capacity
-				if err := m.Allow(context.Background(), []Check{k}, res); err != nil || res[0].Allowed != want {
+				if err := m.Allow(context.Background(), []algorithms.Check{k}, res); err != nil || res[0].Allowed != want {
 					t.Fatalf("Allow(%q) #%d after eviction = %+v, %v; want Allowed %v", k.Key, i+1, res[0], err, want)
 				}
 			}

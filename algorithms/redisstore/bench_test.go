@@ -1,9 +1,8 @@
-package algorithms_test
+package redisstore_test
 
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/lua"
 )
@@ -29,69 +31,6 @@ func benchLimitFor(alg algorithms.Algorithm) algorithms.Limit {
 	return benchLimit
 }
 
-// BenchmarkMemory uses a fixed clock (time.Now alone costs 25-60 ns on this
-// kind of VM); clock=time.Now shows the default clock's share.
-func BenchmarkMemory(b *testing.B) {
-	m, _ := algorithms.NewMemory(algorithms.MemoryConfig{Now: func() time.Time { return t0 }})
-	b.Run("clock=time.Now/gcra", func(b *testing.B) {
-		real, _ := algorithms.NewMemory(algorithms.MemoryConfig{})
-		checks := []algorithms.Check{{Key: "k", Algorithm: algorithms.GCRA, Limit: benchLimit}}
-		res := make([]algorithms.Result, 1)
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := real.Allow(context.Background(), checks, res); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	for _, alg := range algorithms.Algorithms {
-		limit := benchLimitFor(alg)
-		b.Run(alg.String()+"/serial", func(b *testing.B) {
-			checks := []algorithms.Check{{Key: "serial:" + alg.String(), Algorithm: alg, Limit: limit}}
-			res := make([]algorithms.Result, 1)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := m.Allow(context.Background(), checks, res); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(alg.String()+"/parallel", func(b *testing.B) {
-			var id atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				// one key per goroutine
-				checks := []algorithms.Check{{Key: "par:" + alg.String() + strconv.FormatInt(id.Add(1), 10), Algorithm: alg, Limit: limit}}
-				res := make([]algorithms.Result, 1)
-				for pb.Next() {
-					if err := m.Allow(context.Background(), checks, res); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		})
-	}
-	b.Run("rules=3/gcra", func(b *testing.B) {
-		checks := layeredChecks("layered:", 3)
-		res := make([]algorithms.Result, 3)
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := m.Allow(context.Background(), checks, res); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	benchMemoryFill(b) // empty/... and full/...
-}
-
-func layeredChecks(prefix string, n int) []algorithms.Check {
-	checks := make([]algorithms.Check, n)
-	for i := range checks {
-		checks[i] = algorithms.Check{Key: prefix + "r" + strconv.Itoa(i) + ":{k}", Algorithm: algorithms.GCRA, Limit: benchLimit}
-	}
-	return checks
-}
-
 // BenchmarkRedis runs against the redis-server the tests start (skipped
 // without one), on the server clock. Besides ns/op and allocs/op it reports
 // checks/s, scripts per call (EVALSHA+EVAL counted by the server), round
@@ -102,7 +41,7 @@ func BenchmarkRedis(b *testing.B) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
 	defer client.Close()
 	client.AddHook(trips)
-	backend, _ := algorithms.NewRedis(client, algorithms.RedisConfig{})
+	backend, _ := redisstore.New(client, redisstore.Config{})
 	prefix := redistest.Prefix(b)
 	for _, alg := range algorithms.Algorithms {
 		limit := benchLimitFor(alg)
@@ -136,17 +75,17 @@ func BenchmarkRedis(b *testing.B) {
 	// the same client with pipelining off, and against go-redis's
 	// autopipeliner (which batches concurrent commands into one write) as
 	// the Scripter, at 1, 8, 64 and 256 goroutines.
-	unpiped, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Pipelines: -1})
+	unpiped, _ := redisstore.New(client, redisstore.Config{Pipelines: -1})
 	ap, err := client.AutoPipeline()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ap.Close()
-	autopiped, _ := algorithms.NewRedis(ap, algorithms.RedisConfig{})
+	autopiped, _ := redisstore.New(ap, redisstore.Config{})
 	for _, g := range []int{1, 8, 64, 256} {
 		for _, v := range []struct {
 			name    string
-			backend *algorithms.Redis
+			backend *redisstore.Store
 		}{{"pipelined", backend}, {"unpipelined", unpiped}, {"autopipeliner", autopiped}} {
 			b.Run("gcra/goroutines="+strconv.Itoa(g)+"/"+v.name, func(b *testing.B) {
 				checks := []algorithms.Check{{Key: prefix + "gcra:{hot-" + v.name + "}", Algorithm: algorithms.GCRA, Limit: benchLimit}}
@@ -159,7 +98,7 @@ func BenchmarkRedis(b *testing.B) {
 	// script's cost without an idle server's wake-up in it.
 	for _, n := range []int{1, 3, 5} {
 		b.Run("rules="+strconv.Itoa(n)+"/gcra", func(b *testing.B) {
-			checks := layeredChecks(prefix+"layered"+strconv.Itoa(n), n)
+			checks := backendtest.LayeredChecks(prefix+"layered"+strconv.Itoa(n), n, benchLimit)
 			benchRedis(b, client, func() {
 				res := make([]algorithms.Result, n)
 				for b.Loop() {
@@ -170,7 +109,7 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		})
 		b.Run("rules="+strconv.Itoa(n)+"/gcra/goroutines=64", func(b *testing.B) {
-			checks := layeredChecks(prefix+"layered64-"+strconv.Itoa(n), n)
+			checks := backendtest.LayeredChecks(prefix+"layered64-"+strconv.Itoa(n), n, benchLimit)
 			benchRedis(b, client, func() { hammer(b, backend, 64, b.N, checks...) })
 		})
 	}
@@ -188,42 +127,13 @@ func benchRedis(b *testing.B, c *redis.Client, fn func()) {
 	start := time.Now()
 	fn()
 	elapsed := time.Since(start)
-	calls, usec := scriptStats(ctx, c)
+	calls, usec := backendtest.ScriptStats(ctx, c)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "checks/s")
 	b.ReportMetric(calls/float64(b.N), "scripts/op")
 	b.ReportMetric(float64(trips.trips.Load())/float64(b.N), "round-trips/op")
 	if calls > 0 {
 		b.ReportMetric(usec/calls, "server-µs/op")
 	}
-}
-
-// scriptStats sums calls and usec of evalsha and eval from lines of INFO
-// commandstats like "cmdstat_evalsha:calls=10,usec=52,usec_per_call=5.20,...".
-func scriptStats(ctx context.Context, c *redis.Client) (calls, usec float64) {
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			rest, ok = strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval:")
-		}
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			f, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "calls":
-				calls += f
-			case "usec":
-				usec += f
-			}
-		}
-	}
-	return calls, usec
 }
 
 // BenchmarkScripts measures what each script costs the server, apart from
@@ -256,14 +166,14 @@ func BenchmarkScripts(b *testing.B) {
 		args []any
 	}{
 		{"return_1", "return 1", 1, nil},
-		{"fixed_window", lua.FixedWindowOne, 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
-		{"sliding_log", lua.SlidingLogOne, 1, []any{0, 1_000, 1_000, 0, 0, 1}},
-		{"sliding_window", lua.SlidingWindowOne, 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
-		{"token_bucket", lua.TokenBucketOne, 1, []any{0, 1_000_000, 0, 1, 1, 1}},
-		{"gcra", lua.GCRAOne, 1, []any{0, 1_000_000, 0, 1, 1, 1}},
-		{"dispatch/gcra×3", lua.Script, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
-		{"dispatch/gcra+token_bucket+sliding_window", lua.Script, 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
-		{"dispatch/gcra×5", lua.Script, 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		{"fixed_window", lua.Single("fixed_window"), 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
+		{"sliding_log", lua.Single("sliding_log"), 1, []any{0, 1_000, 1_000, 0, 0, 1}},
+		{"sliding_window", lua.Single("sliding_window"), 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
+		{"token_bucket", lua.Single("token_bucket"), 1, []any{0, 1_000_000, 0, 1, 1, 1}},
+		{"gcra", lua.Single("gcra"), 1, []any{0, 1_000_000, 0, 1, 1, 1}},
+		{"dispatch/gcra×3", lua.Multi(), 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		{"dispatch/gcra+token_bucket+sliding_window", lua.Multi(), 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
+		{"dispatch/gcra×5", lua.Multi(), 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
 			s := redis.NewScript(sc.src)
@@ -285,8 +195,55 @@ func BenchmarkScripts(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			calls, usec := scriptStats(ctx, client)
+			calls, usec := backendtest.ScriptStats(ctx, client)
 			b.ReportMetric(usec/calls, "server-µs/script")
+		})
+	}
+}
+
+// BenchmarkAbusiveKey: 64 goroutines hammer one key far over its limit
+// (GCRA 10/s) on the redis-server the tests start (skipped without one),
+// with the server's clock and the real local clock. redis sends every check
+// to Redis; redis+denycache answers most of them locally. Compare checks/s
+// and scripts/op (EVALSHA+EVAL counted by the server).
+func BenchmarkAbusiveKey(b *testing.B) {
+	srv := redistest.Require(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
+	client.AddHook(trips)
+	defer client.Close()
+	prefix := redistest.Prefix(b)
+	limit := algorithms.PerSecond(10)
+	rb, _ := redisstore.New(client, redisstore.Config{})
+	for _, bc := range []struct {
+		name    string
+		backend func() algorithms.Backend
+	}{
+		{"redis", func() algorithms.Backend { return rb }},
+		{"redis+denycache", func() algorithms.Backend {
+			d, _ := denycache.New(rb, denycache.Config{})
+			return d
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			backend := bc.backend()
+			checks := []algorithms.Check{{Key: prefix + bc.name + ":{abuser}", Algorithm: algorithms.GCRA, Limit: limit}}
+			var allowed atomic.Int64
+			b.SetParallelism(32) // GOMAXPROCS 2 × 32 = 64 goroutines
+			benchRedis(b, client, func() {
+				b.RunParallel(func(pb *testing.PB) {
+					res := make([]algorithms.Result, 1)
+					for pb.Next() {
+						if err := backend.Allow(context.Background(), checks, res); err != nil {
+							b.Error(err)
+							return
+						}
+						if res[0].Allowed {
+							allowed.Add(1)
+						}
+					}
+				})
+			})
+			b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
 		})
 	}
 }

@@ -1,29 +1,29 @@
-package algorithms
+package calc
 
 // tokenBucket mirrors lua/token_bucket.lua. The state is the tokens missing
 // from a full bucket, kept as the time they take to refill: a = missing in
 // scaled units of 1/b µs, where b is the refill r of the limit that wrote
-// them, and c = the instant (µs) they were counted at. One token is p.u
-// units and the bucket refills p.r units per µs, so the refill is exact (no
+// them, and c = the instant (µs) they were counted at. One token is p.U
+// units and the bucket refills p.R units per µs, so the refill is exact (no
 // float, no whole-second rounding). The bucket is full at c + a/b µs: the
 // same instant GCRA stores as its TAT, read by the same [bucketDebt], so the
 // two algorithms make the same decisions, across changes of limit too. A
 // denied check stores nothing (but a cut debt), so the refill accrued since
 // the last allowed check is never lost.
-func (s *state) tokenBucket(p *prepared, now int64, exists, commit bool) outcome {
+func (s *State) tokenBucket(p *Params, now int64, exists, commit bool) Outcome {
 	var diff int64
 	var cut bool
 	if exists && s.b > 0 { // b is 0 only in the state of another algorithm
-		diff, cut = bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.r, p.cap*p.u)
+		diff, cut = bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U)
 		if cut {
-			s.a, s.b, s.c = diff, p.r, now
+			s.a, s.b, s.c = diff, p.R, now
 		}
 	}
 	o, next := bucket(p, diff)
-	if o.allowed && commit {
-		s.a, s.b, s.c = next, p.r, now
+	if o.Allowed && commit {
+		s.a, s.b, s.c = next, p.R, now
 	} else if cut {
-		o.ttl = ceilDiv(diff, p.r)
+		o.TTL = CeilDiv(diff, p.R)
 	}
 	return o
 }

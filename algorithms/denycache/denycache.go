@@ -1,12 +1,15 @@
-package algorithms
+package denycache
 
 import (
 	"context"
 	"hash/maphash"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 const (
@@ -15,8 +18,8 @@ const (
 	denySweepEvery = time.Second // how often a shard drops its expired entries
 )
 
-// DenyCacheConfig configures a [DenyCache]. The zero value is ready to use.
-type DenyCacheConfig struct {
+// Config configures a [DenyCache]. The zero value is ready to use.
+type Config struct {
 	// MaxKeys bounds how many denials are remembered (default 65536, about
 	// 17 MB when full with 64-byte keys). The bound is split evenly over the shards
 	// (64, or the largest power of two <= MaxKeys when it is smaller) and
@@ -32,13 +35,13 @@ type DenyCacheConfig struct {
 }
 
 // DenyCache is a [Backend] that remembers denials in process and answers
-// further requests of a denied key itself, without calling the Backend it
+// further requests of a denied key itself, without calling the algorithms.Backend it
 // wraps. A client far over its limit then costs about one call to that
-// Backend (one EVALSHA for [Redis]) per RetryAfter period and application
+// algorithms.Backend (one EVALSHA for [Redis]) per RetryAfter period and application
 // instance, instead of one per request.
 //
 // When an entry expires, the first call it would have decided goes to the
-// wrapped Backend as the entry's probe, and the calls of that key arriving
+// wrapped algorithms.Backend as the entry's probe, and the calls of that key arriving
 // while the probe is under way wait for its answer (or their context,
 // whichever ends first; a context that ends fails the call with a
 // *[BackendError]). If the probe is denied, its denial, recorded, decides
@@ -48,15 +51,15 @@ type DenyCacheConfig struct {
 // while their probes are denied, and the calls waiting for a probe that is
 // allowed, when it is.
 //
-// When the wrapped Backend denies a check with a finite RetryAfter d (not
-// [Result.Never]) and not [Result.Provisional], the cache records for its Key: the Algorithm and Limit,
-// the denied cost (0 counting as 1), and the denial's Limit, Remaining and
+// When the wrapped algorithms.Backend denies a check with a finite RetryAfter d (not
+// [Result.Never]) and not [Result.Provisional], the cache records for its Key: the algorithms.Algorithm and algorithms.Limit,
+// the denied cost (0 counting as 1), and the denial's algorithms.Limit, Remaining and
 // reset instant t+ResetAfter, valid from t until t+d. t is the local time at
-// which the call to the wrapped Backend began, so a slow round trip can only
+// which the call to the wrapped algorithms.Backend began, so a slow round trip can only
 // shorten an entry, never lengthen it.
 //
 // A later call is denied locally when any of its checks matches a live
-// entry: same Key, same Algorithm and Limit (a changed limit, such as a user
+// entry: same Key, same algorithms.Algorithm and algorithms.Limit (a changed limit, such as a user
 // moving to a higher tier, bypasses the entry), a cost at least the denied
 // cost and at most the capacity, at a local time now with t <= now < t+d (a
 // clock that went back bypasses the entry). This is safe: the denial was
@@ -68,21 +71,21 @@ type DenyCacheConfig struct {
 // A refund of a commit made before it gives back only within
 // [RefundWindow] of that commit, while the key's pending marker (set by
 // the commit, with the same TTL) exists, and a denial then is reported
-// Provisional and never recorded. Each matching check's Result
-// is Allowed false, Limit the capacity, Remaining as recorded, RetryAfter
+// Provisional and never recorded. Each matching check's algorithms.Result
+// is Allowed false, algorithms.Limit the capacity, Remaining as recorded, RetryAfter
 // t+d-now (> 0) and ResetAfter the larger of reset-now and RetryAfter. Every
-// other check of the call is not evaluated: its Result is the zero Result. A
-// zero Result (Limit == 0) means "not evaluated"; callers writing headers
-// skip it. Nothing is consumed anywhere, as when the wrapped Backend denies a
+// other check of the call is not evaluated: its algorithms.Result is the zero Result. A
+// zero algorithms.Result (algorithms.Limit == 0) means "not evaluated"; callers writing headers
+// skip it. Nothing is consumed anywhere, as when the wrapped algorithms.Backend denies a
 // call. A call answered locally does not look at ctx; it is validated like
 // [Memory] and [Redis] validate one and fails with the same *[ConfigError]
-// (for example "redlimit: results must hold one Result per Check, got 1 for
-// 2"). Any other call goes to the wrapped Backend unchanged, which validates
+// (for example "redlimit: results must hold one algorithms.Result per algorithms.Check, got 1 for
+// 2"). Any other call goes to the wrapped algorithms.Backend unchanged, which validates
 // it.
 //
-// When the wrapped Backend returns an error, Allow returns it and records
+// When the wrapped algorithms.Backend returns an error, Allow returns it and records
 // nothing. An allowed check removes its key's entry unless the entry is live,
-// under the same Algorithm and Limit, for a larger cost (which that check
+// under the same algorithms.Algorithm and algorithms.Limit, for a larger cost (which that check
 // does not contradict). If the store loses a key's state (eviction, FLUSHALL,
 // an unreplicated failover), the cache may keep denying that key for at most
 // the RetryAfter last reported.
@@ -93,7 +96,7 @@ type DenyCacheConfig struct {
 // DenyCache is safe for concurrent use. Keys are spread over up to 64
 // shards; looking a key up takes its shard's read lock only, recording a
 // denial its write lock. Expired entries are ignored at once, replaced or
-// removed when the wrapped Backend next denies or allows their key, swept
+// removed when the wrapped algorithms.Backend next denies or allows their key, swept
 // from each shard at most once a second, and preferred by eviction.
 //
 // Allocation budget: a call whose keys are not cached adds none to the
@@ -101,9 +104,9 @@ type DenyCacheConfig struct {
 // recording a new denial may allocate.
 //
 // DenyCache is not a rate limiter of its own: it never allows anything and
-// never caches allowances; the wrapped Backend decides everything else.
-type DenyCache struct {
-	next     Backend
+// never caches allowances; the wrapped algorithms.Backend decides everything else.
+type Cache struct {
+	next     algorithms.Backend
 	now      func() time.Time
 	epoch    time.Time // instants are kept as durations since epoch
 	seed     maphash.Seed
@@ -123,14 +126,14 @@ type denyShard struct {
 // denial is one remembered denial. Instants are durations since the cache's
 // epoch on its local clock.
 type denial struct {
-	limit     Limit
+	limit     algorithms.Limit
 	cost      int64 // the denied cost, >= 1
 	capacity  int64
 	remaining int64
 	at        time.Duration // when the call to next began
 	until     time.Duration // at + RetryAfter
 	reset     time.Duration // at + ResetAfter
-	alg       Algorithm
+	alg       algorithms.Algorithm
 	probe     *probe // the call asking next about this key since it expired
 }
 
@@ -141,15 +144,18 @@ type probe struct {
 	done chan struct{}
 }
 
-var _ Backend = (*DenyCache)(nil)
+var (
+	_ algorithms.DeadlineHonourer = (*Cache)(nil)
+	_ algorithms.DenialCacher     = (*Cache)(nil)
+)
 
-// NewDenyCache returns a DenyCache in front of next, configured by cfg.
-func NewDenyCache(next Backend, cfg DenyCacheConfig) (*DenyCache, error) {
+// New returns a DenyCache in front of next, configured by cfg.
+func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 	if next == nil {
-		return nil, &ConfigError{Field: "next", Reason: "must not be nil"}
+		return nil, &algorithms.ConfigError{Field: "next", Reason: "must not be nil"}
 	}
 	if cfg.MaxKeys < 0 {
-		return nil, fieldErr("DenyCacheConfig.MaxKeys", "must be >= 0, got ", int64(cfg.MaxKeys))
+		return nil, &algorithms.ConfigError{Field: "denycache.Config.MaxKeys", Reason: "must be >= 0, got " + strconv.Itoa(cfg.MaxKeys)}
 	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = 1 << 16
@@ -161,7 +167,7 @@ func NewDenyCache(next Backend, cfg DenyCacheConfig) (*DenyCache, error) {
 	for n > cfg.MaxKeys {
 		n /= 2
 	}
-	d := &DenyCache{
+	d := &Cache{
 		next:     next,
 		now:      cfg.Now,
 		epoch:    cfg.Now(),
@@ -178,8 +184,8 @@ func NewDenyCache(next Backend, cfg DenyCacheConfig) (*DenyCache, error) {
 }
 
 // Allow implements [Backend]: locally when a check matches a remembered
-// denial, by the wrapped Backend otherwise (see [DenyCache]).
-func (d *DenyCache) Allow(ctx context.Context, checks []Check, results []Result) error {
+// denial, by the wrapped algorithms.Backend otherwise (see [DenyCache]).
+func (d *Cache) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
 again:
 	now := d.now().Sub(d.epoch)
 	var (
@@ -196,7 +202,7 @@ again:
 		sh.mu.RUnlock()
 		if !ok {
 			if first >= 0 {
-				results[i] = Result{}
+				results[i] = algorithms.Result{}
 			}
 			continue
 		}
@@ -211,12 +217,11 @@ again:
 		hit := e.matches(c, now)
 		if hit && first < 0 {
 			// A lone check that hits is valid: its entry was recorded
-			// from a call next accepted, with the same Key, Algorithm
-			// and Limit and a cost in 1..capacity. Other calls are
+			// from a call next accepted, with the same Key, algorithms.Algorithm
+			// and algorithms.Limit and a cost in 1..capacity. Other calls are
 			// validated in full before they are answered.
 			if len(checks) > 1 || len(results) == 0 {
-				var pbuf [4]prepared
-				if _, err := prepareAll(checks, results, pbuf[:0]); err != nil {
+				if err := algorithms.ValidateCall(checks, results); err != nil {
 					return err
 				}
 			}
@@ -227,7 +232,7 @@ again:
 		case hit:
 			results[i] = e.result(now)
 		case first >= 0:
-			results[i] = Result{}
+			results[i] = algorithms.Result{}
 		}
 	}
 	if first >= 0 {
@@ -242,7 +247,7 @@ again:
 		case <-waitFor.done:
 			goto again
 		case <-ctx.Done():
-			return &BackendError{Backend: "denycache", Err: ctx.Err()}
+			return &algorithms.BackendError{Backend: "denycache", Err: ctx.Err()}
 		}
 	}
 	if err := d.next.Allow(ctx, checks, results); err != nil {
@@ -263,8 +268,8 @@ again:
 }
 
 // LocalDenials returns how many calls d has denied locally, without calling
-// the wrapped Backend, since it was created.
-func (d *DenyCache) LocalDenials() uint64 {
+// the wrapped algorithms.Backend, since it was created.
+func (d *Cache) LocalDenials() uint64 {
 	var n uint64
 	for i := range d.shards {
 		n += d.shards[i].local.Load()
@@ -272,24 +277,24 @@ func (d *DenyCache) LocalDenials() uint64 {
 	return n
 }
 
-func (d *DenyCache) shard(key string) *denyShard {
+func (d *Cache) shard(key string) *denyShard {
 	return &d.shards[maphash.String(d.seed, key)&d.mask]
 }
 
 // matches reports whether e, looked up by c's key, decides c at now.
-func (e *denial) matches(c *Check, now time.Duration) bool {
+func (e *denial) matches(c *algorithms.Check, now time.Duration) bool {
 	return e.at <= now && now < e.until && e.covers(c)
 }
 
 // expiredFor reports whether e would decide c if it had not expired at now.
-func (e *denial) expiredFor(c *Check, now time.Duration) bool {
+func (e *denial) expiredFor(c *algorithms.Check, now time.Duration) bool {
 	return e.at <= now && now >= e.until && e.covers(c)
 }
 
 // covers reports whether e, looked up by c's key, is about c: the same
-// Algorithm and Limit, and a cost at least the denied one and at most the
+// algorithms.Algorithm and algorithms.Limit, and a cost at least the denied one and at most the
 // capacity.
-func (e *denial) covers(c *Check) bool {
+func (e *denial) covers(c *algorithms.Check) bool {
 	cost := c.Cost // a negative cost matches nothing: next rejects it
 	if cost == 0 {
 		cost = 1
@@ -301,7 +306,7 @@ func (e *denial) covers(c *Check) bool {
 // returns the probe another call is making already. It returns nil, false
 // if the entry has changed since the caller read it: the caller then goes
 // on as it would have without an entry.
-func (d *DenyCache) claim(key string, now time.Duration) (p *probe, mine bool) {
+func (d *Cache) claim(key string, now time.Duration) (p *probe, mine bool) {
 	sh := d.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -320,7 +325,7 @@ func (d *DenyCache) claim(key string, now time.Duration) (p *probe, mine bool) {
 // release ends probe p: its key's entry, if the call did not replace or
 // remove it, forgets p, and the calls waiting for p go on. A nil p is no
 // probe.
-func (d *DenyCache) release(p *probe) {
+func (d *Cache) release(p *probe) {
 	if p == nil {
 		return
 	}
@@ -334,9 +339,9 @@ func (d *DenyCache) release(p *probe) {
 	close(p.done)
 }
 
-func (e *denial) result(now time.Duration) Result {
+func (e *denial) result(now time.Duration) algorithms.Result {
 	retry := e.until - now
-	return Result{
+	return algorithms.Result{
 		Limit:      e.capacity,
 		Remaining:  e.remaining,
 		RetryAfter: retry,
@@ -345,7 +350,7 @@ func (e *denial) result(now time.Duration) Result {
 }
 
 // record remembers that r denied c in a call to next that began at now.
-func (d *DenyCache) record(c *Check, r *Result, now time.Duration) {
+func (d *Cache) record(c *algorithms.Check, r *algorithms.Result, now time.Duration) {
 	e := denial{
 		limit:     c.Limit,
 		cost:      max(c.Cost, 1),
@@ -371,7 +376,7 @@ func (d *DenyCache) record(c *Check, r *Result, now time.Duration) {
 
 // forget removes c's entry after next allowed c at now, unless the entry
 // still holds: live, same limit, for a larger cost than c's.
-func (d *DenyCache) forget(c *Check, now time.Duration) {
+func (d *Cache) forget(c *algorithms.Check, now time.Duration) {
 	sh := d.shard(c.Key)
 	sh.mu.Lock()
 	if e, ok := sh.entries[c.Key]; ok {
@@ -410,9 +415,14 @@ func (sh *denyShard) evict() {
 	delete(sh.entries, victim)
 }
 
-// HonoursDeadline reports whether the backend behind d returns by its
-// context's deadline (see [Redis.HonoursDeadline]); local answers always do.
-func (d *DenyCache) HonoursDeadline() bool {
-	h, ok := d.next.(interface{ HonoursDeadline() bool })
+// HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
+// what the Backend behind d reports (false when it does not say). Local
+// answers never wait; a call waiting for another call's probe returns when
+// its context ends.
+func (d *Cache) HonoursDeadline() bool {
+	h, ok := d.next.(algorithms.DeadlineHonourer)
 	return ok && h.HonoursDeadline()
 }
+
+// CachesDenials implements [algorithms.DenialCacher].
+func (d *Cache) CachesDenials() bool { return true }

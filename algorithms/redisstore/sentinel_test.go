@@ -1,4 +1,4 @@
-package algorithms_test
+package redisstore_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -60,7 +61,7 @@ func sentinelFailover(t *testing.T, fail func(*redistest.Sentinel)) (forgotten, 
 	t.Logf("master, replica and sentinel up in %v", time.Since(start).Round(time.Millisecond))
 	ctx := context.Background()
 	client := st.Client(t)
-	b, _ := algorithms.NewRedis(client, algorithms.RedisConfig{Now: midHour()})
+	b, _ := redisstore.New(client, redisstore.Config{Now: midHour()})
 	prefix := redistest.Prefix(t)
 
 	counter := prefix + "{counter}"

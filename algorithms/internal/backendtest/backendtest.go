@@ -1,0 +1,458 @@
+// Package backendtest is what the tests of redlimit's backends share: the
+// conformance vectors of testdata/vectors, a settable clock, and Redis
+// clients that keep keys from expiring on the server's clock.
+package backendtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// vectorsDir is testdata/vectors at the module's root, found from this
+// file's path, so that any package's tests can load the vectors.
+func vectorsDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "vectors")
+}
+
+// The vector format (testdata/vectors/*.txt), one step per line:
+//
+//	scenario <name>
+//	limit <name> <algorithm> rate=<n> period=<duration> [burst=<n>]
+//	keys shared
+//	<offset> <check> [<check>...] -> <result> [| <result>...]
+//
+// where a check is <limit>/<key>[*<cost>] and a result is
+// allow|deny <remaining> <retry_after> <reset_after>. Each limit has keys of
+// its own, unless the scenario says "keys shared": then a key is the same
+// whatever limit checks it, and a scenario plays one key whose limit
+// changes. Offsets are durations
+// from T0, a Unix time aligned to a whole day, and may go backwards.
+// '#' starts a comment.
+
+// T0 is 2023-11-15T00:00:00Z: aligned to seconds, minutes, hours and days, so
+// fixed windows start at T0.
+var T0 = time.Unix(19676*86400, 0)
+
+type Limit struct {
+	Alg   algorithms.Algorithm
+	Limit algorithms.Limit
+}
+
+type Step struct {
+	Line   int
+	At     time.Duration // from T0
+	Checks []CheckSpec
+	Want   []algorithms.Result
+	Text   string
+}
+
+type CheckSpec struct {
+	Limit string // the name of one of the scenario's Limits
+	Key   string
+	Cost  int64
+}
+
+type Scenario struct {
+	File, Name string
+	Limits     map[string]Limit
+	Shared     bool // keys are shared by the limits
+	Steps      []Step
+}
+
+func LoadVectors(t testing.TB) []*Scenario {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(vectorsDir(), "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no vectors: %v", err)
+	}
+	var all []*Scenario
+	for _, f := range files {
+		all = append(all, parseVectors(t, f)...)
+	}
+	return all
+}
+
+func parseVectors(t testing.TB, path string) []*Scenario {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []*Scenario
+	var cur *Scenario
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("%s:%d: %s", path, n, fmt.Sprintf(format, args...))
+		}
+		switch fields[0] {
+		case "scenario":
+			cur = &Scenario{File: filepath.Base(path), Name: strings.Join(fields[1:], " "), Limits: map[string]Limit{}}
+			out = append(out, cur)
+		case "keys":
+			if cur == nil || len(fields) != 2 || fields[1] != "shared" {
+				fail("bad keys line: want \"keys shared\"")
+			}
+			cur.Shared = true
+		case "limit":
+			if cur == nil || len(fields) < 5 {
+				fail("bad limit line")
+			}
+			alg, err := algorithms.ParseAlgorithm(fields[2])
+			if err != nil {
+				fail("%v", err)
+			}
+			var l algorithms.Limit
+			for _, kv := range fields[3:] {
+				k, v, _ := strings.Cut(kv, "=")
+				switch k {
+				case "rate":
+					l.Rate, err = strconv.ParseInt(v, 10, 64)
+				case "burst":
+					l.Burst, err = strconv.ParseInt(v, 10, 64)
+				case "period":
+					l.Period, err = time.ParseDuration(v)
+				default:
+					fail("unknown limit field %q", k)
+				}
+				if err != nil {
+					fail("%v", err)
+				}
+			}
+			cur.Limits[fields[1]] = Limit{alg, l}
+		default:
+			if cur == nil {
+				fail("step before scenario")
+			}
+			st := Step{Line: n, Text: strings.Join(fields, " ")}
+			if st.At, err = time.ParseDuration(fields[0]); err != nil {
+				fail("offset: %v", err)
+			}
+			arrow := indexOf(fields, "->")
+			if arrow < 2 {
+				fail("no checks or no ->")
+			}
+			for _, c := range fields[1:arrow] {
+				lim, rest, ok := strings.Cut(c, "/")
+				if !ok {
+					fail("check %q: want limit/key", c)
+				}
+				if _, ok := cur.Limits[lim]; !ok {
+					fail("unknown limit %q", lim)
+				}
+				vc := CheckSpec{Limit: lim, Key: rest, Cost: 1}
+				if k, cost, ok := strings.Cut(rest, "*"); ok {
+					vc.Key = k
+					if vc.Cost, err = strconv.ParseInt(cost, 10, 64); err != nil {
+						fail("cost: %v", err)
+					}
+				}
+				st.Checks = append(st.Checks, vc)
+			}
+			for _, r := range strings.Split(strings.Join(fields[arrow+1:], " "), "|") {
+				rf := strings.Fields(r)
+				if len(rf) != 4 || rf[0] != "allow" && rf[0] != "deny" {
+					fail("result %q: want allow|deny remaining retry reset", r)
+				}
+				var res algorithms.Result
+				res.Allowed = rf[0] == "allow"
+				if res.Remaining, err = strconv.ParseInt(rf[1], 10, 64); err != nil {
+					fail("remaining: %v", err)
+				}
+				if res.RetryAfter, err = time.ParseDuration(rf[2]); err != nil {
+					fail("retry: %v", err)
+				}
+				if res.ResetAfter, err = time.ParseDuration(rf[3]); err != nil {
+					fail("reset: %v", err)
+				}
+				st.Want = append(st.Want, res)
+			}
+			if len(st.Want) != len(st.Checks) {
+				fail("%d checks but %d results", len(st.Checks), len(st.Want))
+			}
+			for i, c := range st.Checks {
+				l := cur.Limits[c.Limit]
+				st.Want[i].Limit = l.Limit.Capacity(l.Alg)
+			}
+			cur.Steps = append(cur.Steps, st)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func FormatResult(r algorithms.Result) string {
+	verdict := "deny"
+	if r.Allowed {
+		verdict = "allow"
+	}
+	return fmt.Sprintf("%s %d %v %v", verdict, r.Remaining, r.RetryAfter, r.ResetAfter)
+}
+
+// Clock is a settable clock for backends: pass its Now method as their
+// clock and set T.
+type Clock struct{ T time.Time }
+
+// Now returns c.T.
+func (c *Clock) Now() time.Time { return c.T }
+
+// Harness is a backend under test with a settable clock. Advance is called
+// with the new time before each step so that stores with their own notion
+// of expiry (miniredis) expire keys on the vectors' clock.
+type Harness struct {
+	Backend algorithms.Backend
+	Clock   *Clock
+	Advance func(to time.Time) // nil: nothing to do
+	Prefix  string             // starts every key
+}
+
+// Play plays sc against h: every step's Results must equal the vector's.
+// With print, it logs what h answers instead, to review new vectors.
+func Play(t *testing.T, h *Harness, sc *Scenario, print bool) {
+	t.Helper()
+	ctx := context.Background()
+	var printed strings.Builder
+	for _, st := range sc.Steps {
+		now := T0.Add(st.At)
+		h.Clock.T = now
+		if h.Advance != nil {
+			h.Advance(now)
+		}
+		checks := make([]algorithms.Check, len(st.Checks))
+		for i, c := range st.Checks {
+			l := sc.Limits[c.Limit]
+			key := h.Prefix + "v:" + c.Limit + ":{" + c.Key + "}"
+			if sc.Shared {
+				key = h.Prefix + "v:{" + c.Key + "}"
+			}
+			checks[i] = algorithms.Check{
+				Key:       key,
+				Algorithm: l.Alg,
+				Limit:     l.Limit,
+				Cost:      c.Cost,
+			}
+		}
+		got := make([]algorithms.Result, len(checks))
+		if err := h.Backend.Allow(ctx, checks, got); err != nil {
+			t.Fatalf("line %d: %s: Allow: %v", st.Line, st.Text, err)
+		}
+		if print {
+			var parts []string
+			for _, r := range got {
+				parts = append(parts, FormatResult(r))
+			}
+			arrow := strings.Index(st.Text, "->")
+			fmt.Fprintf(&printed, "%-40s -> %s\n", strings.TrimSpace(st.Text[:arrow]), strings.Join(parts, " | "))
+			continue
+		}
+		for i := range got {
+			if got[i] != st.Want[i] {
+				t.Errorf("line %d: %s\n  check %d: Allow(%s, T0+%v) = %s, want %s",
+					st.Line, st.Text, i, checks[i].Key, st.At, FormatResult(got[i]), FormatResult(st.Want[i]))
+			}
+		}
+	}
+	if print {
+		t.Logf("scenario %s\n%s", sc.Name, printed.String())
+	}
+}
+
+// Persisting runs every script in MULTI/EXEC followed by PERSIST of its
+// keys, so a real server's clock cannot expire keys between steps of a
+// workload that runs on a clock of its own.
+type Persisting struct{ *redis.Client }
+
+func (p Persisting) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return persistInTx(ctx, p.Client, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, sha, keys, args...) })
+}
+
+func (p Persisting) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return persistInTx(ctx, p.Client, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+}
+
+// persistInTx runs one script command in MULTI/EXEC, followed by PERSIST of
+// its keys.
+func persistInTx(ctx context.Context, c interface {
+	TxPipelined(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}, keys []string, script func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
+	var cmd *redis.Cmd
+	c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		cmd = script(pipe)
+		for _, k := range keys {
+			pipe.Persist(ctx, k)
+		}
+		return nil
+	})
+	return cmd
+}
+
+// PersistingCluster is Persisting for a cluster: each script runs in
+// MULTI/EXEC with PERSIST of its keys (all of one slot), so the servers'
+// clocks cannot expire keys of a workload that runs on a clock of its own.
+type PersistingCluster struct{ *redis.ClusterClient }
+
+func (p PersistingCluster) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return persistInTx(ctx, p.ClusterClient, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, sha, keys, args...) })
+}
+
+func (p PersistingCluster) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return persistInTx(ctx, p.ClusterClient, keys, func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+}
+
+// barrierCluster holds every EVALSHA until n of them are in flight at once,
+// or fails them after a second: a call spanning n slots passes only if it
+// sends its n scripts concurrently.
+
+// Call is one call of a workload: its checks, at a time.
+type Call struct {
+	At     time.Time
+	Checks []algorithms.Check
+}
+
+// RandomWorkload returns a random sequence of calls: one to three rules with
+// random algorithms and limits, costs from 0 to capacity+1, time moving
+// forward by up to two periods and sometimes backwards.
+func RandomWorkload(seed uint64, steps int) []Call {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
+	type rule struct {
+		alg   algorithms.Algorithm
+		limit algorithms.Limit
+	}
+	rules := make([]rule, 1+rng.IntN(3))
+	for i := range rules {
+		r := rule{alg: algorithms.Algorithms[rng.IntN(len(algorithms.Algorithms))]}
+		r.limit = algorithms.Limit{Rate: 1 + rng.Int64N(20), Period: periods[rng.IntN(len(periods))]}
+		if (r.alg == algorithms.TokenBucket || r.alg == algorithms.GCRA) && rng.IntN(2) == 0 {
+			r.limit.Burst = 1 + rng.Int64N(25)
+		}
+		rules[i] = r
+	}
+	now := T0.Add(time.Duration(rng.Int64N(int64(time.Hour))))
+	var out []Call
+	for range steps {
+		p := rules[0].limit.Period
+		switch d := rng.IntN(10); {
+		case d == 0:
+			now = now.Add(-time.Duration(rng.Int64N(int64(p))))
+		case d < 4:
+		default:
+			now = now.Add(time.Duration(rng.Int64N(int64(2*p/time.Microsecond))) * time.Microsecond / 5)
+		}
+		c := Call{At: now}
+		for i, r := range rules {
+			if i > 0 && rng.IntN(3) == 0 {
+				continue
+			}
+			c.Checks = append(c.Checks, algorithms.Check{
+				Key:       fmt.Sprintf("r%d:{%c}", i, 'a'+rng.IntN(2)),
+				Algorithm: r.alg,
+				Limit:     r.limit,
+				Cost:      rng.Int64N(r.limit.Capacity(r.alg) + 2),
+			})
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Run sets c to cl's time and asks b about cl's checks, their keys
+// prefixed with prefix.
+func Run(t *testing.T, b algorithms.Backend, c *Clock, prefix string, cl Call) []algorithms.Result {
+	t.Helper()
+	c.T = cl.At
+	checks := make([]algorithms.Check, len(cl.Checks))
+	for i, ch := range cl.Checks {
+		ch.Key = prefix + ch.Key
+		checks[i] = ch
+	}
+	res := make([]algorithms.Result, len(checks))
+	if err := b.Allow(context.Background(), checks, res); err != nil {
+		t.Fatalf("Allow at %v: %v", cl.At, err)
+	}
+	return res
+}
+
+// LayeredChecks returns n GCRA checks of limit on one key material, as a
+// rule set layered on one client makes them: keys prefix+"r<i>:{k}".
+func LayeredChecks(prefix string, n int, limit algorithms.Limit) []algorithms.Check {
+	checks := make([]algorithms.Check, n)
+	for i := range checks {
+		checks[i] = algorithms.Check{Key: prefix + "r" + strconv.Itoa(i) + ":{k}", Algorithm: algorithms.GCRA, Limit: limit}
+	}
+	return checks
+}
+
+// ScriptStats sums calls and usec of evalsha and eval from lines of INFO
+// commandstats like "cmdstat_evalsha:calls=10,usec=52,usec_per_call=5.20,...".
+func ScriptStats(ctx context.Context, c *redis.Client) (calls, usec float64) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			rest, ok = strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval:")
+		}
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls += f
+			case "usec":
+				usec += f
+			}
+		}
+	}
+	return calls, usec
+}
+
+// Scaled returns c with its time offset from t0 and its periods multiplied
+// by f: the same workload, slower.
+func Scaled(c Call, f int64) Call {
+	out := Call{At: T0.Add(c.At.Sub(T0) * time.Duration(f)), Checks: append([]algorithms.Check(nil), c.Checks...)}
+	for j := range out.Checks {
+		out.Checks[j].Limit.Period *= time.Duration(f)
+	}
+	return out
+}
