@@ -2,10 +2,10 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
 
-.PHONY: test lint fmt vet tidy bench fuzz
+.PHONY: test lint fmt vet tidy deps bench fuzz
 
-## test: formatting, vet, then every test with the race detector (real redis-server included)
-test: fmt vet
+## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included)
+test: fmt vet deps
 	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
 
 ## lint: gofmt, go vet, go.mod tidy, and staticcheck
@@ -17,6 +17,13 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+
+## deps: fail when a package that needs no Redis compiles go-redis or the Lua scripts
+## (only algorithms/redisstore may import them; see docs/architecture.md)
+NOREDIS := ./algorithms ./algorithms/memstore ./algorithms/denycache ./keyfunc ./headers ./middleware/...
+deps:
+	@out=$$($(GO) list -deps $(NOREDIS) | grep -e '^github.com/redis/go-redis' -e '^github.com/redlimit/redlimit/lua$$' || true); \
+	if [ -n "$$out" ]; then echo "packages of $(NOREDIS) must not depend on:"; echo "$$out"; exit 1; fi
 
 ## tidy: fail when go.mod or go.sum is not what go mod tidy would write
 tidy:
