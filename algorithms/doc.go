@@ -1,29 +1,40 @@
-// Package algorithms holds redlimit's rate-limiting model: the [Limit] a rule
-// enforces, the [Algorithm] that enforces it, the [Result] of one check, and the
-// [Backend] contract with its two implementations, [Redis] (Lua scripts run by
-// EVALSHA) and [Memory] (the same arithmetic in Go).
+// Package algorithms is redlimit's model: the [Limit] a rule enforces, the
+// [Algorithm] that enforces it, a [Check] and its [Result], the [Backend]
+// contract, and the errors. It holds no storage and imports no client: a
+// Backend is implemented elsewhere, by memstore (in process), redisstore
+// (Redis, by Lua scripts run with EVALSHA), denycache (a cache of denials
+// in front of another Backend), or by you.
 //
 // # Model
 //
-// A [Check] asks whether Cost units may be taken from the state stored under
+// A Check asks whether Cost units may be taken from the state stored under
 // Key, limited by Limit with Algorithm. A Backend evaluates all the checks of
-// one request together and all-or-nothing: if any check denies, no check
+// one call together and all-or-nothing: if any check denies, no check
 // consumes anything. This is what makes layered limits (per IP, per user, per
 // endpoint) honest: a request denied by the endpoint rule has not been counted
 // against the IP or user rule.
 //
-// Time is kept in integer microseconds. The Redis backend uses the Redis
-// server's clock (TIME) unless a Now function is injected, so application
-// instances with skewed clocks agree. Time going backwards never creates
-// capacity.
+// Time is kept in integer microseconds. Time going backwards never creates
+// capacity. Every algorithm keeps its state in one key whose TTL is exactly
+// the time until the key is back to full capacity ([Result].ResetAfter): a
+// key that expires is indistinguishable from a key at full capacity, so
+// expiry never changes a decision and nothing grows without bound.
 //
-// Every algorithm keeps its state in one key whose TTL is exactly the time
-// until the key is back to full capacity ([Result].ResetAfter): a key that
-// expires is indistinguishable from a key at full capacity, so expiry never
-// changes a decision and nothing grows without bound.
+// Both built-in stores compute with the same integer arithmetic (the
+// sliding window counter alone uses one float64 weight, computed
+// identically), and the conformance vectors in testdata/vectors are played
+// against memstore, against redisstore on miniredis, on a real
+// redis-server and on a Redis Cluster, and through the engine.
 //
-// Both backends compute with the same integer arithmetic (the sliding window
-// counter alone uses one float64 weight, computed identically), and the
-// conformance vectors in testdata/ are played against both, against miniredis
-// and against a real redis-server.
+// # Writing a Backend
+//
+// A Backend validates each call with [ValidateCall] before it stores
+// anything, fills one Result per Check, and reports store failures as a
+// *[BackendError]. Wrappers (metrics, tracing, a circuit breaker) forward
+// the capability interfaces of what they wrap when they keep its
+// behaviour: [DeadlineHonourer] (returns by the context's deadline),
+// [InProcess] (never waits for I/O) and [DenialCacher] (answers denied
+// keys itself). Callers such as the engine decide from these alone what
+// to add around a Backend (a guard goroutine, a timeout, a deny cache),
+// so a user's Backend is treated exactly like a built-in one.
 package algorithms
