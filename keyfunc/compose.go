@@ -24,12 +24,10 @@ import (
 // an IPv6 key from [IP]: Join(Route(), IP(...)) rather than Join(IP(...),
 // Route()).
 //
-// Join with no Func, or with a nil Func, yields a Func that reports
-// [ErrInvalidConfig]. Join with one Func returns it.
+// Join with one Func returns it. Join panics with an
+// [*algorithms.ConfigError] when fns is empty or holds a nil Func.
 func Join(fns ...Func) Func {
-	if err := checkFuncs("Join", fns); err != nil {
-		return func(*http.Request) (string, error) { return "", err }
-	}
+	checkFuncs("keyfunc.Join", fns)
 	if len(fns) == 1 {
 		return fns[0]
 	}
@@ -57,20 +55,19 @@ func Join(fns ...Func) Func {
 // Or returns a Func whose key is the key of the first of fns that finds one:
 // a fallback chain such as Or(User(...), IP(...)), "the user if signed in,
 // else the client's IP". Only [ErrNoKey] moves on to the next Func; any
-// other error ([ErrInvalidConfig], or any error from a Func of your own) is
-// returned at once, so a broken Func is not hidden behind its fallback. When
-// every Func reports ErrNoKey, Or returns the last one's error.
+// other error ([algorithms.ErrInvalidConfig], or any error from a Func of
+// your own) is returned at once, so a broken Func is not hidden behind its
+// fallback. When every Func reports ErrNoKey, Or returns the last one's
+// error.
 //
 // The keys of the alternatives share one key space: give them distinct
 // shapes, for example Or(Join(Const("user"), User(...)), IP(...)), when a
 // user ID could look like an IP address.
 //
-// Or with no Func, or with a nil Func, yields a Func that reports
-// [ErrInvalidConfig]. Or with one Func returns it.
+// Or with one Func returns it. Or panics with an [*algorithms.ConfigError]
+// when fns is empty or holds a nil Func.
 func Or(fns ...Func) Func {
-	if err := checkFuncs("Or", fns); err != nil {
-		return func(*http.Request) (string, error) { return "", err }
-	}
+	checkFuncs("keyfunc.Or", fns)
 	if len(fns) == 1 {
 		return fns[0]
 	}
@@ -105,15 +102,14 @@ func writeJoinPart(b *strings.Builder, k string) {
 	}
 }
 
-// checkFuncs reports an empty list or a nil element of a composition.
-func checkFuncs(name string, fns []Func) error {
+// checkFuncs panics on an empty list or a nil element of a composition.
+func checkFuncs(name string, fns []Func) {
 	if len(fns) == 0 {
-		return badConfig(name+"()", "no Func to combine")
+		panic(configError(name+" fns", "must not be empty"))
 	}
 	for i, fn := range fns {
 		if fn == nil {
-			return badConfig(name, "Func "+strconv.Itoa(i)+" is nil")
+			panic(configError(name+" fns["+strconv.Itoa(i)+"]", "must not be nil"))
 		}
 	}
-	return nil
 }

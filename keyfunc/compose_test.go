@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 // fixed returns a Func that always returns key, err.
@@ -31,8 +33,6 @@ func TestJoin(t *testing.T) {
 		{"empty parts", []Func{Const(""), Const("")}, ":", nil},
 		{"missing part", []Func{Const("a"), fixed("", missing), Const("c")}, "", ErrNoKey},
 		{"other error", []Func{Const("a"), fixed("", errBoom)}, "", errBoom},
-		{"no parts", nil, "", ErrInvalidConfig},
-		{"nil part", []Func{Const("a"), nil}, "", ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,10 +101,8 @@ func TestOr(t *testing.T) {
 		{"second fallback", []Func{fixed("", none1), fixed("", none2), Const("ip")}, "ip", nil},
 		{"all missing returns last", []Func{fixed("", none1), fixed("", none2)}, "", none2},
 		{"other error stops", []Func{fixed("", errBoom), Const("ip")}, "", errBoom},
-		{"config error stops", []Func{User(nil), Const("ip")}, "", ErrInvalidConfig},
+		{"config error stops", []Func{fixed("", badValue("ContextValue(k)", "wrong type")), Const("ip")}, "", algorithms.ErrInvalidConfig},
 		{"one func", []Func{fixed("", none1)}, "", none1},
-		{"no funcs", nil, "", ErrInvalidConfig},
-		{"nil func", []Func{nil, Const("ip")}, "", ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,20 +115,27 @@ func TestOr(t *testing.T) {
 	}
 }
 
+// TestCompositionConfigErrors: a composition of nothing, or of a nil Func,
+// panics when it is built, naming the constructor and the argument.
 func TestCompositionConfigErrors(t *testing.T) {
 	t.Parallel()
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	for _, tt := range []struct {
-		fn   Func
-		want string
+		name  string
+		build func() Func
+		want  string
 	}{
-		{Join(), "redlimit: keyfunc Join(): no Func to combine: redlimit: invalid configuration"},
-		{Join(Const("a"), nil), "redlimit: keyfunc Join: Func 1 is nil: redlimit: invalid configuration"},
-		{Or(), "redlimit: keyfunc Or(): no Func to combine: redlimit: invalid configuration"},
-		{Or(nil), "redlimit: keyfunc Or: Func 0 is nil: redlimit: invalid configuration"},
+		{"Join()", func() Func { return Join() }, "redlimit: keyfunc.Join fns must not be empty"},
+		{"Join(nil...)", func() Func { return Join([]Func(nil)...) }, "redlimit: keyfunc.Join fns must not be empty"},
+		{"Join(a, nil)", func() Func { return Join(Const("a"), nil) }, "redlimit: keyfunc.Join fns[1] must not be nil"},
+		{"Join(nil)", func() Func { return Join(nil) }, "redlimit: keyfunc.Join fns[0] must not be nil"},
+		{"Or()", func() Func { return Or() }, "redlimit: keyfunc.Or fns must not be empty"},
+		{"Or(nil)", func() Func { return Or(nil) }, "redlimit: keyfunc.Or fns[0] must not be nil"},
+		{"Or(ip, nil)", func() Func { return Or(Const("ip"), nil) }, "redlimit: keyfunc.Or fns[1] must not be nil"},
 	} {
-		if _, err := tt.fn(r); err == nil || err.Error() != tt.want {
-			t.Errorf("error = %v, want %s", err, tt.want)
+		fn, p := build(tt.build)
+		ce, ok := p.(*algorithms.ConfigError)
+		if fn != nil || !ok || ce.Error() != tt.want || !errors.Is(ce, algorithms.ErrInvalidConfig) {
+			t.Errorf("%s = %v, panic %#v; want panic *algorithms.ConfigError %s", tt.name, fn != nil, p, tt.want)
 		}
 	}
 }

@@ -30,10 +30,31 @@
 // middleware: skip the rule, deny the request, or avoid the question with a
 // fallback, Or(User(...), ipFunc). Errors name the Func and the reason:
 //
-//	redlimit: keyfunc Header("X-API-Key"): header absent: redlimit: no key
+//	redlimit: keyfunc Header("X-API-Key"): header absent
 //
-// A Func built wrong reports [ErrInvalidConfig] instead; [IP] reports a bad
-// [IPConfig] when it is called, with a [*ConfigError] naming the field.
+// # Configuration errors
+//
+// A key func that could never find a key is refused when it is built, not
+// on every request, where the middleware's error policy might let requests
+// through unlimited. [IP] and [ParseTrustedProxies] return an
+// [*algorithms.ConfigError] naming the field, such as
+//
+//	redlimit: IPConfig.IPv6Prefix must be in 1..128, got 200
+//
+// The constructors that return a bare Func, so that they compose as in
+// Or(Header("X-API-Key"), ip), take arguments written in code; like
+// [regexp.MustCompile] and [context.WithValue], they panic on an argument
+// that cannot work: [Header] with an empty or invalid name, [User] with a
+// nil function, [ContextValue] with a nil or non-comparable key, [Join] and
+// [Or] with no Func or a nil one. The panic value is an
+// [*algorithms.ConfigError] naming the constructor and the argument:
+//
+//	redlimit: keyfunc.Header name must not be empty
+//
+// Every configuration error matches [algorithms.ErrInvalidConfig], the
+// module's one category for them. The one such mistake only a request can
+// reveal, a context value of a type [ContextValue] cannot use, is reported
+// on that request as an [*Error] of that category.
 //
 // # Client addresses and proxies
 //

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -52,8 +53,22 @@ func ExampleHeader() {
 	fmt.Println(apiKey(r))
 	// Output:
 	// true
-	// redlimit: keyfunc Header("X-API-Key"): header absent: redlimit: no key
+	// redlimit: keyfunc Header("X-API-Key"): header absent
 	// k-123 <nil>
+}
+
+// A key func that could never find a key is refused when it is built: the
+// constructors that return a bare Func panic with a configuration error.
+func ExampleHeader_invalidName() {
+	defer func() {
+		err := recover().(error)
+		fmt.Println(err)
+		fmt.Println(errors.Is(err, algorithms.ErrInvalidConfig))
+	}()
+	_ = keyfunc.Header("")
+	// Output:
+	// redlimit: keyfunc.Header name must not be empty
+	// true
 }
 
 // One bucket per endpoint and client.

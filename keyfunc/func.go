@@ -10,8 +10,8 @@ import "net/http"
 // A Func that cannot find its key returns an error wrapping [ErrNoKey] (and,
 // for detail, an [*Error] naming the Func and the reason); it never returns
 // "" with a nil error, because an empty key would put every such request in
-// one shared bucket. A Func that was built wrong returns an error wrapping
-// [ErrInvalidConfig].
+// one shared bucket. A Func that meets a request holding something it was
+// not built for returns an error wrapping [algorithms.ErrInvalidConfig].
 //
 // A Func must not modify the request and must be safe for concurrent use;
 // every Func in this package is.

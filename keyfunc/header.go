@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"strings"
 )
 
 // Header returns a Func whose key is the value of the request header name,
@@ -20,13 +21,17 @@ import (
 // otherwise mint a fresh bucket per request by changing it. Long values are
 // bounded later by [Sanitize], which hashes them.
 //
-// An empty name yields a Func that reports [ErrInvalidConfig].
+// Header panics with an [*algorithms.ConfigError] when name is empty or is
+// not a valid header field name (a request can never carry it), so the
+// mistake shows when the rule is built, not as a rule that never applies.
 func Header(name string) Func {
-	fn := "Header(" + strconv.Quote(name) + ")"
 	if name == "" {
-		err := badConfig(fn, "empty header name")
-		return func(*http.Request) (string, error) { return "", err }
+		panic(configError("keyfunc.Header name", "must not be empty"))
 	}
+	if !validHeaderName(name) {
+		panic(configError("keyfunc.Header name", quoteTrunc(name)+" is not a valid header field name"))
+	}
+	fn := "Header(" + strconv.Quote(name) + ")"
 	key := textproto.CanonicalMIMEHeaderKey(name)
 	absent := noKey(fn, "header absent")
 	empty := noKey(fn, "header empty")
@@ -40,4 +45,19 @@ func Header(name string) Func {
 		}
 		return v[0], nil
 	}
+}
+
+// validHeaderName reports whether name is a token (RFC 9110, section 5.1),
+// the only header field names net/http accepts in a request.
+func validHeaderName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

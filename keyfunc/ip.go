@@ -108,7 +108,8 @@ type ipKey struct {
 // that is empty or not an IP address, with or without a port, reports
 // [ErrNoKey].
 //
-// IP returns a [*ConfigError] when cfg is invalid. The Func it returns is
+// IP returns an [*algorithms.ConfigError] naming the field when cfg is
+// invalid; it matches [algorithms.ErrInvalidConfig]. The Func it returns is
 // safe for concurrent use; with no trusted proxy and an IPv4 peer it does not
 // allocate.
 func IP(cfg IPConfig) (Func, error) {
@@ -120,10 +121,10 @@ func IP(cfg IPConfig) (Func, error) {
 		k.v6bits = 64
 	}
 	if k.v4bits < 1 || k.v4bits > 32 {
-		return nil, &ConfigError{Field: "IPConfig.IPv4Prefix", Reason: "must be in 1..32, got " + strconv.Itoa(cfg.IPv4Prefix)}
+		return nil, configError("IPConfig.IPv4Prefix", "must be in 1..32, got "+strconv.Itoa(cfg.IPv4Prefix))
 	}
 	if k.v6bits < 1 || k.v6bits > 128 {
-		return nil, &ConfigError{Field: "IPConfig.IPv6Prefix", Reason: "must be in 1..128, got " + strconv.Itoa(cfg.IPv6Prefix)}
+		return nil, configError("IPConfig.IPv6Prefix", "must be in 1..128, got "+strconv.Itoa(cfg.IPv6Prefix))
 	}
 	trusted, err := normalizePrefixes(cfg.TrustedProxies)
 	if err != nil {
@@ -139,12 +140,12 @@ func IP(cfg IPConfig) (Func, error) {
 	case HeaderForwarded:
 		k.kind, k.header = headerForwarded, h
 	default:
-		return nil, &ConfigError{Field: "IPConfig.Header", Reason: `must be "X-Forwarded-For", "X-Real-IP" or "Forwarded", got ` + strconv.Quote(cfg.Header)}
+		return nil, configError("IPConfig.Header", `must be "X-Forwarded-For", "X-Real-IP" or "Forwarded", got `+strconv.Quote(cfg.Header))
 	}
 	if len(trusted) == 0 {
 		if cfg.Header != "" {
-			return nil, &ConfigError{Field: "IPConfig.Header", Reason: "is " + strconv.Quote(cfg.Header) +
-				" but IPConfig.TrustedProxies is empty: the header would be believed from no one and every client behind a proxy would share the proxy's key"}
+			return nil, configError("IPConfig.Header", "is "+strconv.Quote(cfg.Header)+
+				" but IPConfig.TrustedProxies is empty: the header would be believed from no one and every client behind a proxy would share the proxy's key")
 		}
 		k.kind, k.header = headerNone, ""
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 // newRequest returns a GET request from remote carrying headers, given as
@@ -205,9 +207,9 @@ func TestIPErrorMessage(t *testing.T) {
 	t.Parallel()
 	fn := mustIP(t, IPConfig{})
 	for remote, want := range map[string]string{
-		"":           "redlimit: keyfunc IP: empty RemoteAddr: redlimit: no key",
-		"nope:80":    `redlimit: keyfunc IP: RemoteAddr "nope:80" is not an IP address: redlimit: no key`,
-		"1.2.3.4:xx": `redlimit: keyfunc IP: RemoteAddr "1.2.3.4:xx" is not an IP address: redlimit: no key`,
+		"":           "redlimit: keyfunc IP: empty RemoteAddr",
+		"nope:80":    `redlimit: keyfunc IP: RemoteAddr "nope:80" is not an IP address`,
+		"1.2.3.4:xx": `redlimit: keyfunc IP: RemoteAddr "1.2.3.4:xx" is not an IP address`,
 	} {
 		_, err := fn(newRequest(remote))
 		if err == nil || err.Error() != want {
@@ -252,9 +254,9 @@ func TestIPConfigErrors(t *testing.T) {
 			if fn != nil || err == nil || err.Error() != tt.want {
 				t.Fatalf("IP(%s) = %v, %v; want error %s", cfgString(tt.cfg), fn != nil, err, tt.want)
 			}
-			var ce *ConfigError
-			if !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ce) {
-				t.Errorf("IP(%s) error %#v is not a *ConfigError wrapping ErrInvalidConfig", cfgString(tt.cfg), err)
+			var ce *algorithms.ConfigError
+			if !errors.Is(err, algorithms.ErrInvalidConfig) || !errors.As(err, &ce) {
+				t.Errorf("IP(%s) error %#v is not an *algorithms.ConfigError wrapping ErrInvalidConfig", cfgString(tt.cfg), err)
 			}
 		})
 	}

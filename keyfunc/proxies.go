@@ -16,7 +16,8 @@ import (
 // maps.
 //
 // The first entry that is empty or neither an address nor a prefix is
-// reported as a [*ConfigError] naming it.
+// reported as an [*algorithms.ConfigError] naming it, which matches
+// [algorithms.ErrInvalidConfig].
 func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cidrs))
 	for i, s := range cidrs {
@@ -36,10 +37,8 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 			}
 		}
 		if err != nil {
-			return nil, &ConfigError{
-				Field:  "ParseTrustedProxies: entry " + strconv.Itoa(i),
-				Reason: quoteTrunc(cidrs[i]) + " is neither an IP address nor a CIDR prefix",
-			}
+			return nil, configError("keyfunc.ParseTrustedProxies entry "+strconv.Itoa(i),
+				quoteTrunc(cidrs[i])+" is neither an IP address nor a CIDR prefix")
 		}
 		out = append(out, normalizePrefix(p))
 	}
@@ -56,11 +55,11 @@ func normalizePrefixes(ps []netip.Prefix) ([]netip.Prefix, error) {
 	for i, p := range ps {
 		field := "IPConfig.TrustedProxies[" + strconv.Itoa(i) + "]"
 		if !p.IsValid() {
-			return nil, &ConfigError{Field: field, Reason: "is not a valid prefix (the zero netip.Prefix, or bits out of range)"}
+			return nil, configError(field, "is not a valid prefix (the zero netip.Prefix, or bits out of range)")
 		}
 		p = normalizePrefix(p)
 		if p.Bits() == 0 {
-			return nil, &ConfigError{Field: field, Reason: "is " + p.String() + ", which trusts every address and lets any client choose its key"}
+			return nil, configError(field, "is "+p.String()+", which trusts every address and lets any client choose its key")
 		}
 		out[i] = p
 	}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 func TestParseTrustedProxies(t *testing.T) {
@@ -50,21 +52,21 @@ func TestParseTrustedProxiesErrors(t *testing.T) {
 		in   []string
 		want string
 	}{
-		{[]string{"10.0.0.0/8", "10.0.0.300/8"}, `redlimit: ParseTrustedProxies: entry 1 "10.0.0.300/8" is neither an IP address nor a CIDR prefix`},
-		{[]string{""}, `redlimit: ParseTrustedProxies: entry 0 "" is neither an IP address nor a CIDR prefix`},
-		{[]string{"lb.internal"}, `redlimit: ParseTrustedProxies: entry 0 "lb.internal" is neither an IP address nor a CIDR prefix`},
-		{[]string{"10.0.0.0/33"}, `redlimit: ParseTrustedProxies: entry 0 "10.0.0.0/33" is neither an IP address nor a CIDR prefix`},
-		{[]string{"10.0.0.0/8, 192.0.2.0/24"}, `redlimit: ParseTrustedProxies: entry 0 "10.0.0.0/8, 192.0.2.0/24" is neither an IP address nor a CIDR prefix`},
-		{[]string{"10.0.0.1:80"}, `redlimit: ParseTrustedProxies: entry 0 "10.0.0.1:80" is neither an IP address nor a CIDR prefix`},
+		{[]string{"10.0.0.0/8", "10.0.0.300/8"}, `redlimit: keyfunc.ParseTrustedProxies entry 1 "10.0.0.300/8" is neither an IP address nor a CIDR prefix`},
+		{[]string{""}, `redlimit: keyfunc.ParseTrustedProxies entry 0 "" is neither an IP address nor a CIDR prefix`},
+		{[]string{"lb.internal"}, `redlimit: keyfunc.ParseTrustedProxies entry 0 "lb.internal" is neither an IP address nor a CIDR prefix`},
+		{[]string{"10.0.0.0/33"}, `redlimit: keyfunc.ParseTrustedProxies entry 0 "10.0.0.0/33" is neither an IP address nor a CIDR prefix`},
+		{[]string{"10.0.0.0/8, 192.0.2.0/24"}, `redlimit: keyfunc.ParseTrustedProxies entry 0 "10.0.0.0/8, 192.0.2.0/24" is neither an IP address nor a CIDR prefix`},
+		{[]string{"10.0.0.1:80"}, `redlimit: keyfunc.ParseTrustedProxies entry 0 "10.0.0.1:80" is neither an IP address nor a CIDR prefix`},
 	}
 	for _, tt := range tests {
 		got, err := ParseTrustedProxies(tt.in...)
 		if got != nil || err == nil || err.Error() != tt.want {
 			t.Errorf("ParseTrustedProxies(%q) = %v, %v; want error %s", tt.in, got, err, tt.want)
 		}
-		var ce *ConfigError
-		if !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ce) {
-			t.Errorf("ParseTrustedProxies(%q) error %#v is not a *ConfigError wrapping ErrInvalidConfig", tt.in, err)
+		var ce *algorithms.ConfigError
+		if !errors.Is(err, algorithms.ErrInvalidConfig) || !errors.As(err, &ce) {
+			t.Errorf("ParseTrustedProxies(%q) error %#v is not an *algorithms.ConfigError wrapping ErrInvalidConfig", tt.in, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package keyfunc
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 )
 
 // User returns a Func whose key is the identity fn finds in the request,
@@ -18,11 +19,10 @@ import (
 // reports [ErrNoKey]; combine with [Or] to fall back to the client's IP.
 // fn must be safe for concurrent use and must not modify the request.
 //
-// A nil fn yields a Func that reports [ErrInvalidConfig].
+// User panics with an [*algorithms.ConfigError] when fn is nil.
 func User(fn func(*http.Request) (string, bool)) Func {
 	if fn == nil {
-		err := badConfig("User", "nil function")
-		return func(*http.Request) (string, error) { return "", err }
+		panic(configError("keyfunc.User fn", "must not be nil"))
 	}
 	anonymous := noKey("User", "no identity")
 	return func(r *http.Request) (string, error) {
@@ -42,9 +42,19 @@ func User(fn func(*http.Request) (string, bool)) Func {
 //	keyfunc.ContextValue(userIDKey{})
 //
 // An absent (nil) value or an empty string reports [ErrNoKey]. A value of any
-// other type is a programming error and reports [ErrInvalidConfig], so it is
-// not silently treated as anonymous.
+// other type is a programming error and reports an [*Error] of category
+// [algorithms.ErrInvalidConfig], so it is not silently treated as anonymous.
+//
+// Like [context.WithValue], ContextValue panics when key is nil or not
+// comparable, keys under which no value can be stored; the panic value is an
+// [*algorithms.ConfigError].
 func ContextValue(key any) Func {
+	if key == nil {
+		panic(configError("keyfunc.ContextValue key", "must not be nil"))
+	}
+	if !reflect.ValueOf(key).Comparable() {
+		panic(configError("keyfunc.ContextValue key", fmt.Sprintf("must be comparable, got type %T", key)))
+	}
 	fn := fmt.Sprintf("ContextValue(%#v)", key)
 	absent := noKey(fn, "no value in the request context")
 	empty := noKey(fn, "empty value in the request context")
@@ -58,7 +68,7 @@ func ContextValue(key any) Func {
 		case fmt.Stringer:
 			s = v.String()
 		default:
-			return "", badConfig(fn, fmt.Sprintf("context value has type %T, want string or fmt.Stringer", v))
+			return "", badValue(fn, fmt.Sprintf("context value has type %T, want string or fmt.Stringer", v))
 		}
 		if s == "" {
 			return "", empty

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 type userKey struct{}
@@ -41,11 +43,10 @@ func TestUser(t *testing.T) {
 		wantErr string
 	}{
 		{"signed in", User(fromCtx), withValue(userKey{}, "alice"), "alice", ""},
-		{"anonymous", User(fromCtx), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity: redlimit: no key"},
-		{"empty id", User(fromCtx), withValue(userKey{}, ""), "", "redlimit: keyfunc User: no identity: redlimit: no key"},
-		{"true but empty", User(func(*http.Request) (string, bool) { return "", true }), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity: redlimit: no key"},
-		{"false wins over id", User(func(*http.Request) (string, bool) { return "x", false }), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity: redlimit: no key"},
-		{"nil fn", User(nil), withValue(userKey{}, "alice"), "", "redlimit: keyfunc User: nil function: redlimit: invalid configuration"},
+		{"anonymous", User(fromCtx), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
+		{"empty id", User(fromCtx), withValue(userKey{}, ""), "", "redlimit: keyfunc User: no identity"},
+		{"true but empty", User(func(*http.Request) (string, bool) { return "", true }), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
+		{"false wins over id", User(func(*http.Request) (string, bool) { return "x", false }), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,11 +70,11 @@ func TestContextValue(t *testing.T) {
 	}{
 		{"string", userKey{}, withValue(userKey{}, "alice"), "alice", ""},
 		{"stringer", userKey{}, withValue(userKey{}, userID(7)), "u7", ""},
-		{"absent", userKey{}, withValue(userKey{}, nil), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): no value in the request context: redlimit: no key"},
-		{"other key", userKey{}, withValue("userKey", "alice"), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): no value in the request context: redlimit: no key"},
-		{"empty string", userKey{}, withValue(userKey{}, ""), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): empty value in the request context: redlimit: no key"},
-		{"empty stringer", userKey{}, withValue(userKey{}, userID(0)), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): empty value in the request context: redlimit: no key"},
-		{"wrong type", userKey{}, withValue(userKey{}, 42), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): context value has type int, want string or fmt.Stringer: redlimit: invalid configuration"},
+		{"absent", userKey{}, withValue(userKey{}, nil), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): no value in the request context"},
+		{"other key", userKey{}, withValue("userKey", "alice"), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): no value in the request context"},
+		{"empty string", userKey{}, withValue(userKey{}, ""), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): empty value in the request context"},
+		{"empty stringer", userKey{}, withValue(userKey{}, userID(0)), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): empty value in the request context"},
+		{"wrong type", userKey{}, withValue(userKey{}, 42), "", "redlimit: keyfunc ContextValue(keyfunc.userKey{}): context value has type int, want string or fmt.Stringer"},
 		{"string key", "user", withValue("user", "bob"), "bob", ""},
 	}
 	for _, tt := range tests {
@@ -95,7 +96,7 @@ func TestContextValueCategories(t *testing.T) {
 	}
 	// A wrong type must not pass for an anonymous request, or Or would
 	// silently fall back.
-	if _, err := fn(withValue(userKey{}, 42)); errors.Is(err, ErrNoKey) || !errors.Is(err, ErrInvalidConfig) {
+	if _, err := fn(withValue(userKey{}, 42)); errors.Is(err, ErrNoKey) || !errors.Is(err, algorithms.ErrInvalidConfig) {
 		t.Errorf("wrong type: %v, want ErrInvalidConfig and not ErrNoKey", err)
 	}
 }
