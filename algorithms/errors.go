@@ -80,7 +80,7 @@ type BackendError struct {
 	// backend that does not honour deadlines, too many such calls still
 	// running, a panic). A user's Backend may set its own.
 	Backend string
-	Err     error  // the underlying error
+	Err     error // the underlying error
 
 	// Keys is set, to the keys of the failed script, when the error
 	// concerns the state stored under one of them rather than the backend
