@@ -64,14 +64,11 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // counting is a user's wrapper around memstore. It counts calls and
-// records whether they had a deadline; it reports the capabilities its
-// fields say.
+// records whether they had a deadline; it reports no capability.
 type counting struct {
-	next         *memstore.Store
-	calls        atomic.Int64
-	deadlines    atomic.Int64
-	inProcess    bool
-	cachesDenied bool
+	next      *memstore.Store
+	calls     atomic.Int64
+	deadlines atomic.Int64
 }
 
 func (c *counting) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
