@@ -74,8 +74,13 @@ func WithRule(err error, rule string) error {
 
 // BackendError is the detailed form of [ErrBackend].
 type BackendError struct {
-	Backend string // "redis" or "memory"
-	Err     error  // the underlying error
+	// Backend names who failed: "redis" (redisstore), "memory"
+	// (memstore), "denycache" (denycache, a call canceled while waiting),
+	// or "engine" (the decision engine: a call past its timeout from a
+	// backend that does not honour deadlines, too many such calls still
+	// running, a panic). A user's Backend may set its own.
+	Backend string
+	Err     error // the underlying error
 
 	// Keys is set, to the keys of the failed script, when the error
 	// concerns the state stored under one of them rather than the backend

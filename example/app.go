@@ -11,6 +11,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // app holds the service's limiters: base (per IP and per user) for every
@@ -31,14 +32,14 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
 			// Anonymous requests have no user: this rule skips them.
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: middleware.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: engine.SkipMissingKey},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	orders, err := base.With(middleware.Rule{
-		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: middleware.SkipMissingKey,
+		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: engine.SkipMissingKey,
 	})
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 	// stored as "rate:payments:sl:{<id>}", in the same hash slot as the user
 	// rule, so a user's rules share one Redis Cluster node.
 	payments, err := base.With(middleware.Rule{
-		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: middleware.SkipMissingKey,
+		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: engine.SkipMissingKey,
 	})
 	if err != nil {
 		return nil, err

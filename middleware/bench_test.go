@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -32,9 +33,14 @@ func (w *benchWriter) WriteHeader(code int)                  { w.code = code }
 func (w *benchWriter) reset()                                { clear(w.h); w.code = 200 }
 func (w *benchWriter) serve(h http.Handler, r *http.Request) { w.reset(); h.ServeHTTP(w, r) }
 
-// outOfProcess hides a Memory backend's type, so the middleware treats it
-// like a remote store.
-type outOfProcess struct{ *memstore.Store }
+// outOfProcess hides a memstore backend's capabilities (it forwards only
+// Allow), so the middleware treats it as a remote backend: deny cache and
+// a bounded call in a goroutine.
+type outOfProcess struct{ mem *memstore.Store }
+
+func (o outOfProcess) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	return o.mem.Allow(ctx, checks, results)
+}
 
 // huge never runs out under a fixed clock: each request moves the GCRA's
 // arrival time by 2^-30 s.

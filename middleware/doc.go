@@ -2,7 +2,8 @@
 // func(http.Handler) http.Handler that, for each request, builds the keys of
 // its rules, asks an [algorithms.Backend] about all of them in one call,
 // writes the rate-limit headers, and either calls the next handler or
-// answers 429 Too Many Requests.
+// answers 429 Too Many Requests. The deciding is done by package
+// [engine], which callers without HTTP can use directly.
 //
 // # Mounting
 //
@@ -36,8 +37,8 @@
 // A backend call gets Config.Timeout (100ms by default), and the request
 // waits no longer even when the backend's client ignores the deadline (see
 // Config.Timeout for what that costs). When the call fails or times out,
-// Config.OnError decides: [FailOpen] lets the request through,
-// [FailClosed] answers 503, [Fallback] (the default) switches to an
+// Config.OnError decides: [engine.FailOpen] lets the request through,
+// [engine.FailClosed] answers 503, [engine.Fallback] (the default) switches to an
 // in-process [memstore.Store] backend until a background probe finds the
 // primary backend healthy again. Every error is reported to Config.OnDecision
 // and logged with log/slog.

@@ -18,6 +18,7 @@ import (
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // clock is the fixed time of the examples, so that their output is
@@ -84,7 +85,7 @@ func ExampleMiddleware_With() {
 	api, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: middleware.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: engine.SkipMissingKey},
 		},
 		Headers: headers.Writer{Style: headers.IETF},
 	})
@@ -200,7 +201,7 @@ func ExampleMiddleware_Handler_chi() {
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: middleware.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: engine.SkipMissingKey},
 		},
 		Now: clock,
 	})

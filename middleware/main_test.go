@@ -24,6 +24,7 @@ import (
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestMain starts the shared redis-server the real-Redis benchmarks use.
@@ -169,11 +170,11 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // recorder collects the decisions given to Config.OnDecision, copied.
 type recorder struct {
 	mu   sync.Mutex
-	got  []middleware.Decision
+	got  []engine.Decision
 	reqs []*http.Request
 }
 
-func (rec *recorder) hook(r *http.Request, d *middleware.Decision) {
+func (rec *recorder) hook(r *http.Request, d *engine.Decision) {
 	c := *d
 	c.Rules = slices.Clone(d.Rules)
 	rec.mu.Lock()
@@ -182,7 +183,7 @@ func (rec *recorder) hook(r *http.Request, d *middleware.Decision) {
 	rec.mu.Unlock()
 }
 
-func (rec *recorder) last(t *testing.T) middleware.Decision {
+func (rec *recorder) last(t *testing.T) engine.Decision {
 	t.Helper()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

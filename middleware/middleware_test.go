@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // gcra3 is 3 requests a minute: with the fixed clock, each request moves
@@ -93,13 +94,13 @@ func TestChiTopLevelUse(t *testing.T) {
 		w := serve(r, req("GET", "/users/1", "192.0.2.1:1234"))
 		checkResponse(t, "GET /users/1", w, http.StatusTooManyRequests, map[string]string{})
 		d := rec.last(t)
-		if d.Allowed || !d.Rules[0].MissingKey || d.Rules[0].Evaluated || d.Source != middleware.SourceNone {
+		if d.Allowed || !d.Rules[0].MissingKey || d.Rules[0].Evaluated || d.Source != engine.SourceNone {
 			t.Errorf("decision %+v, want denied for a missing key, not evaluated", d)
 		}
 	})
 	t.Run("skip", func(t *testing.T) {
 		route := route
-		route.MissingKey = middleware.SkipMissingKey
+		route.MissingKey = engine.SkipMissingKey
 		var rec recorder
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{ip, route}, OnDecision: rec.hook})
 		r := chi.NewRouter()
@@ -367,14 +368,14 @@ func TestNegativeCost(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name   string
-		policy middleware.ErrorPolicy
+		policy engine.ErrorPolicy
 		shadow bool
 		code   int
 	}{
-		{"fallback", middleware.Fallback, false, 429},
-		{"fail open", middleware.FailOpen, false, 429},
-		{"fail closed", middleware.FailClosed, false, 429},
-		{"shadow", middleware.Fallback, true, 200},
+		{"fallback", engine.Fallback, false, 429},
+		{"fail open", engine.FailOpen, false, 429},
+		{"fail closed", engine.FailClosed, false, 429},
+		{"shadow", engine.Fallback, true, 200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec recorder

@@ -6,39 +6,6 @@ import (
 	"strings"
 )
 
-// ErrorPolicy is what happens to a request when its limits cannot be
-// decided: the backend failed or timed out, or a key func failed with an
-// error other than a missing key.
-type ErrorPolicy uint8
-
-const (
-	// Fallback (the default) decides with the in-process fallback backend
-	// until the primary answers again; a background probe checks the
-	// primary every Config.ProbeInterval and switches back by itself.
-	// Limits are then per instance. An error about the state stored under
-	// one request's keys ([algorithms.ErrKeyState]: a key of another Redis
-	// type) says nothing about the primary's health: that request alone is
-	// decided with the fallback, and the others still go to the primary. A
-	// failing key func (not a backend problem) fails open.
-	Fallback ErrorPolicy = iota
-	// FailOpen lets the request through without rate-limit headers.
-	FailOpen
-	// FailClosed answers with Config.ErrorHandler (503 by default).
-	FailClosed
-)
-
-func (p ErrorPolicy) String() string {
-	switch p {
-	case Fallback:
-		return "fallback"
-	case FailOpen:
-		return "fail-open"
-	case FailClosed:
-		return "fail-closed"
-	}
-	return "ErrorPolicy(" + strconv.Itoa(int(p)) + ")"
-}
-
 // DefaultDenied answers 429 Too Many Requests. The body is an RFC 9457
 // problem (type quota-exceeded from the IETF rate-limit draft) when the
 // client accepts application/problem+json, and one line of plain text

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestDefaultDenied: plain text unless the client asks for JSON, then an
@@ -88,7 +88,7 @@ func mustJSON(v any) string {
 // TestDeniedHandler: a custom Config.Denied sees the Decision in the
 // context and the rate-limit headers already written.
 func TestDeniedHandler(t *testing.T) {
-	var seen *middleware.Decision
+	var seen *engine.Decision
 	var hdr string
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{
 		Rules: []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}},
@@ -104,7 +104,7 @@ func TestDeniedHandler(t *testing.T) {
 	if w.Code != http.StatusTeapot || hdr != "60" {
 		t.Errorf("status %d, Retry-After seen by Denied %q; want 418 and 60", w.Code, hdr)
 	}
-	if seen == nil || seen.Allowed || seen.Rules[0].Name != "ip" || seen.Rules[0].Result.RetryAfter != time.Minute || seen.Source != middleware.SourcePrimary {
+	if seen == nil || seen.Allowed || seen.Rules[0].Name != "ip" || seen.Rules[0].Result.RetryAfter != time.Minute || seen.Source != engine.SourcePrimary {
 		t.Errorf("Denied saw %+v", seen)
 	}
 	// The Decision is the handler's to keep: later requests leave it alone.
@@ -141,10 +141,10 @@ func TestErrorPolicies(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
 		var rec recorder
-		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: middleware.FailOpen, OnDecision: rec.hook})
+		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: engine.FailOpen, OnDecision: rec.hook})
 		for range 5 {
 			checkResponse(t, "down", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, map[string]string{})
-			if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, errDown) || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != middleware.SourceNone || d.Rules[0].Evaluated {
+			if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, errDown) || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != engine.SourceNone || d.Rules[0].Evaluated {
 				t.Errorf("decision %+v", d)
 			}
 		}
@@ -154,14 +154,14 @@ func TestErrorPolicies(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
-		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: middleware.FailClosed})
+		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: engine.FailClosed})
 		w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
 		checkResponse(t, "down", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})
 		if w.Body.String() != "rate limiter unavailable\n" {
 			t.Errorf("body %q", w.Body.String())
 		}
 		var seen error
-		custom := newMW(t, b, middleware.Config{Rules: rules, OnError: middleware.FailClosed,
+		custom := newMW(t, b, middleware.Config{Rules: rules, OnError: engine.FailClosed,
 			ErrorHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				d, _ := middleware.FromContext(r.Context())
 				seen = d.Err
@@ -181,14 +181,14 @@ func TestErrorPolicies(t *testing.T) {
 		for i, want := range threeAndDenied {
 			checkResponse(t, "down "+itoa(int64(i)), serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), want.code, want.headers)
 			d := rec.last(t)
-			if d.Source != middleware.SourceFallback || (i == 0) != (d.Err != nil) {
+			if d.Source != engine.SourceFallback || (i == 0) != (d.Err != nil) {
 				t.Errorf("request %d: Source %v Err %v; want fallback, Err on the first only", i, d.Source, d.Err)
 			}
 		}
 		calls := b.calls.Load()
 		b.down.Store(false)
 		start := time.Now()
-		for rec.last(t).Source != middleware.SourcePrimary {
+		for rec.last(t).Source != engine.SourcePrimary {
 			if time.Since(start) > 10*time.Second {
 				t.Fatal("still on the fallback 10s after the backend came back")
 			}
@@ -203,9 +203,9 @@ func TestErrorPolicies(t *testing.T) {
 	t.Run("key func error", func(t *testing.T) {
 		broken := func(*http.Request) (string, error) { return "", errors.New("session store down") }
 		for _, tt := range []struct {
-			policy middleware.ErrorPolicy
+			policy engine.ErrorPolicy
 			code   int
-		}{{middleware.Fallback, 200}, {middleware.FailOpen, 200}, {middleware.FailClosed, 503}} {
+		}{{engine.Fallback, 200}, {engine.FailOpen, 200}, {engine.FailClosed, 503}} {
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{OnError: tt.policy,
 				Rules: []middleware.Rule{{Name: "s", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}}})
 			if w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")); w.Code != tt.code {
@@ -223,7 +223,7 @@ func TestErrorLogThrottled(t *testing.T) {
 	b.down.Store(true)
 	mw := newMW(t, b, middleware.Config{
 		Rules:   []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError: middleware.FailOpen,
+		OnError: engine.FailOpen,
 		Logger:  slogTo(&buf),
 	})
 	for range 100 {
@@ -253,7 +253,7 @@ func (h *hanging) Allow(ctx context.Context, checks []algorithms.Check, results 
 // cannot hold a request past Config.Timeout, under every policy.
 func TestTimeoutEnforced(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	for _, policy := range []middleware.ErrorPolicy{middleware.FailOpen, middleware.FailClosed, middleware.Fallback} {
+	for _, policy := range []engine.ErrorPolicy{engine.FailOpen, engine.FailClosed, engine.Fallback} {
 		t.Run(policy.String(), func(t *testing.T) {
 			b := &hanging{release: make(chan struct{})}
 			var rec recorder
@@ -270,7 +270,7 @@ func TestTimeoutEnforced(t *testing.T) {
 				start := time.Now()
 				w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
 				slowest = max(slowest, time.Since(start))
-				if want := map[middleware.ErrorPolicy]int{middleware.FailClosed: 503}[policy]; want != 0 && w.Code != want {
+				if want := map[engine.ErrorPolicy]int{engine.FailClosed: 503}[policy]; want != 0 && w.Code != want {
 					t.Errorf("status %d, want %d", w.Code, want)
 				}
 			}
@@ -288,45 +288,6 @@ func TestTimeoutEnforced(t *testing.T) {
 			waitFor(t, "abandoned calls to finish", func() bool { return mw.Stalled() == 0 })
 		})
 	}
-}
-
-// TestStalledBound: past MaxStalled abandoned calls still running, calls to
-// the stalled backend fail at once instead of piling up goroutines.
-func TestStalledBound(t *testing.T) {
-	base := runtimeGoroutines()
-	b := &hanging{release: make(chan struct{})}
-	var rec recorder
-	mw := newMW(t, b, middleware.Config{
-		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError:    middleware.FailOpen,
-		Timeout:    20 * time.Millisecond,
-		OnDecision: rec.hook,
-	})
-	// Concurrent requests until MaxStalled calls hang (a request scheduled
-	// after its own deadline fails before calling, so it may take rounds).
-	for round := 0; mw.Stalled() < middleware.MaxStalled && round < 10; round++ {
-		var wg sync.WaitGroup
-		for range middleware.MaxStalled - mw.Stalled() {
-			wg.Go(func() { serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")) })
-		}
-		wg.Wait()
-	}
-	if got := mw.Stalled(); got != middleware.MaxStalled {
-		t.Fatalf("%d abandoned calls, want %d", got, middleware.MaxStalled)
-	}
-	calls := b.calls.Load()
-	// A call would hang until release is closed: no new call means the
-	// request did not wait.
-	w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
-	if w.Code != 200 || b.calls.Load() != calls {
-		t.Errorf("past the bound: status %d, %d new calls; want 200 without calling", w.Code, b.calls.Load()-calls)
-	}
-	if err := rec.last(t).Err; err == nil || !strings.Contains(err.Error(), "too many backend calls still running") {
-		t.Errorf("Err %v", err)
-	}
-	close(b.release)
-	waitFor(t, "abandoned calls to finish", func() bool { return mw.Stalled() == 0 })
-	waitGoroutines(t, base)
 }
 
 // blockKey marks the requests the ctxBackend holds until their context
@@ -362,7 +323,7 @@ func TestClientGone(t *testing.T) {
 		t.Errorf("gone client: Err %v, want context.Canceled", d.Err)
 	}
 	checkResponse(t, "next request", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
-	if d := rec.last(t); d.Source != middleware.SourcePrimary {
+	if d := rec.last(t); d.Source != engine.SourcePrimary {
 		t.Errorf("next request decided by %v, want the primary", d.Source)
 	}
 }
@@ -379,7 +340,7 @@ func TestHonoursDeadline(t *testing.T) {
 	var rec recorder
 	mw := newMW(t, honest{ctxBackend{newMemory(t, fixed)}}, middleware.Config{
 		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError:    middleware.FailOpen,
+		OnError:    engine.FailOpen,
 		Timeout:    20 * time.Millisecond,
 		OnDecision: rec.hook,
 	})
@@ -407,11 +368,11 @@ func TestBackendPanic(t *testing.T) {
 	var rec recorder
 	mw := newMW(t, panicking{}, middleware.Config{
 		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError:    middleware.FailClosed,
+		OnError:    engine.FailClosed,
 		OnDecision: rec.hook,
 	})
 	w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
-	if err := rec.last(t).Err; w.Code != 503 || err == nil || err.Error() != "redlimit: primary backend: panic: index out of range" {
+	if err := rec.last(t).Err; w.Code != 503 || err == nil || err.Error() != "redlimit: engine backend: panic: index out of range" {
 		t.Errorf("status %d, Err %v", w.Code, err)
 	}
 }

@@ -1,13 +1,11 @@
 package middleware
 
 import (
-	"maps"
 	"net/http"
-	"slices"
-	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Rule is one limit applied to requests: whose requests (Key), how many
@@ -54,89 +52,34 @@ type Rule struct {
 	// shadow rule only reports that it would have denied.
 	Cost func(*http.Request) int64
 
-	// MissingKey says what happens when Key finds no key material.
-	MissingKey MissingKey
+	// MissingKey says what happens when Key finds no key material
+	// (keyfunc.ErrNoKey): engine.DenyMissingKey (the zero value) answers
+	// 429 without Retry-After, the decision naming the rule;
+	// engine.SkipMissingKey leaves the rule out for this request. To fall
+	// back to another key instead, use [keyfunc.Or] as the Key.
+	MissingKey engine.MissingKey
 
 	// Shadow decides and reports the rule but never denies with it.
 	Shadow bool
 }
 
-// MissingKey is what a rule does with a request for which its key func
-// finds no key (keyfunc.ErrNoKey): an anonymous request to a per-user rule,
-// a request without an API key header. Never a silent shared bucket.
-type MissingKey uint8
-
-const (
-	// DenyMissingKey (the zero value) denies the request: 429 without
-	// Retry-After, the decision naming the rule. A request that cannot be
-	// identified does not pass a rule that needs to identify it.
-	DenyMissingKey MissingKey = iota
-
-	// SkipMissingKey leaves the rule out for this request: the other rules
-	// still apply. Typical for per-user rules on routes anonymous clients may
-	// use, next to a per-IP rule. To fall back to another key instead, use
-	// [keyfunc.Or] as the Key.
-	SkipMissingKey
-)
-
-// window is the policy window for RateLimit-Policy's w: the time the limit
-// takes to refill its whole capacity.
-func window(alg algorithms.Algorithm, l algorithms.Limit) time.Duration {
-	return time.Duration(int64(l.Period) / l.Rate * l.Capacity(alg))
-}
-
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
+// engineRules checks what the engine does not know of rules (their key
+// funcs, tier funcs) and returns their engine rules.
+func engineRules(rules []Rule) ([]engine.Rule, error) {
+	out := make([]engine.Rule, len(rules))
+	for i, r := range rules {
+		fail := func(field, reason string) ([]engine.Rule, error) {
+			return nil, &algorithms.ConfigError{Rule: r.Name, Field: field, Reason: reason}
 		}
-	}
-	return true
-}
-
-// compiled is a validated rule.
-type compiled struct {
-	Rule
-	keys *keyCache // builds "<prefix>:<name>:<tag>:{<material>}"
-}
-
-func compile(prefix string, r Rule) (compiled, error) {
-	name := r.Name
-	fail := func(field, reason string) (compiled, error) {
-		return compiled{}, &algorithms.ConfigError{Rule: name, Field: field, Reason: reason}
-	}
-	switch {
-	case !validName(r.Name):
-		return fail("Name", "must be 1-64 characters from [A-Za-z0-9_.-], got "+quote(r.Name))
-	case r.Key == nil:
-		return fail("Key", "must be set (a keyfunc.Func)")
-	case r.MissingKey > SkipMissingKey:
-		return fail("MissingKey", "unknown value")
-	case r.Tiers != nil && r.Tier == nil:
-		return fail("Tier", "must be set when Tiers is")
-	case r.Tier != nil && len(r.Tiers) == 0:
-		return fail("Tiers", "must list at least one tier when Tier is set")
-	}
-	if err := r.Limit.Validate(r.Algorithm); err != nil {
-		return compiled{}, algorithms.WithRule(err, name)
-	}
-	for _, tier := range slices.Sorted(maps.Keys(r.Tiers)) { // sorted: the same error every time
-		if err := r.Tiers[tier].Validate(r.Algorithm); err != nil {
-			ce := algorithms.WithRule(err, name).(*algorithms.ConfigError)
-			ce.Field = "Tiers[" + quote(tier) + "]." + ce.Field
-			return compiled{}, ce
+		switch {
+		case r.Key == nil:
+			return fail("Key", "must be set (a keyfunc.Func)")
+		case r.Tiers != nil && r.Tier == nil:
+			return fail("Tier", "must be set when Tiers is")
+		case r.Tier != nil && len(r.Tiers) == 0:
+			return fail("Tiers", "must list at least one tier when Tier is set")
 		}
+		out[i] = engine.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
 	}
-	return compiled{Rule: r, keys: newKeyCache(keyPrefix(prefix, r.Name, r.Algorithm))}, nil
-}
-
-func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "..."
-	}
-	return `"` + s + `"`
+	return out, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 var (
@@ -151,8 +152,8 @@ func TestManyKeysExpire(t *testing.T) {
 		expiredBefore := expiredKeys(t, client)
 		var errs atomic.Int64
 		var firstErr atomic.Value
-		mw, err := middleware.New(backend, middleware.Config{Prefix: "many", Timeout: 5 * time.Second, OnDecision: func(_ *http.Request, d *middleware.Decision) {
-			if d.Err != nil || d.Source != middleware.SourcePrimary {
+		mw, err := middleware.New(backend, middleware.Config{Prefix: "many", Timeout: 5 * time.Second, OnDecision: func(_ *http.Request, d *engine.Decision) {
+			if d.Err != nil || d.Source != engine.SourcePrimary {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, fmt.Sprintf("%v (source %v)", d.Err, d.Source))
 			}

@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -19,17 +19,31 @@ const maxStalled = 1024
 // are still stuck past their timeout.
 var errStalled = errors.New("too many backend calls still running past Config.Timeout; not calling until they finish")
 
-// deadlineHonourer is implemented by a Backend whose Allow returns by its
-// context's deadline, whatever the state of its store; see Config.Timeout.
-type deadlineHonourer interface {
-	HonoursDeadline() bool
+// honoursDeadline reports whether b says it returns by its context's
+// deadline (algorithms.DeadlineHonourer).
+func honoursDeadline(b algorithms.Backend) bool {
+	h, ok := b.(algorithms.DeadlineHonourer)
+	return ok && h.HonoursDeadline()
 }
 
-// honoursDeadline reports whether b says it returns by its context's
-// deadline.
-func honoursDeadline(b algorithms.Backend) bool {
-	h, ok := b.(deadlineHonourer)
-	return ok && h.HonoursDeadline()
+// inProcess reports whether b says it decides in process, without I/O
+// (algorithms.InProcess).
+func inProcess(b algorithms.Backend) bool {
+	p, ok := b.(algorithms.InProcess)
+	return ok && p.InProcess()
+}
+
+// cachesDenials reports whether b says it answers denied keys locally
+// (algorithms.DenialCacher).
+func cachesDenials(b algorithms.Backend) bool {
+	c, ok := b.(algorithms.DenialCacher)
+	return ok && c.CachesDenials()
+}
+
+// engineErr is a BackendError the engine makes itself: the call did not
+// return in time, was refused, or panicked.
+func engineErr(err error) error {
+	return &algorithms.BackendError{Backend: "engine", Err: err}
 }
 
 // flight is one bounded call to the primary backend: the worker goroutine
@@ -56,18 +70,18 @@ var flights = sync.Pool{New: func() any { return &flight{done: make(chan error, 
 // deadline (go-redis only does with Options.ContextTimeoutEnabled), and a
 // request must not wait longer than Config.Timeout. An abandoned call keeps
 // running in its goroutine until the client gives up by itself; at most
-// maxStalled such calls run at once (m.stalled counts them). A backend that
+// maxStalled such calls run at once (s.stalled counts them). A backend that
 // honours deadlines by itself is called directly: the goroutine and its two
 // hand-offs cost a request tens of microseconds on a busy machine.
-func (m *Middleware) bounded(ctx context.Context, b algorithms.Backend, checks []algorithms.Check, results []algorithms.Result) error {
-	if m.inline {
+func (s *shared) bounded(ctx context.Context, b algorithms.Backend, checks []algorithms.Check, results []algorithms.Result) error {
+	if s.inline {
 		return b.Allow(ctx, checks, results)
 	}
 	if err := context.Cause(ctx); err != nil {
-		return &algorithms.BackendError{Backend: "primary", Err: err}
+		return engineErr(err)
 	}
-	if m.stalled.Load() >= maxStalled {
-		return &algorithms.BackendError{Backend: "primary", Err: errStalled}
+	if s.stalled.Load() >= maxStalled {
+		return engineErr(errStalled)
 	}
 	f := flights.Get().(*flight)
 	f.state.Store(flightRunning)
@@ -76,7 +90,7 @@ func (m *Middleware) bounded(ctx context.Context, b algorithms.Backend, checks [
 		f.results = make([]algorithms.Result, len(results))
 	}
 	f.results = f.results[:len(results)]
-	go m.fly(ctx, b, f)
+	go s.fly(ctx, b, f)
 	select {
 	case err := <-f.done:
 		return land(f, results, err)
@@ -86,15 +100,15 @@ func (m *Middleware) bounded(ctx context.Context, b algorithms.Backend, checks [
 		// The worker finished meanwhile: take its answer.
 		return land(f, results, <-f.done)
 	}
-	m.stalled.Add(1)
-	return &algorithms.BackendError{Backend: "primary", Err: context.Cause(ctx)}
+	s.stalled.Add(1)
+	return engineErr(context.Cause(ctx))
 }
 
-func (m *Middleware) fly(ctx context.Context, b algorithms.Backend, f *flight) {
+func (s *shared) fly(ctx context.Context, b algorithms.Backend, f *flight) {
 	err := allow(ctx, b, f.checks, f.results)
 	if !f.state.CompareAndSwap(flightRunning, flightFinished) {
 		// Abandoned: nobody reads the answer; drop the flight.
-		m.stalled.Add(-1)
+		s.stalled.Add(-1)
 		return
 	}
 	f.done <- err
@@ -106,7 +120,7 @@ func (m *Middleware) fly(ctx context.Context, b algorithms.Backend, f *flight) {
 func allow(ctx context.Context, b algorithms.Backend, checks []algorithms.Check, results []algorithms.Result) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &algorithms.BackendError{Backend: "primary", Err: fmt.Errorf("panic: %v", v)}
+			err = engineErr(fmt.Errorf("panic: %v", v))
 		}
 	}()
 	return b.Allow(ctx, checks, results)

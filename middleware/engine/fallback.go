@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 // goroutine; the probe runs a harmless check against the primary every
 // ProbeInterval and switches back at the first success, then exits.
 type health struct {
-	m      *Middleware
+	s      *shared
 	down   atomic.Bool
 	mu     sync.Mutex
 	stop   chan struct{}
 	closed bool
 }
 
-func newHealth(m *Middleware) *health { return &health{m: m} }
+func newHealth(s *shared) *health { return &health{s: s} }
 
 // failed records a primary failure: the first one switches to the fallback
 // and starts the probe. After Close, failures no longer switch (there would
@@ -33,17 +33,17 @@ func (h *health) failed(err error) {
 	if h.closed || !h.down.CompareAndSwap(false, true) {
 		return
 	}
-	h.m.logger.Warn("redlimit: backend failing, deciding with the fallback", "err", err, "probe_interval", h.m.cfg.ProbeInterval)
+	h.s.logger.Warn("redlimit: backend failing, deciding with the fallback", "err", err, "probe_interval", h.s.probeInterval)
 	h.stop = make(chan struct{})
 	go h.probe(h.stop)
 }
 
 func (h *health) probe(stop chan struct{}) {
-	t := time.NewTicker(h.m.cfg.ProbeInterval)
+	t := time.NewTicker(h.s.probeInterval)
 	defer t.Stop()
 	down := time.Now()
 	check := []algorithms.Check{{
-		Key:       h.m.cfg.Prefix + ":_probe:{redlimit}",
+		Key:       h.s.prefix + ":_probe:{redlimit}",
 		Algorithm: algorithms.GCRA,
 		Limit:     algorithms.Limit{Rate: 1 << 30, Period: time.Second},
 	}}
@@ -54,12 +54,12 @@ func (h *health) probe(stop chan struct{}) {
 			return
 		case <-t.C:
 		}
-		timeout := h.m.cfg.Timeout
+		timeout := h.s.configTimeout
 		if timeout <= 0 {
 			timeout = time.Second
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		err := h.m.bounded(ctx, h.m.backend, check, res)
+		err := h.s.bounded(ctx, h.s.backend, check, res)
 		cancel()
 		// Unusable state under the probe's key is an answer too.
 		if err == nil || errors.Is(err, algorithms.ErrKeyState) {
@@ -67,7 +67,7 @@ func (h *health) probe(stop chan struct{}) {
 			h.down.Store(false)
 			h.stop = nil
 			h.mu.Unlock()
-			h.m.logger.Info("redlimit: backend answers again, fallback off", "down_for", time.Since(down).Round(time.Millisecond))
+			h.s.logger.Info("redlimit: backend answers again, fallback off", "down_for", time.Since(down).Round(time.Millisecond))
 			return
 		}
 	}

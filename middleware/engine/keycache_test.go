@@ -1,4 +1,4 @@
-package middleware
+package engine
 
 import (
 	"strconv"
@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/internal/keys"
 )
 
 func TestKeyCache(t *testing.T) {
 	c := newKeyCache("rate:ip:{")
 	for _, m := range []string{"203.0.113.7", "a{b}c", "POST /x", strings.Repeat("z", 500)} {
-		want := "rate:ip:{" + keyfunc.Sanitize(m) + "}"
+		want := "rate:ip:{" + keys.Sanitize(m) + "}"
 		for range 2 { // miss, then hit
 			if got := c.key(m); got != want {
 				t.Fatalf("key(%.20q) = %q, want %q", m, got, want)

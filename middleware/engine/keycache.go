@@ -1,17 +1,17 @@
-package middleware
+package engine
 
 import (
 	"strings"
 	"sync"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/internal/keys"
 )
 
 // keyCache remembers the storage key built from a rule's key material, so
 // a client seen again costs no allocation and no escaping. It is bounded:
 // at maxCachedKeys entries it is emptied and the working set refills it.
-// Material longer than keyfunc.MaxMaterialLen is never cached (its key is a
+// Material longer than keys.MaxMaterialLen is never cached (its key is a
 // digest, and caching would keep a huge value alive).
 type keyCache struct {
 	prefix string // "<prefix>:<rule>:<tag>:{"
@@ -33,8 +33,8 @@ func (c *keyCache) key(material string) string {
 	if ok {
 		return k
 	}
-	k = c.prefix + keyfunc.Sanitize(material) + "}"
-	if len(material) <= keyfunc.MaxMaterialLen {
+	k = c.prefix + keys.Sanitize(material) + "}"
+	if len(material) <= keys.MaxMaterialLen {
 		c.mu.Lock()
 		if len(c.keys) >= maxCachedKeys {
 			clear(c.keys)

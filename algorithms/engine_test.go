@@ -1,0 +1,159 @@
+package algorithms_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// The conformance vectors and the random workload, played through the
+// decision engine over memstore: the engine adds keys, tiers and policy,
+// and must not change a single Result. (The test lives here because the
+// vectors' loader is internal to this tree.)
+
+// TestEngineConformance plays every vector through an engine: one rule per
+// vector limit, the vector's key as key material. A scenario whose keys are
+// shared by its limits becomes one rule whose tiers are those limits,
+// when they share an algorithm.
+func TestEngineConformance(t *testing.T) {
+	for _, sc := range backendtest.LoadVectors(t) {
+		t.Run(sc.File+"/"+sc.Name, func(t *testing.T) {
+			t.Parallel()
+			names := slices.Sorted(maps.Keys(sc.Limits))
+			var rules []engine.Rule
+			ruleOf := map[string]int{} // limit name -> rule index
+			if sc.Shared {
+				alg := sc.Limits[names[0]].Alg
+				tiers := map[string]algorithms.Limit{}
+				for _, n := range names {
+					if sc.Limits[n].Alg != alg {
+						// The engine keys each algorithm apart by design
+						// (the tag in the storage key): a rule cannot
+						// change algorithm and keep its state.
+						t.Skipf("limits %v change algorithm on one key", names)
+					}
+					tiers[n] = sc.Limits[n].Limit
+					ruleOf[n] = 0
+				}
+				rules = []engine.Rule{{Name: "shared", Algorithm: alg, Limit: sc.Limits[names[0]].Limit, Tiers: tiers}}
+			} else {
+				for i, n := range names {
+					rules = append(rules, engine.Rule{Name: "r" + strconv.Itoa(i), Algorithm: sc.Limits[n].Alg, Limit: sc.Limits[n].Limit, MissingKey: engine.SkipMissingKey})
+					ruleOf[n] = i
+				}
+			}
+			mem, clock := newMemory(t)
+			e, err := engine.New(mem, engine.Config{Rules: rules, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var d engine.Decision
+			for _, st := range sc.Steps {
+				clock.T = backendtest.T0.Add(st.At)
+				in := make([]engine.Input, len(rules))
+				for i := range in {
+					in[i].Missing = true
+				}
+				for _, c := range st.Checks {
+					x := &in[ruleOf[c.Limit]]
+					if !x.Missing {
+						t.Skipf("line %d checks one rule twice in one call", st.Line)
+					}
+					*x = engine.Input{Material: c.Key, Cost: c.Cost}
+					if sc.Shared {
+						x.Tier = c.Limit
+					}
+				}
+				e.Decide(context.Background(), in, &d)
+				if d.Err != nil {
+					t.Fatalf("line %d: %s: Decide: %v", st.Line, st.Text, d.Err)
+				}
+				for i, c := range st.Checks {
+					rd := d.Rules[ruleOf[c.Limit]]
+					if rd.Result != st.Want[i] {
+						t.Errorf("line %d: %s\n  check %d: Decide(%s, T0+%v) = %s, want %s",
+							st.Line, st.Text, i, rd.Key, st.At, backendtest.FormatResult(rd.Result), backendtest.FormatResult(st.Want[i]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEngineDifferential: the random workload through an engine decides
+// exactly as memstore called directly.
+func TestEngineDifferential(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			work := backendtest.RandomWorkload(seed, 120)
+			direct, dc := newMemory(t)
+			behind, ec := newMemory(t)
+			// The workload's rules: "r<i>:{<material>}", one algorithm
+			// and limit per rule index.
+			var rules []engine.Rule
+			for _, cl := range work {
+				for _, ch := range cl.Checks {
+					i, _ := strconv.Atoi(ch.Key[1:strings.IndexByte(ch.Key, ':')])
+					for len(rules) <= i {
+						rules = append(rules, engine.Rule{Name: "r" + strconv.Itoa(len(rules)), MissingKey: engine.SkipMissingKey})
+					}
+					rules[i].Algorithm, rules[i].Limit = ch.Algorithm, ch.Limit
+				}
+			}
+			e, err := engine.New(behind, engine.Config{Rules: rules, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			var d engine.Decision
+			for step, cl := range work {
+				want := backendtest.Run(t, direct, dc, "", cl)
+				ec.T = cl.At
+				in := make([]engine.Input, len(rules))
+				idx := make([]int, len(cl.Checks))
+				for i := range in {
+					in[i].Missing = true
+				}
+				for j, ch := range cl.Checks {
+					i, _ := strconv.Atoi(ch.Key[1:strings.IndexByte(ch.Key, ':')])
+					material := ch.Key[strings.IndexByte(ch.Key, '{')+1 : len(ch.Key)-1]
+					in[i] = engine.Input{Material: material, Cost: ch.Cost}
+					idx[j] = i
+				}
+				e.Decide(context.Background(), in, &d)
+				if d.Err != nil {
+					t.Fatalf("step %d: %v", step, d.Err)
+				}
+				for j, i := range idx {
+					if got := d.Rules[i].Result; got != want[j] {
+						t.Fatalf("step %d check %d (%v %v cost %d at t0+%v): engine %+v, memstore %+v",
+							step, j, cl.Checks[j].Algorithm, cl.Checks[j].Limit, cl.Checks[j].Cost, cl.At.Sub(backendtest.T0), got, want[j])
+					}
+				}
+				if allowed := d.Allowed; allowed != allAllowed(want) {
+					t.Fatalf("step %d: engine allowed %v, memstore %+v", step, allowed, want)
+				}
+			}
+		})
+	}
+}
+
+func allAllowed(rs []algorithms.Result) bool {
+	for _, r := range rs {
+		if !r.Allowed {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,256 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+type outcome uint8
+
+const (
+	pass outcome = iota
+	deny
+	fail // FailClosed
+)
+
+// Decide decides one request: in holds one Input per rule of e, in rule
+// order. It fills d, reusing d.Rules' storage, so a caller that reuses d
+// decides without allocating. The rules' keys are decided together in one
+// backend call, all-or-nothing.
+//
+// Decide stops at the first rule whose Input says the request cannot
+// proceed (Err, or Missing under DenyMissingKey, or a negative Cost, for a
+// rule not in shadow mode): the later Inputs are not read. An in whose
+// length is not the number of rules is an *[algorithms.ConfigError], for
+// the error policy.
+func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
+	debug := e.s.logger.Enabled(ctx, slog.LevelDebug)
+	timed := debug || e.s.onDecision != nil
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
+	n := len(e.rules)
+	if cap(d.Rules) < n {
+		d.Rules = make([]RuleDecision, n)
+	}
+	*d = Decision{Rules: d.Rules[:n]}
+	// Every rule starts afresh: build may stop at any rule, and what d
+	// holds past it belongs to an earlier request.
+	for i := range e.rules {
+		r := &e.rules[i]
+		d.Rules[i] = RuleDecision{Name: r.Name, Shadow: r.Shadow || e.s.shadow}
+	}
+	if len(in) != n {
+		e.s.policyFor(d, &algorithms.ConfigError{Field: "Decide", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
+	} else {
+		s := e.pool.Get().(*scratch)
+		s.checks, s.index = s.checks[:0], s.index[:0]
+		if e.build(in, s, d) == pass && len(s.checks) > 0 {
+			e.s.evaluate(ctx, s, d)
+		}
+		clear(s.checks) // drop the keys of this request
+		e.pool.Put(s)
+	}
+	if timed {
+		d.Latency = time.Since(start)
+	}
+	e.s.report(ctx, d, debug)
+}
+
+// build fills s.checks from in. It returns deny for a missing key under
+// DenyMissingKey and for a negative cost, and applies the error policy to
+// a failed Input.
+func (e *Engine) build(in []Input, s *scratch, d *Decision) outcome {
+	for i := range e.rules {
+		rule := &e.rules[i]
+		rd := &d.Rules[i]
+		x := &in[i]
+		if x.Err != nil {
+			return e.s.policyFor(d, x.Err)
+		}
+		if x.Missing {
+			if rule.MissingKey == SkipMissingKey {
+				rd.Skipped = true
+				continue
+			}
+			rd.MissingKey = true
+			if rd.Shadow {
+				d.WouldDeny = true
+				continue
+			}
+			d.Allowed = false
+			return deny
+		}
+		limit := rule.Limit
+		if rule.Tiers != nil {
+			if l, ok := rule.Tiers[x.Tier]; ok {
+				limit = l
+			}
+		}
+		if x.Cost < 0 {
+			// A request the rule cannot weigh is denied, whatever the
+			// error policy: failing open would let a bug (or input a
+			// client controls) bypass the limit.
+			rd.InvalidCost = true
+			d.Err = &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "must be >= 0, got " + strconv.FormatInt(x.Cost, 10)}
+			e.s.logError(d.Err)
+			if rd.Shadow {
+				d.WouldDeny = true
+				continue
+			}
+			d.Allowed = false
+			return deny
+		}
+		rd.Key = rule.keys.key(x.Material)
+		rd.Algorithm, rd.Limit = rule.Algorithm, limit
+		s.checks = append(s.checks, algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost})
+		s.index = append(s.index, i)
+	}
+	d.Allowed = true
+	return pass
+}
+
+// evaluate asks the backend (or the fallback) and applies shadow rules.
+func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) outcome {
+	backend, src := s.backend, SourcePrimary
+	if s.health != nil && s.health.down.Load() {
+		backend, src = s.fallback, SourceFallback
+	}
+	err := s.call(ctx, backend, sc.checks, sc.results)
+	if err != nil && src == SourcePrimary && s.health != nil {
+		// A request whose client has gone (its context canceled) says
+		// nothing about the backend, nor does unusable state under one
+		// of its keys (another algorithm's, a stray key): fall back for
+		// it alone.
+		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
+			s.health.failed(err)
+		}
+		backend, src = s.fallback, SourceFallback
+		d.Err = err
+		err = s.call(ctx, backend, sc.checks, sc.results)
+	}
+	if err != nil {
+		return s.policyFor(d, err)
+	}
+	d.Source = src
+	live, shadowDenied := true, false
+	for j, i := range sc.index {
+		rd := &d.Rules[i]
+		res := sc.results[j]
+		rd.Evaluated = res.Limit != 0
+		rd.Result = res
+		if rd.Evaluated && !res.Allowed {
+			if rd.Shadow {
+				shadowDenied = true
+			} else {
+				live = false
+			}
+		}
+	}
+	if shadowDenied {
+		d.WouldDeny = true
+	}
+	if !live {
+		d.Allowed = false
+		return deny
+	}
+	if shadowDenied {
+		// The backend consumed nothing (all-or-nothing); charge the live
+		// rules on their own.
+		if out := s.chargeLive(ctx, backend, sc, d); out != pass {
+			return out
+		}
+	}
+	d.Allowed = true
+	return pass
+}
+
+// chargeLive re-runs the non-shadow checks of a request whose shadow rules
+// denied, so the live rules are charged as if the shadow rules did not exist.
+func (s *shared) chargeLive(ctx context.Context, backend algorithms.Backend, sc *scratch, d *Decision) outcome {
+	var checks []algorithms.Check
+	var idx []int
+	for j, i := range sc.index {
+		if !d.Rules[i].Shadow {
+			checks = append(checks, sc.checks[j])
+			idx = append(idx, i)
+		}
+	}
+	if len(checks) == 0 {
+		return pass
+	}
+	results := make([]algorithms.Result, len(checks))
+	if err := s.call(ctx, backend, checks, results); err != nil {
+		return s.policyFor(d, err)
+	}
+	for j, i := range idx {
+		d.Rules[i].Result = results[j]
+		d.Rules[i].Evaluated = results[j].Limit != 0
+		if !results[j].Allowed {
+			d.Allowed = false
+			return deny
+		}
+	}
+	return pass
+}
+
+// call asks b about checks: the primary under the timeout, the fallback
+// (in process) directly.
+func (s *shared) call(ctx context.Context, b algorithms.Backend, checks []algorithms.Check, results []algorithms.Result) error {
+	if s.timeout < 0 || b != s.backend {
+		return b.Allow(ctx, checks, results)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.bounded(ctx, b, checks, results)
+}
+
+// policyFor applies the error policy to err.
+func (s *shared) policyFor(d *Decision, err error) outcome {
+	d.Err = err
+	d.Source = SourceNone
+	for i := range d.Rules {
+		d.Rules[i].Evaluated = false
+		d.Rules[i].Result = algorithms.Result{}
+	}
+	s.logError(err)
+	if s.policy == FailClosed {
+		d.Allowed, d.Failed = false, true
+		return fail
+	}
+	d.Allowed = true
+	return pass
+}
+
+// logError logs err at Warn, at most once a second, with the number of
+// errors since the last line: an outage must not flood the log.
+func (s *shared) logError(err error) {
+	n := s.errors.Add(1)
+	now := time.Now().UnixNano()
+	last := s.lastLog.Load()
+	if now-last < int64(time.Second) || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.errors.Add(-n)
+	s.logger.Warn("redlimit: rate limit not decided", "err", err, "policy", s.policy.String(), "errors", n)
+}
+
+func (s *shared) report(ctx context.Context, d *Decision, debug bool) {
+	if s.onDecision != nil {
+		s.onDecision(ctx, d)
+	}
+	if debug {
+		attrs := make([]any, 0, 8+2*len(d.Rules))
+		attrs = append(attrs, "allowed", d.Allowed, "would_deny", d.WouldDeny, "source", d.Source.String(), "latency", d.Latency)
+		for _, rd := range d.Rules {
+			attrs = append(attrs, slog.Group(rd.Name, "key", rd.Key, "allowed", rd.Result.Allowed, "remaining", rd.Result.Remaining, "retry_after", rd.Result.RetryAfter, "skipped", rd.Skipped))
+		}
+		s.logger.Log(ctx, slog.LevelDebug, "redlimit: decision", attrs...)
+	}
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// Input is what the caller found for one rule of a request: its key
+// material, or why there is none, and what the request weighs. Decide
+// takes one Input per rule, in rule order.
+type Input struct {
+	// Material is the key material (a client IP, a user ID, ...). It is
+	// sanitised into the storage key (see Rule.Name); any string is safe.
+	Material string
+
+	// Missing reports that the request has no key material for the rule:
+	// the rule's MissingKey applies.
+	Missing bool
+
+	// Err reports that the key material could not be found for another
+	// reason (a bug, a broken configuration): the error policy applies to
+	// the whole request. It takes precedence over Missing.
+	Err error
+
+	// Tier selects the limit among Rule.Tiers; "" or an unlisted tier
+	// selects Rule.Limit.
+	Tier string
+
+	// Cost is how many units the request takes. 0 means 1, as in
+	// [algorithms.Check]. A negative cost denies the request under every
+	// error policy, nothing consumed by any rule: RuleDecision.InvalidCost
+	// is set and Decision.Err says which cost. A shadow rule only reports
+	// that it would have denied.
+	Cost int64
+}
+
+// Decision is what the engine decided for one request.
+type Decision struct {
+	// Allowed reports whether the request may proceed. It is true in
+	// shadow mode even when a rule would have denied.
+	Allowed bool
+
+	// WouldDeny reports that a shadow rule (or, with Config.Shadow, any
+	// rule) would have denied the request.
+	WouldDeny bool
+
+	// Failed reports that the request was not decided and the error policy
+	// is FailClosed: Allowed is false, Err says why. A denial that is not
+	// Failed is a rate-limit denial (or a missing key, or an invalid cost).
+	Failed bool
+
+	// Rules holds one entry per rule of the Engine, in order.
+	Rules []RuleDecision
+
+	// Source says which backend decided.
+	Source Source
+
+	// Err is the error the error policy handled (backend failure, timeout,
+	// Input.Err), the negative cost that denied the request (see
+	// RuleDecision.InvalidCost), or nil.
+	Err error
+
+	// Latency is the time spent deciding, backend call included. The
+	// engine measures it when something can read it (Config.OnDecision or
+	// debug logging); otherwise it is zero, which saves two clock reads.
+	Latency time.Duration
+}
+
+// RuleDecision is one rule's part of a [Decision].
+type RuleDecision struct {
+	Name string
+	// Key is the storage key ("<prefix>:<rule>:<tag>:{<material>}", see
+	// Rule.Name); empty when the rule was skipped, its key was missing or
+	// the request's Input failed.
+	Key string
+	// Skipped reports that the rule did not apply: its key was missing and
+	// its MissingKey is SkipMissingKey.
+	Skipped bool
+	// MissingKey reports that the request was denied because the rule found
+	// no key (DenyMissingKey).
+	MissingKey bool
+	// InvalidCost reports that the rule's Input had a negative cost: the
+	// request was denied without being decided (Decision.Err says which
+	// cost), or, for a shadow rule, would have been.
+	InvalidCost bool
+	// Evaluated is false when the backend answered without evaluating this
+	// rule (a local deny-cache hit on another rule of the request, or an
+	// error); Result is then the zero Result.
+	Evaluated bool
+	// Shadow reports that the rule is in shadow mode.
+	Shadow bool
+	// Algorithm and Limit are what the rule applied: its algorithm, and
+	// the tier's limit or the rule's. They are set with Key, and zero when
+	// Key is empty.
+	Algorithm algorithms.Algorithm
+	Limit     algorithms.Limit
+	Result    algorithms.Result
+}
+
+// Window is the time the rule's Limit takes to refill its whole capacity
+// (the IETF RateLimit-Policy w parameter). It is zero when Limit is not
+// set (a RuleDecision built by hand without one: no window is written).
+func (rd *RuleDecision) Window() time.Duration {
+	l := rd.Limit
+	if l.Rate <= 0 || !rd.Algorithm.Valid() {
+		return 0
+	}
+	return time.Duration(int64(l.Period) / l.Rate * l.Capacity(rd.Algorithm))
+}
+
+// Source is which backend produced a Decision.
+type Source uint8
+
+const (
+	// SourceNone: no backend answered (no rule applied, a key was missing,
+	// or the error policy decided).
+	SourceNone Source = iota
+	// SourcePrimary: the backend given to New.
+	SourcePrimary
+	// SourceFallback: the in-process fallback, while the primary is down,
+	// or for a request whose keys' state the primary could not use
+	// (algorithms.ErrKeyState; Decision.Err says which).
+	SourceFallback
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourcePrimary:
+		return "primary"
+	case SourceFallback:
+		return "fallback"
+	}
+	return "none"
+}
+
+// Clone returns a copy of d that owns its Rules.
+func (d *Decision) Clone() *Decision {
+	c := *d
+	c.Rules = append([]RuleDecision(nil), d.Rules...)
+	return &c
+}

@@ -1,0 +1,34 @@
+// Package engine decides whether requests may proceed, free of any
+// transport: the caller gives the key material of each rule (an [Input]),
+// the engine asks an [algorithms.Backend] about every rule in one call and
+// returns a [Decision]. The HTTP middleware is a thin adapter over it (key
+// funcs in, headers and 429 out); other entry points (a key-first API, RPC
+// interceptors) use it the same way.
+//
+// # What the engine adds to a backend
+//
+//   - Storage keys: "<prefix>:<rule>:<algorithm tag>:{<key material>}",
+//     the material sanitised (printable ASCII, no braces, at most 128
+//     bytes) so that untrusted input cannot pick a Redis Cluster slot.
+//   - Tiers and cost per request.
+//   - A timeout per backend call (Config.Timeout), held even when the
+//     backend ignores its context.
+//   - An error policy (Config.OnError): fail open, fail closed, or fall
+//     back to an in-process backend until a background probe finds the
+//     primary healthy again.
+//   - A local deny cache in front of a remote backend.
+//   - Shadow rules, which report without denying.
+//   - A decision hook (Config.OnDecision) and log/slog logging, with backend
+//     errors logged at most once a second.
+//
+// # Backends as they describe themselves
+//
+// The engine treats every backend, the module's or the user's, by the
+// capability interfaces it implements, never by its type: a backend that
+// reports [algorithms.InProcess] gets no timeout and no deny cache; one
+// that reports [algorithms.DenialCacher] gets no second deny cache; one
+// that reports [algorithms.DeadlineHonourer] is called directly with the
+// timeout's context, and is waited for; any other is called from a
+// goroutine that Decide stops waiting for at the timeout. A wrapper around
+// a backend should forward these methods.
+package engine

@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+)
+
+// Config configures an [Engine]. Only Rules is required.
+type Config struct {
+	// Rules are decided together for every request, in one backend call.
+	Rules []Rule
+
+	// Prefix starts every storage key:
+	// "<Prefix>:<rule>:<algorithm tag>:{<key material>}" (see Rule.Name).
+	// Default "rate". No braces, no spaces.
+	Prefix string
+
+	// Timeout bounds each backend call (default 100ms; negative disables).
+	// The call gets a context with this deadline, and Decide stops waiting
+	// at the deadline even when the backend ignores it: the call runs in a
+	// goroutine of its own, and a late one finishes in the background, its
+	// answer dropped. Past 1024 such calls still running (per Engine and
+	// the Engines derived from it), calls fail at once. A backend that
+	// reports [algorithms.DeadlineHonourer] is called directly, without the
+	// goroutine; one that reports [algorithms.InProcess] gets no timeout at
+	// all: it cannot block.
+	Timeout time.Duration
+
+	// NoDenyCache turns off the local deny cache. By default a backend
+	// that reports neither [algorithms.InProcess] nor
+	// [algorithms.DenialCacher] is wrapped in a [denycache.Cache]: a key
+	// denied with RetryAfter d is denied locally, without a backend call,
+	// until d has passed. Engines derived with With share it.
+	NoDenyCache bool
+
+	// DenyCache sizes the deny cache.
+	DenyCache denycache.Config
+
+	// OnError is the error policy (default Fallback).
+	OnError ErrorPolicy
+
+	// FallbackBackend decides while the primary is down under the Fallback
+	// policy. Default: a new memstore.Store.
+	FallbackBackend algorithms.Backend
+
+	// ProbeInterval is how often, under the Fallback policy, a background
+	// probe checks whether the primary is back (default 1s).
+	ProbeInterval time.Duration
+
+	// Shadow puts every rule in shadow mode: decide, report, never deny.
+	Shadow bool
+
+	// OnDecision, when set, is called with every decision Decide makes,
+	// before it returns. The Decision is valid only during the call (copy
+	// what you keep, see Decision.Clone).
+	OnDecision func(context.Context, *Decision)
+
+	// Logger receives backend errors (Warn, at most one line a second),
+	// fallback switches (Warn/Info) and, at Debug, every decision. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Engine decides requests by its rules: given the key material of each
+// rule, it asks its backend about all of them in one call, under a
+// timeout, and applies the error policy, the fallback, the deny cache and
+// shadow mode. It knows nothing of HTTP. Build it with [New]; it is safe
+// for concurrent use. Close it when done to stop a fallback probe.
+type Engine struct {
+	s     *shared
+	rules []compiled
+	pool  sync.Pool // *scratch
+}
+
+// shared is what an Engine and those derived from it with With share.
+type shared struct {
+	backend       algorithms.Backend // the primary, wrapped in the deny cache
+	fallback      algorithms.Backend // nil unless the policy is Fallback
+	health        *health            // nil unless the policy is Fallback
+	timeout       time.Duration      // per call; negative: none (in-process backend)
+	configTimeout time.Duration      // Config.Timeout after defaults, for the probe
+	inline        bool               // the backend honours deadlines: no goroutine per call
+	prefix        string
+	policy        ErrorPolicy
+	probeInterval time.Duration
+	shadow        bool
+	onDecision    func(context.Context, *Decision)
+	logger        *slog.Logger
+	errors        atomic.Int64 // errors not yet logged
+	lastLog       atomic.Int64 // unix ns of the last error line
+	stalled       atomic.Int64 // abandoned backend calls still running (see bounded)
+}
+
+// scratch is the per-call working memory, pooled.
+type scratch struct {
+	checks  []algorithms.Check
+	results []algorithms.Result
+	index   []int // rule index of each check
+}
+
+// New returns an Engine deciding with backend, configured by cfg. Invalid
+// configuration is an *[algorithms.ConfigError] naming the rule and field,
+// for example
+//
+//	redlimit: rule "login": Limit.Burst must be >= 0, got -1
+func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
+	if backend == nil {
+		return nil, &algorithms.ConfigError{Field: "backend", Reason: "must not be nil"}
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "rate"
+	}
+	if strings.ContainsAny(cfg.Prefix, "{} \t\r\n") {
+		return nil, &algorithms.ConfigError{Field: "Config.Prefix", Reason: "must not contain braces or spaces, got " + quote(cfg.Prefix)}
+	}
+	if len(cfg.Rules) == 0 {
+		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold at least one rule"}
+	}
+	if cfg.OnError > FailClosed {
+		return nil, &algorithms.ConfigError{Field: "Config.OnError", Reason: "unknown policy " + cfg.OnError.String()}
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 100 * time.Millisecond
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	local := inProcess(backend)
+	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
+		dc, err := denycache.New(backend, cfg.DenyCache)
+		if err != nil {
+			return nil, err
+		}
+		backend = dc
+	}
+	s := &shared{
+		backend:       backend,
+		timeout:       cfg.Timeout,
+		configTimeout: cfg.Timeout,
+		inline:        honoursDeadline(backend),
+		prefix:        cfg.Prefix,
+		policy:        cfg.OnError,
+		probeInterval: cfg.ProbeInterval,
+		shadow:        cfg.Shadow,
+		onDecision:    cfg.OnDecision,
+		logger:        cfg.Logger,
+	}
+	if local {
+		s.timeout = -1
+	}
+	if cfg.OnError == Fallback {
+		s.fallback = cfg.FallbackBackend
+		if s.fallback == nil {
+			mem, err := memstore.New(memstore.Config{})
+			if err != nil {
+				return nil, err
+			}
+			s.fallback = mem
+		}
+		s.health = newHealth(s)
+	}
+	return s.engine(nil, cfg.Rules)
+}
+
+// With returns a new Engine with the same backend and configuration and
+// the given rules added after e's: per-route rules layered on shared ones,
+// decided together in one call. It shares e's deny cache, fallback and
+// probe; only the new rules are validated.
+func (e *Engine) With(rules ...Rule) (*Engine, error) {
+	return e.s.engine(e.rules, rules)
+}
+
+// engine returns an Engine on s with the rules base (compiled already)
+// followed by rules.
+func (s *shared) engine(base []compiled, rules []Rule) (*Engine, error) {
+	e := &Engine{s: s, rules: make([]compiled, len(base), len(base)+len(rules))}
+	copy(e.rules, base)
+	for _, r := range rules {
+		c, err := compile(s.prefix, r)
+		if err != nil {
+			return nil, err
+		}
+		for i := range e.rules {
+			if e.rules[i].Name == r.Name {
+				return nil, &algorithms.ConfigError{Rule: r.Name, Field: "Name", Reason: "is used by two rules"}
+			}
+		}
+		e.rules = append(e.rules, c)
+	}
+	n := len(e.rules)
+	e.pool.New = func() any {
+		return &scratch{
+			checks:  make([]algorithms.Check, 0, n),
+			results: make([]algorithms.Result, n),
+			index:   make([]int, 0, n),
+		}
+	}
+	return e, nil
+}
+
+// LocalDenials returns how many calls the deny cache answered without a
+// backend call (0 without a deny cache).
+func (e *Engine) LocalDenials() uint64 {
+	if c, ok := e.s.backend.(interface{ LocalDenials() uint64 }); ok {
+		return c.LocalDenials()
+	}
+	return 0
+}
+
+// Close stops the fallback probe, if one runs, for e and every Engine
+// derived from the same New. The Engines keep working.
+func (e *Engine) Close() error {
+	if e.s.health != nil {
+		e.s.health.close()
+	}
+	return nil
+}
+
+// Stalled returns how many backend calls that outlived Config.Timeout are
+// still running in the background (see Config.Timeout), for e and the
+// Engines derived from the same New: a gauge for metrics. It stays 0 for a
+// backend that honours deadlines or runs in process.
+func (e *Engine) Stalled() int64 { return e.s.stalled.Load() }

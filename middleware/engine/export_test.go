@@ -1,0 +1,4 @@
+package engine
+
+// MaxStalled is maxStalled, for the tests of the bound on abandoned calls.
+const MaxStalled = maxStalled

@@ -1,0 +1,37 @@
+package engine
+
+import "strconv"
+
+// ErrorPolicy is what happens to a decision that cannot be made: the
+// backend failed or timed out, or the caller's key material could not be
+// found for a reason other than a missing key (Input.Err).
+type ErrorPolicy uint8
+
+const (
+	// Fallback (the default) decides with the in-process fallback backend
+	// until the primary answers again; a background probe checks the
+	// primary every Config.ProbeInterval and switches back by itself.
+	// Limits are then per instance. An error about the state stored under
+	// one call's keys ([algorithms.ErrKeyState]: a key of another Redis
+	// type) says nothing about the primary's health: that call alone is
+	// decided with the fallback, and the others still go to the primary. A
+	// failed Input (not a backend problem) is allowed, as under FailOpen.
+	Fallback ErrorPolicy = iota
+	// FailOpen allows the request, undecided.
+	FailOpen
+	// FailClosed refuses the request, undecided: Decision.Failed is set
+	// (the HTTP middleware answers 503).
+	FailClosed
+)
+
+func (p ErrorPolicy) String() string {
+	switch p {
+	case Fallback:
+		return "fallback"
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	}
+	return "ErrorPolicy(" + strconv.Itoa(int(p)) + ")"
+}
