@@ -183,88 +183,169 @@ func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 	return d, nil
 }
 
-// Allow implements [Backend]: locally when a check matches a remembered
-// denial, by the wrapped algorithms.Backend otherwise (see [DenyCache]).
+// Allow implements [algorithms.Backend]: it answers locally when a check
+// matches a remembered denial, and passes the call to the wrapped Backend
+// otherwise (see the package doc).
 func (d *Cache) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
-again:
-	now := d.now().Sub(d.epoch)
-	var (
-		seen    uint64 // bit i: checks[i] had an entry, live or not
-		first   = -1   // the first check answered locally
-		waitFor *probe // a probe under way for an expired entry of the call
-		claimed *probe // the probe this call makes
-	)
-	for i := range checks {
-		c := &checks[i]
-		sh := d.shard(c.Key)
-		sh.mu.RLock()
-		e, ok := sh.entries[c.Key]
-		sh.mu.RUnlock()
-		if !ok {
-			if first >= 0 {
-				results[i] = algorithms.Result{}
-			}
-			continue
-		}
-		seen |= 1 << i // a no-op past 64: those count as seen below
-		if first < 0 && waitFor == nil && claimed == nil && e.expiredFor(c, now) {
-			if p, mine := d.claim(c.Key, now); mine {
-				claimed = p
-			} else {
-				waitFor = p
-			}
-		}
-		hit := e.matches(c, now)
-		if hit && first < 0 {
-			// A lone check that hits is valid: its entry was recorded
-			// from a call next accepted, with the same Key, algorithms.Algorithm
-			// and algorithms.Limit and a cost in 1..capacity. Other calls are
-			// validated in full before they are answered.
-			if len(checks) > 1 || len(results) == 0 {
-				if err := algorithms.ValidateCall(checks, results); err != nil {
-					return err
-				}
-			}
-			clear(results[:i])
-			first = i
-		}
+	var seen seenSet
+	for {
+		now := d.now().Sub(d.epoch)
+		s, err := d.lookup(checks, results, now, &seen)
 		switch {
-		case hit:
-			results[i] = e.result(now)
-		case first >= 0:
-			results[i] = algorithms.Result{}
+		case err != nil:
+			d.release(s.claimed)
+			return err
+		case s.first >= 0:
+			d.release(s.claimed)
+			d.shard(checks[s.first].Key).local.Add(1)
+			return nil
+		case s.waitFor == nil:
+			return d.ask(ctx, checks, results, now, s.claimed, &seen)
 		}
-	}
-	if first >= 0 {
-		d.release(claimed)
-		d.shard(checks[first].Key).local.Add(1)
-		return nil
-	}
-	if waitFor != nil {
 		// Another call is asking next about an expired denial of this
 		// call: its answer decides this call too, or lets it through.
 		select {
-		case <-waitFor.done:
-			goto again
+		case <-s.waitFor.done:
 		case <-ctx.Done():
 			return &algorithms.BackendError{Backend: "denycache", Err: ctx.Err()}
 		}
+		seen.reset()
 	}
-	if err := d.next.Allow(ctx, checks, results); err != nil {
-		d.release(claimed)
-		return err
+}
+
+// scan is what looking up the entries of a call's checks found.
+type scan struct {
+	first   int    // the first check answered locally, or -1
+	waitFor *probe // a probe under way for an expired entry of the call
+	claimed *probe // the probe this call makes
+}
+
+// lookup looks up the entry of each check at now. When one matches, the
+// call is answered locally: lookup validates it, writes every Result (the
+// matching checks' from their entries, zero for the others) and returns
+// first >= 0. Until then it marks in seen the checks that have an entry,
+// and makes the call the probe of the first expired entry that would have
+// decided its check, or notes the probe another call is making for it.
+func (d *Cache) lookup(checks []algorithms.Check, results []algorithms.Result, now time.Duration, seen *seenSet) (scan, error) {
+	s := scan{first: -1}
+	for i := range checks {
+		c := &checks[i]
+		e, ok := d.entry(c.Key)
+		hit := ok && e.matches(c, now)
+		if s.first < 0 {
+			if !ok {
+				continue
+			}
+			seen.add(i, len(checks))
+			if !hit {
+				s.watch(d, &e, c, now)
+				continue
+			}
+			if err := validateHit(checks, results); err != nil {
+				return s, err
+			}
+			clear(results[:i])
+			s.first = i
+		}
+		if hit {
+			results[i] = e.result(now)
+		} else {
+			results[i] = algorithms.Result{}
+		}
 	}
+	return s, nil
+}
+
+// entry returns the entry of key, if there is one.
+func (d *Cache) entry(key string) (denial, bool) {
+	sh := d.shard(key)
+	sh.mu.RLock()
+	e, ok := sh.entries[key]
+	sh.mu.RUnlock()
+	return e, ok
+}
+
+// watch makes the call the probe of e, the entry of c, if e has expired at
+// now and would otherwise have decided c, or notes the probe another call
+// is making for it. Only the first such entry of a call is watched.
+func (s *scan) watch(d *Cache, e *denial, c *algorithms.Check, now time.Duration) {
+	if s.waitFor != nil || s.claimed != nil || !e.expiredFor(c, now) {
+		return
+	}
+	if p, mine := d.claim(c.Key, now); mine {
+		s.claimed = p
+	} else {
+		s.waitFor = p
+	}
+}
+
+// validateHit validates a call that a remembered denial answers. A lone
+// check that hits is valid: its entry was recorded from a call next
+// accepted, with the same Key, Algorithm and Limit and a cost in
+// 1..capacity. Other calls are validated in full.
+func validateHit(checks []algorithms.Check, results []algorithms.Result) error {
+	if len(checks) > 1 || len(results) == 0 {
+		return algorithms.ValidateCall(checks, results)
+	}
+	return nil
+}
+
+// ask passes the call, which began at now, to next, learns from its
+// answer, and then ends the probe claimed, if the call makes one.
+func (d *Cache) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, now time.Duration, claimed *probe, seen *seenSet) error {
+	err := d.next.Allow(ctx, checks, results)
+	if err == nil {
+		d.learn(checks, results, now, seen)
+	}
+	d.release(claimed)
+	return err
+}
+
+// learn records the final denials of a call to next that began at now,
+// and forgets the entries, among those seen, of the checks it allowed.
+func (d *Cache) learn(checks []algorithms.Check, results []algorithms.Result, now time.Duration, seen *seenSet) {
 	for i := range min(len(checks), len(results)) {
 		c, r := &checks[i], &results[i]
 		switch {
 		case !r.Allowed && r.RetryAfter > 0 && !r.Provisional:
 			d.record(c, r, now)
-		case r.Allowed && (i >= 64 || seen&(1<<i) != 0):
+		case r.Allowed && seen.has(i):
 			d.forget(c, now)
 		}
 	}
-	d.release(claimed)
-	return nil
+}
+
+// seenSet holds which checks of a call have an entry, live or not. It
+// allocates only when a check past the fourth has one.
+type seenSet struct {
+	small [4]bool
+	more  []bool // checks 4 and beyond
+}
+
+// add marks check i of a call of n checks.
+func (s *seenSet) add(i, n int) {
+	if i < len(s.small) {
+		s.small[i] = true
+		return
+	}
+	if s.more == nil {
+		s.more = make([]bool, n-len(s.small))
+	}
+	s.more[i-len(s.small)] = true
+}
+
+// has reports whether check i is marked.
+func (s *seenSet) has(i int) bool {
+	if i < len(s.small) {
+		return s.small[i]
+	}
+	return s.more != nil && s.more[i-len(s.small)]
+}
+
+// reset unmarks every check.
+func (s *seenSet) reset() {
+	s.small = [4]bool{}
+	clear(s.more)
 }
 
 // LocalDenials returns how many calls d has denied locally, without calling
