@@ -13,20 +13,17 @@ import (
 )
 
 const (
-	denyShardsMax  = 64          // shards of a DenyCache (fewer when MaxKeys < 64)
+	denyShardsMax  = 64          // shards of a Cache (fewer when MaxKeys < 64)
 	denySample     = 8           // entries sampled to pick an eviction victim
 	denySweepEvery = time.Second // how often a shard drops its expired entries
 )
 
-// Config configures a [DenyCache]. The zero value is ready to use.
+// Config configures a [Cache]. The zero value is ready to use.
 type Config struct {
-	// MaxKeys bounds how many denials are remembered (default 65536, about
-	// 17 MB when full with 64-byte keys). The bound is split evenly over the shards
-	// (64, or the largest power of two <= MaxKeys when it is smaller) and
-	// rounded down to a multiple of their number. Expired entries are swept
-	// first; a shard full of live entries evicts the entry expiring soonest
-	// among 8 it samples at random. An evicted denial only costs one more
-	// call to the wrapped Backend.
+	// MaxKeys bounds how many denials are remembered; 0 means 65536. The
+	// bound is split evenly over the shards (64, or the largest power of
+	// two <= MaxKeys when it is smaller), rounded down to a multiple of
+	// their number. See the package doc, "Memory and concurrency".
 	MaxKeys int
 
 	// Now is the local clock. Nil means time.Now, whose monotonic reading
@@ -34,77 +31,18 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DenyCache is a [Backend] that remembers denials in process and answers
-// further requests of a denied key itself, without calling the algorithms.Backend it
-// wraps. A client far over its limit then costs about one call to that
-// algorithms.Backend (one EVALSHA for [Redis]) per RetryAfter period and application
-// instance, instead of one per request.
+// Cache is an [algorithms.Backend] that remembers final denials in process
+// and answers further calls of a denied key itself, until the denial's
+// RetryAfter has passed, without calling the Backend it wraps. Build one
+// with [New] in front of the Backend of record.
 //
-// When an entry expires, the first call it would have decided goes to the
-// wrapped algorithms.Backend as the entry's probe, and the calls of that key arriving
-// while the probe is under way wait for its answer (or their context,
-// whichever ends first; a context that ends fails the call with a
-// *[BackendError]). If the probe is denied, its denial, recorded, decides
-// them locally; if it is allowed, or fails, they go on as if there had been
-// no entry, and each is decided by the wrapped Backend. Many instances
-// competing for one key's refills thus cost about one call each per period
-// while their probes are denied, and the calls waiting for a probe that is
-// allowed, when it is.
+// A call answered locally is denied with the Result the wrapped Backend
+// would give, and consumes nothing; every other call goes to the wrapped
+// Backend. The cache never allows anything itself. How entries match,
+// expire and are probed, and why a local denial is safe, is in the package
+// doc.
 //
-// When the wrapped algorithms.Backend denies a check with a finite RetryAfter d (not
-// [Result.Never]) and not [Result.Provisional], the cache records for its Key: the algorithms.Algorithm and algorithms.Limit,
-// the denied cost (0 counting as 1), and the denial's algorithms.Limit, Remaining and
-// reset instant t+ResetAfter, valid from t until t+d. t is the local time at
-// which the call to the wrapped algorithms.Backend began, so a slow round trip can only
-// shorten an entry, never lengthen it.
-//
-// A later call is denied locally when any of its checks matches a live
-// entry: same Key, same algorithms.Algorithm and algorithms.Limit (a changed limit, such as a user
-// moving to a higher tier, bypasses the entry), a cost at least the denied
-// cost and at most the capacity, at a local time now with t <= now < t+d (a
-// clock that went back bypasses the entry). This is safe: the denial was
-// final, so the key cannot be allowed that cost before t+d. Other
-// instances sharing the store consume capacity; the only thing that gives
-// capacity back is a refund on Redis Cluster or a Ring (see [Redis]),
-// which undoes a commit of a call spanning slots. A refund of a commit
-// made after the denial gives back at most what that commit took since.
-// A refund of a commit made before it gives back only within
-// [RefundWindow] of that commit, while the key's pending marker (set by
-// the commit, with the same TTL) exists, and a denial then is reported
-// Provisional and never recorded. Each matching check's algorithms.Result
-// is Allowed false, algorithms.Limit the capacity, Remaining as recorded, RetryAfter
-// t+d-now (> 0) and ResetAfter the larger of reset-now and RetryAfter. Every
-// other check of the call is not evaluated: its algorithms.Result is the zero Result. A
-// zero algorithms.Result (algorithms.Limit == 0) means "not evaluated"; callers writing headers
-// skip it. Nothing is consumed anywhere, as when the wrapped algorithms.Backend denies a
-// call. A call answered locally does not look at ctx; it is validated like
-// [Memory] and [Redis] validate one and fails with the same *[ConfigError]
-// (for example "redlimit: results must hold one algorithms.Result per algorithms.Check, got 1 for
-// 2"). Any other call goes to the wrapped algorithms.Backend unchanged, which validates
-// it.
-//
-// When the wrapped algorithms.Backend returns an error, Allow returns it and records
-// nothing. An allowed check removes its key's entry unless the entry is live,
-// under the same algorithms.Algorithm and algorithms.Limit, for a larger cost (which that check
-// does not contradict). If the store loses a key's state (eviction, FLUSHALL,
-// an unreplicated failover), the cache may keep denying that key for at most
-// the RetryAfter last reported.
-//
-// Only durations cross from the store to the cache: the store's clock
-// measures d, the local clock measures t and now. Their offsets never matter.
-//
-// DenyCache is safe for concurrent use. Keys are spread over up to 64
-// shards; looking a key up takes its shard's read lock only, recording a
-// denial its write lock. Expired entries are ignored at once, replaced or
-// removed when the wrapped algorithms.Backend next denies or allows their key, swept
-// from each shard at most once a second, and preferred by eviction.
-//
-// Allocation budget: a call whose keys are not cached adds none to the
-// wrapped Backend's; a call of up to 4 checks answered locally makes none;
-// recording a new denial may allocate.
-//
-// DenyCache is not a rate limiter of its own: it never allows anything and
-// never caches allowances; the wrapped algorithms.Backend decides everything else.
+// A Cache is safe for concurrent use.
 type Cache struct {
 	next     algorithms.Backend
 	now      func() time.Time
@@ -149,7 +87,7 @@ var (
 	_ algorithms.DenialCacher     = (*Cache)(nil)
 )
 
-// New returns a DenyCache in front of next, configured by cfg.
+// New returns a Cache in front of next, configured by cfg.
 func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 	if next == nil {
 		return nil, &algorithms.ConfigError{Field: "next", Reason: "must not be nil"}
@@ -349,7 +287,7 @@ func (s *seenSet) reset() {
 }
 
 // LocalDenials returns how many calls d has denied locally, without calling
-// the wrapped algorithms.Backend, since it was created.
+// the wrapped Backend, since it was created.
 func (d *Cache) LocalDenials() uint64 {
 	var n uint64
 	for i := range d.shards {
@@ -373,7 +311,7 @@ func (e *denial) expiredFor(c *algorithms.Check, now time.Duration) bool {
 }
 
 // covers reports whether e, looked up by c's key, is about c: the same
-// algorithms.Algorithm and algorithms.Limit, and a cost at least the denied one and at most the
+// Algorithm and Limit, and a cost at least the denied one and at most the
 // capacity.
 func (e *denial) covers(c *algorithms.Check) bool {
 	cost := c.Cost // a negative cost matches nothing: next rejects it
@@ -505,5 +443,6 @@ func (d *Cache) HonoursDeadline() bool {
 	return ok && h.HonoursDeadline()
 }
 
-// CachesDenials implements [algorithms.DenialCacher].
+// CachesDenials implements [algorithms.DenialCacher]: it reports true, so
+// that a caller puts no second deny cache in front of d.
 func (d *Cache) CachesDenials() bool { return true }
