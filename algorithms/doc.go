@@ -1,7 +1,8 @@
 // Package algorithms holds redlimit's rate-limiting model: the [Limit] a rule
 // enforces, the [Algorithm] that enforces it, the [Result] of one check, and the
-// [Backend] contract with its two implementations, [Redis] (Lua scripts run by
-// EVALSHA) and [Memory] (the same arithmetic in Go).
+// [Backend] contract. Its implementations live in packages of their own:
+// redisstore (Lua scripts run by EVALSHA), memstore (the same arithmetic in
+// Go) and denycache (a deny cache in front of either).
 //
 // # Model
 //

@@ -36,9 +36,9 @@ type Config struct {
 // RetryAfter has passed, without calling the Backend it wraps. Build one
 // with [New] in front of the Backend of record.
 //
-// A call answered locally is denied with the Result the wrapped Backend
-// would give, and consumes nothing; every other call goes to the wrapped
-// Backend. The cache never allows anything itself. How entries match,
+// A call answered locally is denied with Results derived from the
+// recorded denial (its RetryAfter counting down), and consumes nothing;
+// every other call goes to the wrapped Backend. The cache never allows anything itself. How entries match,
 // expire and are probed, and why a local denial is safe, is in the package
 // doc.
 //
