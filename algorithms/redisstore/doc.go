@@ -27,13 +27,16 @@
 // writes and reads are shared. Other clients (a Ring, a type that embeds
 // a client, an AutoPipeliner, a Pipeliner) are not pipelined.
 //
-// # Deadlines
+// # Client options and deadlines
 //
 // A queued call returns by its context's deadline whatever the client's
 // options, and is dropped, unsent, if its deadline passes before its
 // pipeline is written. A call that sends its own EVALSHA returns by its
 // deadline only when the client honours deadlines (go-redis's
-// ContextTimeoutEnabled option; see [Store.HonoursDeadline]).
+// ContextTimeoutEnabled option; see [Store.HonoursDeadline]). Set
+// ContextTimeoutEnabled, short read and write timeouts, and MaxRetries -1:
+// a decide script that go-redis sends again after a lost reply charges
+// its keys twice.
 //
 // # Redis Cluster
 //
