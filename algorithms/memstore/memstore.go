@@ -106,13 +106,7 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
 	}
 	now := m.now().UnixMicro()
-	// Like Redis TTLs, expiry follows the store's own time, which never goes
-	// back: a key that expired stays expired even if the clock steps back.
-	hw := m.highWater.Load()
-	for now > hw && !m.highWater.CompareAndSwap(hw, now) {
-		hw = m.highWater.Load()
-	}
-	hw = max(hw, now)
+	hw := m.expiryTime(now)
 
 	var (
 		hbuf   [4]uint64
@@ -144,6 +138,18 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		m.shards[i].mu.Unlock()
 	}
 	return nil
+}
+
+// expiryTime records now and returns the store's time for expiry, the
+// latest now seen: like Redis TTLs, expiry follows the store's own time,
+// which never goes back, so a key that expired stays expired even if the
+// clock steps back.
+func (m *Store) expiryTime(now int64) int64 {
+	hw := m.highWater.Load()
+	for now > hw && !m.highWater.CompareAndSwap(hw, now) {
+		hw = m.highWater.Load()
+	}
+	return max(hw, now)
 }
 
 // decide runs both phases with every involved shard locked: evaluate all
