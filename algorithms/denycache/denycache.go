@@ -168,7 +168,10 @@ func (d *Cache) lookup(checks []algorithms.Check, results []algorithms.Result, n
 	s := scan{first: -1}
 	for i := range checks {
 		c := &checks[i]
-		e, ok := d.entry(c.Key)
+		sh := d.shard(c.Key)
+		sh.mu.RLock()
+		e, ok := sh.entries[c.Key]
+		sh.mu.RUnlock()
 		hit := ok && e.matches(c, now)
 		if s.first < 0 {
 			if !ok {
@@ -192,15 +195,6 @@ func (d *Cache) lookup(checks []algorithms.Check, results []algorithms.Result, n
 		}
 	}
 	return s, nil
-}
-
-// entry returns the entry of key, if there is one.
-func (d *Cache) entry(key string) (denial, bool) {
-	sh := d.shard(key)
-	sh.mu.RLock()
-	e, ok := sh.entries[key]
-	sh.mu.RUnlock()
-	return e, ok
 }
 
 // watch makes the call the probe of e, the entry of c, if e has expired at
