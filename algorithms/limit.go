@@ -14,8 +14,8 @@ import (
 // per Period and Burst must be zero. [SlidingLog] keeps one sorted-set
 // member per unit and a check of cost n writes n members in one script,
 // during which Redis serves no one else; its Rate is therefore at most
-// 2000 (a check of that cost holds Redis for a few milliseconds, and a full
-// key takes about 0.25 MB). For [TokenBucket] and [GCRA] the
+// 2000 (a full key then takes under 1 MB of Redis memory, which a test
+// checks). For [TokenBucket] and [GCRA] the
 // capacity (the largest burst) is Burst, or Rate when Burst is zero, and
 // capacity refills continuously at Rate per Period.
 //

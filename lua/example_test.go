@@ -11,9 +11,6 @@ import (
 // part documents itself.
 func ExampleMulti() {
 	for _, line := range strings.Split(lua.Multi(), "\n") {
-		if strings.HasPrefix(line, "-- ") && strings.HasSuffix(line, ":") {
-			continue
-		}
 		for _, head := range []string{"-- Fixed window:", "-- Sliding log:", "-- Sliding window counter:", "-- Token bucket:", "-- GCRA:"} {
 			if strings.HasPrefix(line, head) {
 				fmt.Println(line)

@@ -6,6 +6,7 @@
 // The sources are meant to be read: prelude.lua documents what every
 // algorithm file defines, one.lua and dispatch.lua their calling convention
 // (KEYS, ARGV, reply), each algorithm file its state.
+//
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel
 // as KEYS, numbers as ARGV.

@@ -13,20 +13,17 @@ import (
 )
 
 const (
-	denyShardsMax  = 64          // shards of a DenyCache (fewer when MaxKeys < 64)
+	denyShardsMax  = 64          // shards of a Cache (fewer when MaxKeys < 64)
 	denySample     = 8           // entries sampled to pick an eviction victim
 	denySweepEvery = time.Second // how often a shard drops its expired entries
 )
 
-// Config configures a [DenyCache]. The zero value is ready to use.
+// Config configures a [Cache]. The zero value is ready to use.
 type Config struct {
-	// MaxKeys bounds how many denials are remembered (default 65536, about
-	// 17 MB when full with 64-byte keys). The bound is split evenly over the shards
-	// (64, or the largest power of two <= MaxKeys when it is smaller) and
-	// rounded down to a multiple of their number. Expired entries are swept
-	// first; a shard full of live entries evicts the entry expiring soonest
-	// among 8 it samples at random. An evicted denial only costs one more
-	// call to the wrapped Backend.
+	// MaxKeys bounds how many denials are remembered; 0 means 65536. The
+	// bound is split evenly over the shards (64, or the largest power of
+	// two <= MaxKeys when it is smaller), rounded down to a multiple of
+	// their number. See the package doc, "Memory and concurrency".
 	MaxKeys int
 
 	// Now is the local clock. Nil means time.Now, whose monotonic reading
@@ -34,77 +31,18 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DenyCache is a [Backend] that remembers denials in process and answers
-// further requests of a denied key itself, without calling the algorithms.Backend it
-// wraps. A client far over its limit then costs about one call to that
-// algorithms.Backend (one EVALSHA for [Redis]) per RetryAfter period and application
-// instance, instead of one per request.
+// Cache is an [algorithms.Backend] that remembers final denials in process
+// and answers further calls of a denied key itself, until the denial's
+// RetryAfter has passed, without calling the Backend it wraps. Build one
+// with [New] in front of the Backend of record.
 //
-// When an entry expires, the first call it would have decided goes to the
-// wrapped algorithms.Backend as the entry's probe, and the calls of that key arriving
-// while the probe is under way wait for its answer (or their context,
-// whichever ends first; a context that ends fails the call with a
-// *[BackendError]). If the probe is denied, its denial, recorded, decides
-// them locally; if it is allowed, or fails, they go on as if there had been
-// no entry, and each is decided by the wrapped Backend. Many instances
-// competing for one key's refills thus cost about one call each per period
-// while their probes are denied, and the calls waiting for a probe that is
-// allowed, when it is.
+// A call answered locally is denied with Results derived from the
+// recorded denial (its RetryAfter counting down), and consumes nothing;
+// every other call goes to the wrapped Backend. The cache never allows anything itself. How entries match,
+// expire and are probed, and why a local denial is safe, is in the package
+// doc.
 //
-// When the wrapped algorithms.Backend denies a check with a finite RetryAfter d (not
-// [Result.Never]) and not [Result.Provisional], the cache records for its Key: the algorithms.Algorithm and algorithms.Limit,
-// the denied cost (0 counting as 1), and the denial's algorithms.Limit, Remaining and
-// reset instant t+ResetAfter, valid from t until t+d. t is the local time at
-// which the call to the wrapped algorithms.Backend began, so a slow round trip can only
-// shorten an entry, never lengthen it.
-//
-// A later call is denied locally when any of its checks matches a live
-// entry: same Key, same algorithms.Algorithm and algorithms.Limit (a changed limit, such as a user
-// moving to a higher tier, bypasses the entry), a cost at least the denied
-// cost and at most the capacity, at a local time now with t <= now < t+d (a
-// clock that went back bypasses the entry). This is safe: the denial was
-// final, so the key cannot be allowed that cost before t+d. Other
-// instances sharing the store consume capacity; the only thing that gives
-// capacity back is a refund on Redis Cluster or a Ring (see [Redis]),
-// which undoes a commit of a call spanning slots. A refund of a commit
-// made after the denial gives back at most what that commit took since.
-// A refund of a commit made before it gives back only within
-// [RefundWindow] of that commit, while the key's pending marker (set by
-// the commit, with the same TTL) exists, and a denial then is reported
-// Provisional and never recorded. Each matching check's algorithms.Result
-// is Allowed false, algorithms.Limit the capacity, Remaining as recorded, RetryAfter
-// t+d-now (> 0) and ResetAfter the larger of reset-now and RetryAfter. Every
-// other check of the call is not evaluated: its algorithms.Result is the zero Result. A
-// zero algorithms.Result (algorithms.Limit == 0) means "not evaluated"; callers writing headers
-// skip it. Nothing is consumed anywhere, as when the wrapped algorithms.Backend denies a
-// call. A call answered locally does not look at ctx; it is validated like
-// [Memory] and [Redis] validate one and fails with the same *[ConfigError]
-// (for example "redlimit: results must hold one algorithms.Result per algorithms.Check, got 1 for
-// 2"). Any other call goes to the wrapped algorithms.Backend unchanged, which validates
-// it.
-//
-// When the wrapped algorithms.Backend returns an error, Allow returns it and records
-// nothing. An allowed check removes its key's entry unless the entry is live,
-// under the same algorithms.Algorithm and algorithms.Limit, for a larger cost (which that check
-// does not contradict). If the store loses a key's state (eviction, FLUSHALL,
-// an unreplicated failover), the cache may keep denying that key for at most
-// the RetryAfter last reported.
-//
-// Only durations cross from the store to the cache: the store's clock
-// measures d, the local clock measures t and now. Their offsets never matter.
-//
-// DenyCache is safe for concurrent use. Keys are spread over up to 64
-// shards; looking a key up takes its shard's read lock only, recording a
-// denial its write lock. Expired entries are ignored at once, replaced or
-// removed when the wrapped algorithms.Backend next denies or allows their key, swept
-// from each shard at most once a second, and preferred by eviction.
-//
-// Allocation budget: a call whose keys are not cached adds none to the
-// wrapped Backend's; a call of up to 4 checks answered locally makes none;
-// recording a new denial may allocate.
-//
-// DenyCache is not a rate limiter of its own: it never allows anything and
-// never caches allowances; the wrapped algorithms.Backend decides everything else.
+// A Cache is safe for concurrent use.
 type Cache struct {
 	next     algorithms.Backend
 	now      func() time.Time
@@ -149,7 +87,7 @@ var (
 	_ algorithms.DenialCacher     = (*Cache)(nil)
 )
 
-// New returns a DenyCache in front of next, configured by cfg.
+// New returns a Cache in front of next, configured by cfg.
 func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 	if next == nil {
 		return nil, &algorithms.ConfigError{Field: "next", Reason: "must not be nil"}
@@ -183,92 +121,167 @@ func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 	return d, nil
 }
 
-// Allow implements [Backend]: locally when a check matches a remembered
-// denial, by the wrapped algorithms.Backend otherwise (see [DenyCache]).
+// Allow implements [algorithms.Backend]: it answers locally when a check
+// matches a remembered denial, and passes the call to the wrapped Backend
+// otherwise (see the package doc).
 func (d *Cache) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
-again:
-	now := d.now().Sub(d.epoch)
-	var (
-		seen    uint64 // bit i: checks[i] had an entry, live or not
-		first   = -1   // the first check answered locally
-		waitFor *probe // a probe under way for an expired entry of the call
-		claimed *probe // the probe this call makes
-	)
+	var seen seenSet
+	for {
+		now := d.now().Sub(d.epoch)
+		s, err := d.lookup(checks, results, now, &seen)
+		switch {
+		case err != nil:
+			d.release(s.claimed)
+			return err
+		case s.first >= 0:
+			d.release(s.claimed)
+			d.shard(checks[s.first].Key).local.Add(1)
+			return nil
+		case s.waitFor == nil:
+			return d.ask(ctx, checks, results, now, s.claimed, &seen)
+		}
+		// Another call is asking next about an expired denial of this
+		// call: its answer decides this call too, or lets it through.
+		select {
+		case <-s.waitFor.done:
+		case <-ctx.Done():
+			return &algorithms.BackendError{Backend: "denycache", Err: ctx.Err()}
+		}
+		seen.reset()
+	}
+}
+
+// scan is what looking up the entries of a call's checks found.
+type scan struct {
+	first   int    // the first check answered locally, or -1
+	waitFor *probe // a probe under way for an expired entry of the call
+	claimed *probe // the probe this call makes
+}
+
+// lookup looks up the entry of each check at now. When one matches, the
+// call is answered locally: lookup validates it, writes every Result (the
+// matching checks' from their entries, zero for the others) and returns
+// first >= 0. Until then it marks in seen the checks that have an entry,
+// and makes the call the probe of the first expired entry that would have
+// decided its check, or notes the probe another call is making for it.
+func (d *Cache) lookup(checks []algorithms.Check, results []algorithms.Result, now time.Duration, seen *seenSet) (scan, error) {
+	s := scan{first: -1}
 	for i := range checks {
 		c := &checks[i]
 		sh := d.shard(c.Key)
 		sh.mu.RLock()
 		e, ok := sh.entries[c.Key]
 		sh.mu.RUnlock()
-		if !ok {
-			if first >= 0 {
-				results[i] = algorithms.Result{}
+		hit := ok && e.matches(c, now)
+		if s.first < 0 {
+			if !ok {
+				continue
 			}
-			continue
-		}
-		seen |= 1 << i // a no-op past 64: those count as seen below
-		if first < 0 && waitFor == nil && claimed == nil && e.expiredFor(c, now) {
-			if p, mine := d.claim(c.Key, now); mine {
-				claimed = p
-			} else {
-				waitFor = p
+			seen.add(i, len(checks))
+			if !hit {
+				s.watch(d, &e, c, now)
+				continue
 			}
-		}
-		hit := e.matches(c, now)
-		if hit && first < 0 {
-			// A lone check that hits is valid: its entry was recorded
-			// from a call next accepted, with the same Key, algorithms.Algorithm
-			// and algorithms.Limit and a cost in 1..capacity. Other calls are
-			// validated in full before they are answered.
-			if len(checks) > 1 || len(results) == 0 {
-				if err := algorithms.ValidateCall(checks, results); err != nil {
-					return err
-				}
+			if err := validateHit(checks, results); err != nil {
+				return s, err
 			}
 			clear(results[:i])
-			first = i
+			s.first = i
 		}
-		switch {
-		case hit:
+		if hit {
 			results[i] = e.result(now)
-		case first >= 0:
+		} else {
 			results[i] = algorithms.Result{}
 		}
 	}
-	if first >= 0 {
-		d.release(claimed)
-		d.shard(checks[first].Key).local.Add(1)
-		return nil
+	return s, nil
+}
+
+// watch makes the call the probe of e, the entry of c, if e has expired at
+// now and would otherwise have decided c, or notes the probe another call
+// is making for it. Only the first such entry of a call is watched.
+func (s *scan) watch(d *Cache, e *denial, c *algorithms.Check, now time.Duration) {
+	if s.waitFor != nil || s.claimed != nil || !e.expiredFor(c, now) {
+		return
 	}
-	if waitFor != nil {
-		// Another call is asking next about an expired denial of this
-		// call: its answer decides this call too, or lets it through.
-		select {
-		case <-waitFor.done:
-			goto again
-		case <-ctx.Done():
-			return &algorithms.BackendError{Backend: "denycache", Err: ctx.Err()}
-		}
+	if p, mine := d.claim(c.Key, now); mine {
+		s.claimed = p
+	} else {
+		s.waitFor = p
 	}
-	if err := d.next.Allow(ctx, checks, results); err != nil {
-		d.release(claimed)
-		return err
+}
+
+// validateHit validates a call that a remembered denial answers. A lone
+// check that hits is valid: its entry was recorded from a call next
+// accepted, with the same Key, Algorithm and Limit and a cost in
+// 1..capacity. Other calls are validated in full.
+func validateHit(checks []algorithms.Check, results []algorithms.Result) error {
+	if len(checks) > 1 || len(results) == 0 {
+		return algorithms.ValidateCall(checks, results)
 	}
+	return nil
+}
+
+// ask passes the call, which began at now, to next, learns from its
+// answer, and then ends the probe claimed, if the call makes one.
+func (d *Cache) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, now time.Duration, claimed *probe, seen *seenSet) error {
+	err := d.next.Allow(ctx, checks, results)
+	if err == nil {
+		d.learn(checks, results, now, seen)
+	}
+	d.release(claimed)
+	return err
+}
+
+// learn records the final denials of a call to next that began at now,
+// and forgets the entries, among those seen, of the checks it allowed.
+func (d *Cache) learn(checks []algorithms.Check, results []algorithms.Result, now time.Duration, seen *seenSet) {
 	for i := range min(len(checks), len(results)) {
 		c, r := &checks[i], &results[i]
 		switch {
 		case !r.Allowed && r.RetryAfter > 0 && !r.Provisional:
 			d.record(c, r, now)
-		case r.Allowed && (i >= 64 || seen&(1<<i) != 0):
+		case r.Allowed && seen.has(i):
 			d.forget(c, now)
 		}
 	}
-	d.release(claimed)
-	return nil
+}
+
+// seenSet holds which checks of a call have an entry, live or not. It
+// allocates only when a check past the fourth has one.
+type seenSet struct {
+	small [4]bool
+	more  []bool // checks 4 and beyond
+}
+
+// add marks check i of a call of n checks.
+func (s *seenSet) add(i, n int) {
+	if i < len(s.small) {
+		s.small[i] = true
+		return
+	}
+	if s.more == nil {
+		s.more = make([]bool, n-len(s.small))
+	}
+	s.more[i-len(s.small)] = true
+}
+
+// has reports whether check i is marked.
+func (s *seenSet) has(i int) bool {
+	if i < len(s.small) {
+		return s.small[i]
+	}
+	return s.more != nil && s.more[i-len(s.small)]
+}
+
+// reset unmarks every check.
+func (s *seenSet) reset() {
+	s.small = [4]bool{}
+	clear(s.more)
 }
 
 // LocalDenials returns how many calls d has denied locally, without calling
-// the wrapped algorithms.Backend, since it was created.
+// the wrapped Backend, since it was created.
 func (d *Cache) LocalDenials() uint64 {
 	var n uint64
 	for i := range d.shards {
@@ -292,7 +305,7 @@ func (e *denial) expiredFor(c *algorithms.Check, now time.Duration) bool {
 }
 
 // covers reports whether e, looked up by c's key, is about c: the same
-// algorithms.Algorithm and algorithms.Limit, and a cost at least the denied one and at most the
+// Algorithm and Limit, and a cost at least the denied one and at most the
 // capacity.
 func (e *denial) covers(c *algorithms.Check) bool {
 	cost := c.Cost // a negative cost matches nothing: next rejects it
@@ -424,5 +437,6 @@ func (d *Cache) HonoursDeadline() bool {
 	return ok && h.HonoursDeadline()
 }
 
-// CachesDenials implements [algorithms.DenialCacher].
+// CachesDenials implements [algorithms.DenialCacher]: it reports true, so
+// that a caller puts no second deny cache in front of d.
 func (d *Cache) CachesDenials() bool { return true }

@@ -345,6 +345,65 @@ func TestDenyCacheAllowedForgets(t *testing.T) {
 	}
 }
 
+// TestDenyCacheAllowedForgetsManyChecks: a call of many checks forgets the
+// entry of any of them that the wrapped Backend allows, wherever it stands
+// in the call.
+func TestDenyCacheAllowedForgetsManyChecks(t *testing.T) {
+	for _, n := range []int{5, 6, 65, 70} {
+		t.Run("checks="+strconv.Itoa(n), func(t *testing.T) {
+			f := newDenyFixture(t)
+			free := algorithms.Check{Key: "k", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(1)}
+			f.allow(t, 0, free)
+			f.allow(t, 0, free) // denied for 1s, cached
+			call := backendtest.LayeredChecks("many:", n, benchLimit)
+			paid := free
+			paid.Limit = algorithms.PerSecond(10)
+			call[n-1] = paid // the key's entry is for another limit: no hit
+			res, called := f.allow(t, 0, call...)
+			if !called || !res[n-1].Allowed {
+				t.Fatalf("call of %d checks, the last under a higher tier: %+v, called next %v; want allowed by next", n, res[n-1], called)
+			}
+			if _, called := f.allow(t, time.Millisecond, free); !called {
+				t.Fatalf("entry kept after check %d of %d was allowed under another limit; want it removed", n-1, n)
+			}
+		})
+	}
+}
+
+// TestDenyCacheInvalidCallEndsProbe: a call that claims the probe of an
+// expired entry and then fails validation on a live one ends its probe, so
+// the next call of the key goes to the wrapped Backend instead of waiting
+// for a probe that never answers.
+func TestDenyCacheInvalidCallEndsProbe(t *testing.T) {
+	f := newDenyFixture(t)
+	a := algorithms.Check{Key: "a", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
+	b := algorithms.Check{Key: "b", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}
+	for range 2 { // the second calls are denied and cached: a for 1s, b for 1h
+		f.allow(t, 0, a)
+		f.allow(t, 0, b)
+	}
+	if _, called := f.allow(t, 0, a); called {
+		t.Fatal("a not cached")
+	}
+	f.clock.T = backendtest.T0.Add(time.Second) // a's entry expired, b's live
+	err := f.cache.Allow(context.Background(), []algorithms.Check{a, b, b}, make([]algorithms.Result, 3))
+	if !errors.Is(err, algorithms.ErrInvalidConfig) {
+		t.Fatalf("Allow(a, b, b) = %v, want the duplicate key rejected", err)
+	}
+	// A cancelled context: a call that waited for a never-ending probe
+	// would fail at once without reaching the wrapped Backend.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := f.next.calls.Load()
+	f.cache.Allow(ctx, []algorithms.Check{a}, make([]algorithms.Result, 1))
+	if f.next.calls.Load() == before {
+		t.Fatal("the call after the invalid one did not reach the wrapped Backend: it waited for the invalid call's probe")
+	}
+	if res, called := f.allow(t, time.Second, a); !called || !res[0].Allowed {
+		t.Fatalf("Allow(a, t0+1s) = %+v, called next %v; want allowed by next", res[0], called)
+	}
+}
+
 // TestDenyCacheClockBack: a local clock that goes back before a denial was
 // recorded bypasses the entry rather than stretch the denial.
 func TestDenyCacheClockBack(t *testing.T) {
@@ -516,7 +575,9 @@ func TestDenyCacheAllocs(t *testing.T) {
 		{"hit/rules=3", hit, hitChecks},
 		{"miss/rules=1", miss, checks[:1]},
 		{"miss/rules=3", miss, checks},
+		{"miss/rules=6", miss, backendtest.LayeredChecks("allocs6:", 6, benchLimit)},
 	} {
+		res := make([]algorithms.Result, len(tc.checks))
 		before := hit.LocalDenials()
 		allocs := testing.AllocsPerRun(200, func() {
 			if err := tc.cache.Allow(context.Background(), tc.checks, res); err != nil {

@@ -29,33 +29,18 @@ type Config struct {
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 
-	// MaxKeys bounds how many keys are kept (default 1<<20). A full backend
-	// holds at most 128 bytes per key besides the key's own bytes (a test
-	// checks this bound), so the default with 32-byte keys stays within
-	// 170 MB; a sliding log key adds 32 bytes and 8 per entry of its log,
-	// up to its capacity. Memory, once taken, is kept for reuse rather
-	// than returned.
-	//
-	// Expired keys are swept a few at a time as new keys arrive (a pass
-	// over every key at most once a second). At the cap, a new key takes
-	// the place of an expired key if it finds one among a few sampled at
-	// random, else of the live key among them that would return to full
-	// capacity soonest: an evicted key starts again at full capacity. A
-	// call never evicts its own keys (so MaxKeys may be exceeded by the
-	// keys of one call). Admitting a new key examines a bounded number of
-	// keys, however many are held. Size MaxKeys above the number of
-	// clients you expect within the longest Period.
+	// MaxKeys bounds how many keys are kept; 0 means 1<<20. At the cap, a
+	// new key takes the place of an expired key or of one soon back to
+	// full capacity (see the package doc, "Memory"). Size it above the
+	// number of clients you expect within the longest Period.
 	MaxKeys int
 }
 
-// Memory is an in-process [Backend] with the same semantics as [Redis]: the
-// same arithmetic, field for field. It serves single-instance services,
-// tests, and the middleware's fallback while Redis is unreachable.
+// Store is an in-process [algorithms.Backend] with the same semantics as
+// the Redis backend, redisstore.Store. Build one with [New].
 //
-// It is safe for concurrent use. Keys are spread over 64 shards, each with
-// its own mutex; a call locks the shards of its keys in a fixed order, so a
-// layered check is one critical section. A check on an existing key does not
-// allocate.
+// The checks of a call are decided all-or-nothing in one critical section;
+// a call never waits for I/O. A Store is safe for concurrent use.
 type Store struct {
 	now       func() time.Time
 	highWater atomic.Int64 // the latest now seen, µs: expiry never goes back
@@ -106,7 +91,7 @@ func New(cfg Config) (*Store, error) {
 	return m, nil
 }
 
-// Allow implements [Backend].
+// Allow implements [algorithms.Backend].
 func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
 	if err := algorithms.ValidateCall(checks, results); err != nil {
 		return err
@@ -121,13 +106,7 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
 	}
 	now := m.now().UnixMicro()
-	// Like Redis TTLs, expiry follows the store's own time, which never goes
-	// back: a key that expired stays expired even if the clock steps back.
-	hw := m.highWater.Load()
-	for now > hw && !m.highWater.CompareAndSwap(hw, now) {
-		hw = m.highWater.Load()
-	}
-	hw = max(hw, now)
+	hw := m.expiryTime(now)
 
 	var (
 		hbuf   [4]uint64
@@ -159,6 +138,18 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		m.shards[i].mu.Unlock()
 	}
 	return nil
+}
+
+// expiryTime records now and returns the store's time for expiry, the
+// latest now seen: like Redis TTLs, expiry follows the store's own time,
+// which never goes back, so a key that expired stays expired even if the
+// clock steps back.
+func (m *Store) expiryTime(now int64) int64 {
+	hw := m.highWater.Load()
+	for now > hw && !m.highWater.CompareAndSwap(hw, now) {
+		hw = m.highWater.Load()
+	}
+	return max(hw, now)
 }
 
 // decide runs both phases with every involved shard locked: evaluate all

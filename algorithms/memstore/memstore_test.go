@@ -8,7 +8,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 )
 
-// memoryBytesPerKey is the bound MemoryConfig.MaxKeys documents: what a
+// memoryBytesPerKey is the bound the package doc states: what a
 // full backend holds per key for the constant-size algorithms, besides the
 // key's own bytes.
 const memoryBytesPerKey = 128

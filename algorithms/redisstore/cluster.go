@@ -50,10 +50,11 @@ var crc16Table = func() (t [256]uint16) {
 }()
 
 // RefundWindow is how long after its commit a refund may give units back
-// on Redis Cluster or a Ring (see [Redis], "Redis Cluster"). A refund that
-// reaches its slot later gives nothing back: the units stay charged until
-// the key's state expires, as when a refund fails. For as long, a denial of
-// a key that such a commit charged is [Result.Provisional].
+// on Redis Cluster or a Ring (see the package doc, "Redis Cluster"). A
+// refund that reaches its slot later gives nothing back: the units stay
+// charged until the key's state expires, as when a refund fails. For as
+// long, a denial of a key that such a commit charged is
+// [algorithms.Result].Provisional.
 const RefundWindow = 5 * time.Second
 
 // pendingKey is the pending marker of the storage key key: set, for
@@ -185,19 +186,12 @@ func (p *part) allowed() bool {
 
 // allowSharded decides a call whose checks may live in several slots: one
 // decide call per slot, concurrently; if any slot denies or fails, the
-// slots that committed are refunded, concurrently. See [Redis].
+// slots that committed are refunded (see the package doc, "Redis
+// Cluster").
 func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64) error {
-	slot, node, err := b.shards.shard(checks[0].Key)
+	node, one, err := b.oneShard(checks)
 	if err != nil {
-		return &algorithms.BackendError{Backend: "redis", Err: err}
-	}
-	one := true
-	for i := 1; i < len(checks) && one; i++ {
-		s, n, err := b.shards.shard(checks[i].Key)
-		if err != nil {
-			return &algorithms.BackendError{Backend: "redis", Err: err}
-		}
-		one = s == slot && n == node
+		return err
 	}
 	if one {
 		// One slot: one script, atomic, as on a single node.
@@ -207,12 +201,48 @@ func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps 
 		}
 		return err
 	}
+	parts, err := b.split(checks, ps)
+	if err != nil {
+		return err
+	}
+	concurrently(len(parts), func(j int) {
+		p := &parts[j]
+		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: RefundWindow.Milliseconds()})
+	})
+	if err := b.compensate(ctx, parts); err != nil {
+		return err
+	}
+	scatter(parts, results)
+	return nil
+}
 
+// oneShard reports whether every check lives in one slot (one ring shard),
+// and returns the node to run their script on.
+func (b *Store) oneShard(checks []algorithms.Check) (*redis.Client, bool, error) {
+	slot, node, err := b.shards.shard(checks[0].Key)
+	if err != nil {
+		return nil, false, &algorithms.BackendError{Backend: "redis", Err: err}
+	}
+	for i := 1; i < len(checks); i++ {
+		s, n, err := b.shards.shard(checks[i].Key)
+		if err != nil {
+			return nil, false, &algorithms.BackendError{Backend: "redis", Err: err}
+		}
+		if s != slot || n != node {
+			return nil, false, nil
+		}
+	}
+	return node, true, nil
+}
+
+// split groups checks by slot (ring shard) into parts, in the order their
+// slots first appear, each with the commit marker of one call.
+func (b *Store) split(checks []algorithms.Check, ps []calc.Params) ([]part, error) {
 	var parts []part
 	for i := range checks {
 		slot, node, err := b.shards.shard(checks[i].Key)
 		if err != nil {
-			return &algorithms.BackendError{Backend: "redis", Err: err}
+			return nil, &algorithms.BackendError{Backend: "redis", Err: err}
 		}
 		j := 0
 		for j < len(parts) && (parts[j].slot != slot || parts[j].node != node) {
@@ -234,57 +264,61 @@ func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps 
 			p.checks[k], p.ps[k] = checks[i], ps[i]
 		}
 	}
-	concurrently(len(parts), func(j int) {
-		p := &parts[j]
-		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: RefundWindow.Milliseconds()})
-	})
+	return parts, nil
+}
 
+// compensate settles a call whose parts have been decided. If every part
+// allowed, there is nothing to do. If a part denied, the parts that
+// committed give their units back, concurrently, before compensate
+// returns. If a part failed, nothing was decided: compensate returns its
+// error, and the parts that committed give their units back in the
+// background, without the caller's context, which may be what failed. A
+// part that failed may or may not have committed; it is left alone.
+func (b *Store) compensate(ctx context.Context, parts []part) error {
 	var failed error
 	allowed := true
+	var committed []*part
 	for j := range parts {
-		if parts[j].err != nil {
-			failed = parts[j].err
+		p := &parts[j]
+		switch {
+		case p.err != nil:
+			failed = p.err
 			b.shards.failed()
-		} else if !parts[j].allowed() {
+		case p.allowed():
+			committed = append(committed, p)
+		default:
 			allowed = false
 		}
 	}
 	if failed == nil && allowed {
-		scatter(parts, results)
 		return nil
 	}
-
-	// Compensate: every slot that committed gives its units back. A slot
-	// that failed may or may not have committed; it is left alone.
-	var committed []*part
-	for j := range parts {
-		if parts[j].err == nil && parts[j].allowed() {
-			committed = append(committed, &parts[j])
-		}
-	}
 	if failed != nil {
-		// Nothing was decided: the caller does not wait for the refunds,
-		// which must not depend on its context (it may be what failed).
 		for _, p := range committed {
 			go b.refundDetached(ctx, p)
 		}
 		return failed
 	}
-	concurrently(len(committed), func(j int) {
-		p := committed[j]
-		res := p.res
-		p.res = slices.Clone(res) // a failed refund leaves the commit's results
-		if err := b.refund(ctx, p.node, p.checks, p.ps, p.res, p.now, p.commit); err != nil {
-			p.res = res
-			if ctx.Err() != nil || notRun(err) {
-				go b.refundDetached(ctx, p)
-				return
-			}
-			b.refundFailed(err)
-		}
-	})
-	scatter(parts, results)
+	concurrently(len(committed), func(j int) { b.refundPart(ctx, committed[j]) })
 	return nil
+}
+
+// refundPart refunds p, which committed in a call that another part
+// denied, and replaces its results with its checks' state after the
+// refund. A refund that fails leaves the commit's results. One that the
+// caller's context ended, or that the cluster did not run, goes on in the
+// background.
+func (b *Store) refundPart(ctx context.Context, p *part) {
+	res := p.res
+	p.res = slices.Clone(res)
+	if err := b.refund(ctx, p.node, p.checks, p.ps, p.res, p.now, p.commit); err != nil {
+		p.res = res
+		if ctx.Err() != nil || notRun(err) {
+			go b.refundDetached(ctx, p)
+			return
+		}
+		b.refundFailed(err)
+	}
 }
 
 // refundTimeout bounds the refunds that run after their call returned.

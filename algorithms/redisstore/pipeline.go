@@ -8,18 +8,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultPipelines is how many round trips a [Redis] backend on one server
-// has in flight at most when [Config].Pipelines is 0.
+// DefaultPipelines is how many round trips a [Store] has in flight at most
+// before calls queue, when [Config].Pipelines is 0.
 const DefaultPipelines = 4
 
 // maxBatch bounds the scripts of one pipeline, so that a flood of callers
 // is served by every pipeline in flight rather than by one huge write.
 const maxBatch = 256
 
-// pipeline shares round trips between concurrent calls to one server (see
-// [Redis], "Pipelining"). inflight counts the round trips under way, each
-// made by a caller itself or by a goroutine sending the queue; the queue is
-// not empty only while inflight is max, and whoever ends a round trip hands
+// pipeline shares round trips between concurrent calls (see the package
+// doc, "Pipelining"). inflight counts the round trips under way, each made
+// by a caller itself or by a goroutine sending the queue; the queue is not
+// empty only while inflight is max, and whoever ends a round trip hands
 // its place to a goroutine that sends the queue, if there is one.
 type pipeline struct {
 	client pipeClient

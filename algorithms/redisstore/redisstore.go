@@ -14,141 +14,37 @@ import (
 	"github.com/redlimit/redlimit/lua"
 )
 
-// Config configures a [Redis] backend. The zero value is ready to use.
+// Config configures a [Store]. The zero value is ready to use.
 type Config struct {
-	// Now, when set, replaces the Redis server's clock (TIME) as the time of
-	// every check. Leave it nil in production: the server's clock is the one
-	// clock every application instance shares. Tests inject a fixed clock.
+	// Now, when set, replaces the Redis server's clock (TIME) as the time
+	// of every check. Leave it nil in production: the server's clock is the
+	// one clock every application instance shares. Tests inject one.
 	Now func() time.Time
 
-	// OnRefundError, when set, is called with a *[BackendError] when a
-	// compensation fails (see [Redis], "Redis Cluster"): units that one hash
-	// slot committed for a call that was denied or failed could not be
-	// given back, and stay consumed until the key's state expires. Allow
-	// has returned (or returns) its answer regardless. It may be called
-	// concurrently and after Allow has returned. Only cluster and Ring
-	// clients compensate.
+	// OnRefundError, when set, hears of each refund that failed on a
+	// cluster or a Ring, as a *[algorithms.BackendError]: the units it
+	// should have given back stay consumed until the key's state expires.
+	// It may be called concurrently, and after Allow has returned.
 	OnRefundError func(err error)
 
-	// Pipelines bounds the round trips in flight at once on a
-	// *redis.Client (Sentinel included) or a *redis.ClusterClient: calls
-	// that find that many in flight queue, and go out together in one
-	// pipeline (see [Redis], "Pipelining"). 0 means [DefaultPipelines]; a
-	// negative value turns pipelining off, and every call is then a round
-	// trip of its own on a connection of its own. A Ring does not pipeline.
+	// Pipelines bounds the round trips in flight at once before calls
+	// queue and share a pipeline (see the package doc, "Pipelining").
+	// 0 means [DefaultPipelines]; a negative value turns pipelining off.
 	Pipelines int
 }
 
-// Redis is the [Backend] of record: the checks of a call are evaluated by one
-// Lua script run with EVALSHA: one check by the script of its algorithm
-// alone ([lua.Single]), several by [lua.Multi].
-// go-redis's Script.Run falls back to EVAL when the server answers NOSCRIPT,
-// which loads the script again, so SCRIPT FLUSH, a restart or a failover to a
-// replica with an empty script cache is invisible to callers.
+// Store is the [algorithms.Backend] of record: it decides the checks of a
+// call with Lua scripts run by EVALSHA. Build one with [New] on any go-redis
+// client.
 //
-// # Single node, Sentinel
+// On a single node or a Sentinel client, a call is one script, atomic and
+// all-or-nothing. On a Redis Cluster or a Ring, the checks of one hash
+// slot are decided atomically, and a call spanning slots is made
+// all-or-nothing by refunds: the slots that committed for a call that
+// another slot denied give their units back (see the package doc, "Redis
+// Cluster").
 //
-// With a *redis.Client (a failover client from redis.NewFailoverClient is
-// one) every call is one EVALSHA, and all-or-nothing is atomic: the script
-// evaluates every check, then commits all of them only if all pass.
-//
-// # Pipelining
-//
-// On a *redis.Client or a *redis.ClusterClient, concurrent calls share
-// round trips. A call that finds fewer than [Config].Pipelines round
-// trips in flight (4 by default) sends its EVALSHA at once, from its own
-// goroutine, exactly as without pipelining: a lone caller pays nothing.
-// Calls that find them all in flight queue, and the first round trip to
-// come back sends the whole queue (up to 256 scripts) as one pipeline; on a
-// cluster, go-redis splits it by node and writes to the nodes concurrently.
-// Each script is still one atomic EVALSHA; only the writes and reads are
-// shared. Under load that is where the time goes: on the machine of the
-// README's figures, 64 goroutines get 2.3 times the checks/s of
-// unpipelined calls on one server, and 256 goroutines 3.5 times.
-//
-// A queued call returns by its context's deadline whatever the client's
-// options, and is dropped, unsent, if its deadline passes before its
-// pipeline is written. A call that sends its own EVALSHA returns by its
-// deadline only when the client honours deadlines ([Redis.HonoursDeadline]).
-//
-// # Redis Cluster
-//
-// A script may only touch keys of one hash slot ([HashSlot]). With a
-// *redis.ClusterClient, or a type that embeds one, the checks of a call are
-// grouped by slot. Keys look like "<prefix>:<rule>:<algorithm>:{<key material>}", so
-// the rules of one key material share a slot and rules of different
-// materials (IP, user, ...) usually do not.
-//
-// A call whose keys share one slot is one EVALSHA, atomic as on a single
-// node. A call spanning slots sends one EVALSHA per slot, all at once (one
-// round-trip time), each deciding its own slot all-or-nothing, atomically.
-// If every slot allows, the call is allowed: one round trip, nothing more.
-// If some slot denies, the slots that committed are compensated by a second,
-// concurrent round of EVALSHAs in refund mode, which give back exactly what
-// each commit took (fixed and sliding window: the count of the window the
-// commit counted in; sliding log: that many entries of the commit's stamp;
-// token bucket: the tokens, up to the capacity; GCRA: the theoretical
-// arrival time, not below the commit's time), then report each check's
-// state, so the Results read as on a single node.
-//
-// What is atomic: everything within one slot. What is compensated: the
-// units that the other slots of a denied call committed. A refund gives back
-// exactly what its commit took, but it is not atomic with it, and giving
-// back is not always undoing:
-//
-//   - between a commit and its refund (one round trip) the units are
-//     visible, and a concurrent call may be denied because of them;
-//   - a token bucket or GCRA key that would have refilled to capacity while
-//     the units were out gets back up to cost units that it would have lost
-//     to the cap;
-//   - a refund cannot restore what its commit overwrote, which only matters
-//     if the key's clock then goes back (a window left behind, an earlier
-//     refill time): time going back can then recreate capacity.
-//
-// If a slot fails (network, timeout, a node down), nothing was decided: the
-// slots that committed are refunded in the background, without waiting and
-// without the caller's context, and Allow returns the error. A failed slot
-// may or may not have committed; it is left alone (its units stay charged,
-// as when a single-node call times out). A refund that outlives the
-// caller's context also finishes in the background. If a refund fails, its
-// units stay charged until the key's state expires, and
-// [Config].OnRefundError hears of it; refunds that the cluster refused without running them
-// (CLUSTERDOWN during a failover, ...) are tried again for up to 2 s.
-//
-// A refund gives back at most once, whatever happens to contexts, retries
-// and connections: each slot's decide call that commits sets a commit
-// marker, a key named after the call (a random id) and the slot's first
-// key, with a TTL of [RefundWindow]; the refund gives back only if it
-// deletes that marker. A refund sent again (after its caller's context
-// ended, or by go-redis retrying after a lost reply) finds it gone and
-// gives nothing; so does a refund that arrives more than [RefundWindow]
-// after its commit, whose units stay charged. Every such commit also sets,
-// with the same TTL, a pending marker per key it charged, and a denial of
-// a key whose pending marker exists is [Result.Provisional]: a refund may
-// still give back units that the denial counted. A denial that is not
-// provisional can never be undone by a refund (every live commit marker
-// was set with its pending markers, which outlive it).
-//
-// The markers are keys of the slot of the keys they mark ("<key>:pending"
-// and "<key>:commit:<id>" for keys with a hash tag; see [HashSlot]); a
-// storage key must not end that way. Only calls spanning slots that commit
-// write them: a call in one slot writes none, and reads a pending marker
-// only when it denies. Memory: at most one pending marker per key charged
-// within the last [RefundWindow], plus one commit marker per slot of each
-// call committed in that window, less those a refund deleted: about 100
-// bytes each, so at most 100 B × (calls spanning slots per second) ×
-// (slots per call) × 5 s, plus 100 B per key charged in those 5 s.
-//
-// After a failed script the backend asks the cluster client to reload its
-// slot map (ReloadState): a crashed master sends no MOVED, and go-redis
-// would otherwise route its slots to the dead address until its next
-// periodic reload (ClusterStateReloadInterval, 60 s by default).
-//
-// With a *redis.Ring the checks are grouped by the shard that owns each key
-// (one script on a Ring runs on its first key's shard), with the same
-// protocol.
-//
-// Redis is safe for concurrent use; it holds no lock of its own.
+// A Store is safe for concurrent use.
 type Store struct {
 	client        redis.Scripter
 	now           func() time.Time
@@ -160,8 +56,7 @@ type Store struct {
 var _ algorithms.DeadlineHonourer = (*Store)(nil)
 
 // script (several checks, refunds) and the one-check scripts, indexed by
-// Algorithm, are shared by every Redis backend: their SHA1s are computed
-// once.
+// Algorithm, are shared by every Store: their SHA1s are computed once.
 var (
 	script     = redis.NewScript(lua.Multi())
 	oneScripts = func() (s [algorithms.GCRA + 1]*redis.Script) {
@@ -180,9 +75,9 @@ const (
 	modeDecidePart    = 3 // with pending markers and a commit marker
 )
 
-// New returns a Redis backend using client, which may be any go-redis
-// client: *redis.Client, *redis.ClusterClient, *redis.Ring, a failover
-// (Sentinel) client or a redis.UniversalClient.
+// New returns a Store using client, which may be any go-redis client:
+// *redis.Client, *redis.ClusterClient, *redis.Ring, a failover (Sentinel)
+// client or a redis.UniversalClient.
 func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, &algorithms.ConfigError{Field: "client", Reason: "must not be nil"}
@@ -197,9 +92,9 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	return b, nil
 }
 
-// Allow implements [Backend]: one EVALSHA, or on a cluster one per hash
-// slot of the checks' keys, plus one per committed slot when another slot
-// denies (see [Redis]).
+// Allow implements [algorithms.Backend]: one EVALSHA, or on a cluster one
+// per hash slot of the checks' keys, plus one per committed slot when
+// another slot denies.
 func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
 	if err := algorithms.ValidateCall(checks, results); err != nil {
 		return err
@@ -258,7 +153,8 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 }
 
 // keyState reports whether err, a script's reply, concerns the state
-// stored under the script's keys rather than the server ([ErrKeyState]): a
+// stored under the script's keys rather than the server
+// ([algorithms.ErrKeyState]): a
 // WRONGTYPE error from a command the script ran, or a Lua runtime error,
 // which Redis 7 reports as "ERR user_script:12: attempt to ..." and Redis 6
 // as "ERR Error running script (call to f_...): @user_script:12: attempt to
@@ -295,7 +191,7 @@ func keyState(err error) bool {
 }
 
 // markers says which marker keys a decide call on a sharded client passes
-// (see [Redis], "Redis Cluster", and lua/dispatch.lua). The zero value, for
+// (see docs/redis-cluster.md and lua/dispatch.lua). The zero value, for
 // one server, passes none.
 type markers struct {
 	sharded bool   // each check's pending marker
@@ -409,10 +305,9 @@ func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64,
 	return vals[len(vals)-1], nil
 }
 
-// HonoursDeadline reports whether the client returns by its context's
-// deadline: go-redis does only with ContextTimeoutEnabled set in its
-// options. The middleware calls a backend that honours deadlines directly;
-// any other backend it calls in a goroutine it can stop waiting for.
+// HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
+// whether the client returns by its context's deadline, which go-redis does
+// only with ContextTimeoutEnabled set in its options.
 func (b *Store) HonoursDeadline() bool {
 	switch c := b.client.(type) {
 	case *redis.Client:

@@ -1,0 +1,38 @@
+package denycache_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+)
+
+// A Cache in front of a backend answers a denied key itself until the
+// denial's RetryAfter has passed. In production the backend is a
+// redisstore.Store, and Now is left nil.
+func ExampleNew() {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	store, _ := memstore.New(memstore.Config{Now: clock})
+	cache, err := denycache.New(store, denycache.Config{Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	check := []algorithms.Check{{Key: "rate:login:{203.0.113.7}", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}}
+	res := make([]algorithms.Result, 1)
+	for _, at := range []time.Duration{0, 0, 10 * time.Second, time.Minute} {
+		now = time.Unix(1_700_000_000, 0).Add(at)
+		if err := cache.Allow(context.Background(), check, res); err != nil {
+			panic(err)
+		}
+		fmt.Printf("t+%v: allowed=%v retry=%v local denials=%d\n", at, res[0].Allowed, res[0].RetryAfter, cache.LocalDenials())
+	}
+	// Output:
+	// t+0s: allowed=true retry=0s local denials=0
+	// t+0s: allowed=false retry=1m0s local denials=0
+	// t+10s: allowed=false retry=50s local denials=1
+	// t+1m0s: allowed=true retry=0s local denials=1
+}

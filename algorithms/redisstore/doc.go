@@ -1,0 +1,93 @@
+// Package redisstore is redlimit's Redis backend: a [Store] decides the
+// checks of a call with Lua scripts run by EVALSHA, on a single node, a
+// Sentinel (failover) client, a Redis Cluster or a Ring.
+//
+// One check runs the script of its algorithm alone ([lua.Single]), several
+// run [lua.Multi]. go-redis's Script.Run falls back to EVAL when the
+// server answers NOSCRIPT, which loads the script again, so SCRIPT FLUSH,
+// a restart or a failover to a replica with an empty script cache is
+// invisible to callers.
+//
+// # Single node, Sentinel
+//
+// With a *redis.Client (a failover client from redis.NewFailoverClient is
+// one) every call is one EVALSHA, and all-or-nothing is atomic: the script
+// evaluates every check, then commits all of them only if all pass.
+//
+// # Pipelining
+//
+// On a *redis.Client or a *redis.ClusterClient, concurrent calls share
+// round trips. A call that finds fewer than [Config].Pipelines round trips
+// in flight ([DefaultPipelines] by default) sends its EVALSHA at once, from
+// its own goroutine, exactly as without pipelining: a lone caller pays
+// nothing. Calls that find them all in flight queue, and the first round
+// trip to come back sends the whole queue (up to 256 scripts) as one
+// pipeline; on a cluster, go-redis splits it by node and writes to the
+// nodes concurrently. Each script is still one atomic EVALSHA; only the
+// writes and reads are shared. Other clients (a Ring, a type that embeds
+// a client, an AutoPipeliner, a Pipeliner) are not pipelined.
+//
+// # Client options and deadlines
+//
+// A queued call returns by its context's deadline whatever the client's
+// options, and is dropped, unsent, if its deadline passes before its
+// pipeline is written. A call that sends its own EVALSHA returns by its
+// deadline only when the client honours deadlines (go-redis's
+// ContextTimeoutEnabled option; see [Store.HonoursDeadline]). Set
+// ContextTimeoutEnabled, short read and write timeouts, and MaxRetries -1:
+// a decide script that go-redis sends again after a lost reply charges
+// its keys twice.
+//
+// # Redis Cluster
+//
+// A script may only touch keys of one hash slot ([HashSlot]). With a
+// *redis.ClusterClient, or a type that embeds one, the checks of a call are
+// grouped by slot. Keys look like "<prefix>:<rule>:<algorithm>:{<key
+// material>}", so the rules of one key material share a slot and rules of
+// different materials (IP, user, ...) usually do not.
+//
+// A call whose keys share one slot is one EVALSHA, atomic as on a single
+// node. A call spanning slots sends one EVALSHA per slot, concurrently,
+// each deciding its own slot all-or-nothing. If every slot allows, the call
+// is allowed. If some slot denies, the slots that committed are
+// compensated by a second, concurrent round of EVALSHAs in refund mode,
+// which give back exactly what each commit took, then report each check's
+// state, so the Results read as on a single node.
+//
+// What is atomic: everything within one slot. What is compensated: the
+// units that the other slots of a denied call committed. Between a commit
+// and its refund the units are visible to concurrent calls, and a refund
+// is not always an undo (a bucket that would have filled meanwhile gets
+// back units it would have lost to the cap). If a slot fails, Allow
+// returns the error and the slots that committed are refunded in the
+// background; the failed slot is left alone.
+//
+// A refund gives back at most once and only within [RefundWindow] of its
+// commit: each committing slot sets a commit marker that its refund
+// deletes, and a pending marker per key it charged, so that a denial that
+// a refund may still undo is reported [algorithms.Result].Provisional.
+// Marker keys end in ":pending" and ":commit:<id>"; a storage key must not
+// end that way. A refund that fails is reported to [Config].OnRefundError.
+// The markers, what a refund gives back for each algorithm, and the memory
+// the markers take are described in [the Redis Cluster protocol].
+//
+// After a failed script the Store asks the cluster client to reload its
+// slot map (ReloadState): a crashed master sends no MOVED, and go-redis
+// would otherwise route its slots to the dead address until its next
+// periodic reload.
+//
+// # Ring
+//
+// With a *redis.Ring, or a type that embeds one, the checks are grouped by
+// the shard that owns each key (one script on a Ring runs on its first
+// key's shard), with the same protocol as on a cluster.
+//
+// # Errors
+//
+// A failed script is reported as a *[algorithms.BackendError] with Backend
+// "redis". When the error concerns the state stored under the script's
+// keys (a WRONGTYPE reply, a Lua runtime error) rather than the server, it
+// also names those keys and matches [algorithms.ErrKeyState].
+//
+// [the Redis Cluster protocol]: https://github.com/redlimit/redlimit/blob/main/docs/redis-cluster.md
+package redisstore
