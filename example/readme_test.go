@@ -7,11 +7,12 @@ import (
 	"testing"
 )
 
-// TestREADMESnippetsCompile: every ```go block in the README is taken from
-// an Example function (a file named example*_test.go), so it compiles and
-// its behaviour is checked by the Example's output. The test compares
-// trimmed, non-empty lines: the snippet must appear contiguously in one
-// example file.
+// TestREADMESnippetsCompile: every ```go block in the README is a whole
+// Example function (from its func line to its closing brace, its Output
+// comment included) taken from a file named example*_test.go, so it
+// compiles as shown, defines everything it uses, and its behaviour is
+// checked by the Example's output. The test compares trimmed, non-empty
+// lines.
 func TestREADMESnippetsCompile(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -43,9 +44,15 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	}
 	for i, block := range blocks {
 		want := lines(block)
+		joined := strings.Join(want, "\n")
+		if len(want) < 2 || !strings.HasPrefix(want[0], "func Example") || want[len(want)-1] != "}" ||
+			strings.Count(joined, "{") != strings.Count(joined, "}") {
+			t.Errorf("README go block %d is not a whole Example function (func Example...() { ... }):\n%s", i+1, block)
+			continue
+		}
 		found := false
 		for _, ex := range examples {
-			if contains(ex, want) {
+			if wholeIn(ex, want) {
 				found = true
 				break
 			}
@@ -83,8 +90,15 @@ func lines(s string) []string {
 	return out
 }
 
-func contains(hay, needle []string) bool {
+// wholeIn reports whether needle, a function from its func line to its
+// closing brace, appears in hay as a whole declaration: what follows it is
+// the end of the file, a comment or another declaration.
+func wholeIn(hay, needle []string) bool {
 	for i := 0; i+len(needle) <= len(hay); i++ {
+		if next := i + len(needle); next < len(hay) && !strings.HasPrefix(hay[next], "//") && !strings.HasPrefix(hay[next], "func ") &&
+			!strings.HasPrefix(hay[next], "type ") && !strings.HasPrefix(hay[next], "var ") && !strings.HasPrefix(hay[next], "const ") {
+			continue
+		}
 		match := true
 		for j := range needle {
 			if hay[i+j] != needle[j] {

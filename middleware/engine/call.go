@@ -71,8 +71,8 @@ var flights = sync.Pool{New: func() any { return &flight{done: make(chan error, 
 // request must not wait longer than Config.Timeout. An abandoned call keeps
 // running in its goroutine until the client gives up by itself; at most
 // maxStalled such calls run at once (s.stalled counts them). A backend that
-// honours deadlines by itself is called directly: the goroutine and its two
-// hand-offs cost a request tens of microseconds on a busy machine.
+// honours deadlines by itself is called directly, without the goroutine
+// and its two scheduler hand-offs.
 func (s *shared) bounded(ctx context.Context, b algorithms.Backend, checks []algorithms.Check, results []algorithms.Result) error {
 	if s.inline {
 		return b.Allow(ctx, checks, results)
