@@ -51,12 +51,14 @@ type Cache struct {
 	mask     uint64
 	perShard int
 	shards   []denyShard
+	held     atomic.Int64  // entries in every shard, live or not: 0 lets calls skip the lookups
+	cursor   atomic.Uint64 // the shard the next lookup may tidy
 }
 
 type denyShard struct {
 	mu        sync.RWMutex
 	entries   map[string]denial
-	nextSweep time.Duration
+	nextSweep atomic.Int64  // a time.Duration: no sweep of this shard before
 	local     atomic.Uint64 // calls answered locally whose first hit is here
 	_         [64]byte      // keep shards on separate cache lines
 }
@@ -116,7 +118,7 @@ func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 	}
 	for i := range d.shards {
 		d.shards[i].entries = make(map[string]denial)
-		d.shards[i].nextSweep = math.MinInt64
+		d.shards[i].nextSweep.Store(math.MinInt64)
 	}
 	return d, nil
 }
@@ -128,6 +130,11 @@ func (d *Cache) Allow(ctx context.Context, checks []algorithms.Check, results []
 	var seen seenSet
 	for {
 		now := d.now().Sub(d.epoch)
+		if d.held.Load() == 0 {
+			// Nothing is remembered: no key to look up, no probe to wait for.
+			return d.ask(ctx, checks, results, now, nil, &seen)
+		}
+		d.tidy(now)
 		s, err := d.lookup(checks, results, now, &seen)
 		switch {
 		case err != nil:
@@ -376,14 +383,16 @@ func (d *Cache) record(c *algorithms.Check, r *algorithms.Result, now time.Durat
 	}
 	sh := d.shard(c.Key)
 	sh.mu.Lock()
-	if now >= sh.nextSweep {
+	n := len(sh.entries)
+	if now >= time.Duration(sh.nextSweep.Load()) {
 		sh.sweep(now)
-		sh.nextSweep = now + denySweepEvery
+		sh.nextSweep.Store(int64(now + denySweepEvery))
 	}
 	if _, ok := sh.entries[c.Key]; !ok && len(sh.entries) >= d.perShard {
 		sh.evict()
 	}
 	sh.entries[c.Key] = e
+	d.held.Add(int64(len(sh.entries) - n))
 	sh.mu.Unlock()
 }
 
@@ -396,7 +405,28 @@ func (d *Cache) forget(c *algorithms.Check, now time.Duration) {
 		live := e.at <= now && now < e.until && c.Algorithm == e.alg && c.Limit == e.limit
 		if !live || max(c.Cost, 1) >= e.cost {
 			delete(sh.entries, c.Key)
+			d.held.Add(-1)
 		}
+	}
+	sh.mu.Unlock()
+}
+
+// tidy sweeps one shard, in turn, of the entries that expired more than
+// denySweepEvery ago, at most once per denySweepEvery per shard: when
+// nothing is denied any more, the cache empties and lookups stop (see
+// Allow), even if no denial is ever recorded again. Entries that expired
+// just now stay for their probes.
+func (d *Cache) tidy(now time.Duration) {
+	sh := &d.shards[d.cursor.Add(1)&d.mask]
+	if now < time.Duration(sh.nextSweep.Load()) {
+		return
+	}
+	sh.mu.Lock()
+	if next := time.Duration(sh.nextSweep.Load()); now >= next {
+		n := len(sh.entries)
+		sh.sweep(now - denySweepEvery)
+		sh.nextSweep.Store(int64(now + denySweepEvery))
+		d.held.Add(int64(len(sh.entries) - n))
 	}
 	sh.mu.Unlock()
 }

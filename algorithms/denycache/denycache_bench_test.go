@@ -14,8 +14,9 @@ import (
 )
 
 // BenchmarkDenyCache measures the cache's own cost on a fixed clock: hit is
-// a key already denied (answered locally), miss a key never denied, passed
-// on to AllowAll (which costs almost nothing). serial is one goroutine;
+// a key already denied (answered locally), miss a key never denied in a
+// cache that holds no denial, passed on to AllowAll (which costs almost
+// nothing). serial is one goroutine;
 // parallel has every goroutine on the one hot key for hit, and on a key of
 // its own for miss.
 func BenchmarkDenyCache(b *testing.B) {
@@ -42,6 +43,11 @@ func BenchmarkDenyCache(b *testing.B) {
 	})
 	b.Run("miss/serial", func(b *testing.B) {
 		benchDenyCacheSerial(b, miss, []algorithms.Check{{Key: "bench:{miss}", Algorithm: algorithms.GCRA, Limit: benchLimit}})
+	})
+	b.Run("miss/others-denied/serial", func(b *testing.B) {
+		// a key never denied, in a cache that holds a denial of another
+		// key: each call looks its key up (next is memstore here)
+		benchDenyCacheSerial(b, hit, []algorithms.Check{{Key: "bench:{miss}", Algorithm: algorithms.GCRA, Limit: benchLimit}})
 	})
 	b.Run("miss/parallel", func(b *testing.B) {
 		benchDenyCacheParallel(b, miss, func(id int64) []algorithms.Check {

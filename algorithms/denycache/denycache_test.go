@@ -805,3 +805,38 @@ func TestDenyCacheProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDenyCacheEmptiesItself: entries that expired long ago are swept by
+// the lookups of other keys, even when no denial is recorded any more, so
+// that a cache that no longer denies anything goes back to costing a call
+// one counter read; entries that expired just now stay for their probes.
+func TestDenyCacheEmptiesItself(t *testing.T) {
+	t.Parallel()
+	f := newDenyFixture(t)
+	denied := algorithms.Check{Key: "rate:{abuser}", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
+	other := algorithms.Check{Key: "rate:{other}", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1000)}
+	f.allow(t, 0, denied)
+	if res, _ := f.allow(t, 0, denied); res[0].Allowed || res[0].RetryAfter != time.Second {
+		t.Fatalf("second call = %+v; want denied for 1s", res[0])
+	}
+	if got := f.cache.Held(); got != 1 {
+		t.Fatalf("Held() = %d after one denial, want 1", got)
+	}
+	// Just expired: a lookup per shard (64) leaves it, for its probe.
+	for i := range 128 {
+		f.allow(t, time.Second+time.Duration(i)*time.Microsecond, other)
+	}
+	if got := f.cache.Held(); got != 1 {
+		t.Fatalf("Held() = %d just after expiry, want 1 (kept for its probe)", got)
+	}
+	// Expired for over a second: the lookups of other keys sweep it.
+	for i := range 128 {
+		f.allow(t, 3*time.Second+time.Duration(i)*time.Microsecond, other)
+	}
+	if got := f.cache.Held(); got != 0 {
+		t.Fatalf("Held() = %d two seconds after expiry, want 0", got)
+	}
+	if res, asked := f.allow(t, 4*time.Second, denied); !res[0].Allowed || !asked {
+		t.Fatalf("Allow(abuser) after the sweep = %+v, asked next %v; want allowed by next", res[0], asked)
+	}
+}

@@ -71,11 +71,15 @@
 //
 // # Memory and concurrency
 //
-// Keys are spread over up to 64 shards; looking a key up takes its shard's
-// read lock only, recording a denial its write lock. Expired entries are
-// ignored at once, replaced or removed when the wrapped Backend next
-// denies or allows their key, swept from each shard at most once a second,
-// and preferred by eviction. [Config].MaxKeys bounds the entries; a shard
+// While the cache holds no entry, a call reads one counter and goes to the
+// wrapped Backend: a service whose clients stay within their limits pays
+// no lookup. Otherwise keys are spread over up to 64 shards; looking a key
+// up takes its shard's read lock only, recording a denial its write lock.
+// Expired entries are ignored at once, replaced or removed when the
+// wrapped Backend next denies or allows their key, swept from a shard at
+// most once a second (when a denial is recorded there, or, once they have
+// been expired for a second, by the lookups of any key), and preferred by
+// eviction. [Config].MaxKeys bounds the entries; a shard
 // full of live entries evicts the entry expiring soonest among 8 it
 // samples at random. An evicted denial only costs one more call to the
 // wrapped Backend.
