@@ -26,6 +26,7 @@ var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "
 var (
 	multi  string
 	single = map[string]string{}
+	batch  = map[string]string{}
 )
 
 func init() {
@@ -36,6 +37,7 @@ func init() {
 		alg := source(name)
 		b.WriteString(alg)
 		single[name] = prelude + alg + "local check = " + name + "\n" + source("one")
+		batch[name] = prelude + alg + "local check = " + name + "\n" + source("batch")
 	}
 	b.WriteString(source("dispatch"))
 	multi = b.String()
@@ -62,13 +64,18 @@ func Multi() string { return multi }
 // unknown name.
 func Single(algorithm string) string { return single[algorithm] }
 
+// Batch returns the script that decides several one-check calls of the
+// algorithm named algorithm, one after another, each as [Single]'s script
+// would decide it alone (see batch.lua). It returns "" for an unknown name.
+func Batch(algorithm string) string { return batch[algorithm] }
+
 // Scripts lists every script redlimit runs, for SCRIPT LOAD ahead of
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
 	s := []string{multi}
 	for _, name := range algorithmNames {
-		s = append(s, single[name])
+		s = append(s, single[name], batch[name])
 	}
 	return s
 }

@@ -44,6 +44,7 @@ type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	batch  int // index in batchScripts of a batch script that can decide it, or -1
 
 	vals []int64
 	err  error
@@ -64,6 +65,7 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	}
 	c := calls.Get().(*call)
 	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
+	c.batch = batchable(script, keys)
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	select {
@@ -80,6 +82,10 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	vals, err := c.vals, c.err
 	*c = call{done: c.done}
 	calls.Put(c)
+	if err == errAlone {
+		// Its check failed in a batch: its own script replies the error.
+		return script.Run(ctx, p.client, keys, args...).Int64Slice()
+	}
 	return vals, err
 }
 
@@ -140,29 +146,30 @@ func (p *pipeline) send(batch []*call) {
 		c.done <- struct{}{}
 		return
 	}
-	cmds := make([]*redis.Cmd, len(live))
+	us := units(live)
 	pipe := p.client.Pipeline()
-	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	for i := range us {
+		u := &us[i]
+		u.cmd = u.script.EvalSha(ctx, pipe, u.keys, u.args...)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	// After SCRIPT FLUSH or a restart: send the scripts themselves, which
 	// loads them, in a second pipeline.
 	var retry redis.Pipeliner
-	for i, c := range live {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+	for i := range us {
+		u := &us[i]
+		if redis.HasErrorPrefix(u.cmd.Err(), "NOSCRIPT") {
 			if retry == nil {
 				retry = p.client.Pipeline()
 			}
-			cmds[i] = c.script.Eval(ctx, retry, c.keys, c.args...)
+			u.cmd = u.script.Eval(ctx, retry, u.keys, u.args...)
 		}
 	}
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
 	}
-	for i, c := range live {
-		c.vals, c.err = cmds[i].Int64Slice()
-		c.done <- struct{}{}
+	for i := range us {
+		us[i].answer()
 	}
 }
 
