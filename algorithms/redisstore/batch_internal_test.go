@@ -292,4 +292,3 @@ func TestBatchErrors(t *testing.T) {
 		})
 	}
 }
-

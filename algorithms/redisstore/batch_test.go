@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -76,4 +75,3 @@ func TestBatchExactness(t *testing.T) {
 		})
 	}
 }
-
