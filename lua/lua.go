@@ -29,6 +29,10 @@ var (
 	batch  = map[string]string{}
 )
 
+// fast holds the flat fast path that starts an algorithm's one-check
+// script, for the algorithms that have one.
+var fast = map[string]string{"gcra": source("gcra_one")}
+
 func init() {
 	prelude := source("prelude")
 	var b strings.Builder
@@ -36,7 +40,8 @@ func init() {
 	for _, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
-		single[name] = prelude + alg + "local check = " + name + "\n" + source("one")
+		general := prelude + alg + "local check = " + name + "\n" + source("one")
+		single[name] = source("now") + fast[name] + general
 		batch[name] = prelude + alg + "local check = " + name + "\n" + source("batch")
 	}
 	b.WriteString(source("dispatch"))
@@ -60,8 +65,9 @@ func Multi() string { return multi }
 // algorithm ("gcra", as algorithms.Algorithm.String names it): the
 // prelude, that algorithm alone and the entry point of one.lua. A script's
 // cost in Redis grows with its size (each call creates every function it
-// defines), so one check runs only the code it needs. It returns "" for an
-// unknown name.
+// defines), so one check runs only the code it needs; GCRA's starts with a
+// flat fast path (gcra_one.lua) that decides the common case without
+// defining any function. It returns "" for an unknown name.
 func Single(algorithm string) string { return single[algorithm] }
 
 // Batch returns the script that decides several one-check calls of the
