@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -69,7 +70,7 @@ type unit struct {
 	keys   []string
 	args   []any
 	calls  []*call // several: a batch
-	cmd    *redis.Cmd
+	cmd    *redis.IntSliceCmd
 }
 
 // units groups live calls into the scripts of one pipeline: the batchable
@@ -115,7 +116,7 @@ func units(live []*call) []unit {
 
 // answer gives each call of u its reply.
 func (u *unit) answer() {
-	vals, err := u.cmd.Int64Slice()
+	vals, err := u.cmd.Result()
 	if len(u.calls) == 1 {
 		c := u.calls[0]
 		c.vals, c.err = vals, err
@@ -136,4 +137,43 @@ func (u *unit) answer() {
 		}
 		c.done <- struct{}{}
 	}
+}
+
+// sources maps each script the backend runs to its source, which
+// evalCmd sends when the server answers NOSCRIPT.
+var sources = func() map[*redis.Script]string {
+	m := map[*redis.Script]string{script: lua.Multi()}
+	for _, a := range algorithms.Algorithms {
+		m[oneScripts[a]] = lua.Single(a.String())
+		m[batchScripts[a]] = lua.Batch(a.String())
+	}
+	return m
+}()
+
+// evalCmd is an EVALSHA of s (an EVAL of its source if eval) whose reply,
+// an array of integers, is read straight into an []int64, without the
+// interface values a *redis.Cmd holds.
+func evalCmd(ctx context.Context, s *redis.Script, eval bool, keys []string, args []any) *redis.IntSliceCmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	if eval {
+		a = append(a, "eval", sources[s], len(keys))
+	} else {
+		a = append(a, "evalsha", s.Hash(), len(keys))
+	}
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return redis.NewIntSliceCmd(ctx, append(a, args...)...)
+}
+
+// runScript runs s on c as go-redis's Script.Run does (EVALSHA, then EVAL
+// on NOSCRIPT), reading the reply as evalCmd does.
+func runScript(ctx context.Context, c pipeClient, s *redis.Script, keys []string, args []any) ([]int64, error) {
+	cmd := evalCmd(ctx, s, false, keys, args)
+	_ = c.Process(ctx, cmd)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = evalCmd(ctx, s, true, keys, args)
+		_ = c.Process(ctx, cmd)
+	}
+	return cmd.Result()
 }

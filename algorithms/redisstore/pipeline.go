@@ -35,6 +35,7 @@ type pipeline struct {
 // concurrently, following MOVED and ASK.
 type pipeClient interface {
 	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
 	Pipeline() redis.Pipeliner
 }
 
@@ -59,7 +60,7 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	if p.inflight < p.max {
 		p.inflight++
 		p.mu.Unlock()
-		vals, err := script.Run(ctx, p.client, keys, args...).Int64Slice()
+		vals, err := runScript(ctx, p.client, script, keys, args)
 		p.handOff()
 		return vals, err
 	}
@@ -84,7 +85,7 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	calls.Put(c)
 	if err == errAlone {
 		// Its check failed in a batch: its own script replies the error.
-		return script.Run(ctx, p.client, keys, args...).Int64Slice()
+		return runScript(ctx, p.client, script, keys, args)
 	}
 	return vals, err
 }
@@ -142,7 +143,7 @@ func (p *pipeline) send(batch []*call) {
 	defer cancel()
 	if len(live) == 1 {
 		c := live[0]
-		c.vals, c.err = c.script.Run(ctx, p.client, c.keys, c.args...).Int64Slice()
+		c.vals, c.err = runScript(ctx, p.client, c.script, c.keys, c.args)
 		c.done <- struct{}{}
 		return
 	}
@@ -150,7 +151,8 @@ func (p *pipeline) send(batch []*call) {
 	pipe := p.client.Pipeline()
 	for i := range us {
 		u := &us[i]
-		u.cmd = u.script.EvalSha(ctx, pipe, u.keys, u.args...)
+		u.cmd = evalCmd(ctx, u.script, false, u.keys, u.args)
+		_ = pipe.Process(ctx, u.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	// After SCRIPT FLUSH or a restart: send the scripts themselves, which
@@ -162,7 +164,8 @@ func (p *pipeline) send(batch []*call) {
 			if retry == nil {
 				retry = p.client.Pipeline()
 			}
-			u.cmd = u.script.Eval(ctx, retry, u.keys, u.args...)
+			u.cmd = evalCmd(ctx, u.script, true, u.keys, u.args)
+			_ = retry.Process(ctx, u.cmd)
 		}
 	}
 	if retry != nil {
