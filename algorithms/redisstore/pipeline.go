@@ -125,7 +125,8 @@ func (p *pipeline) flush() {
 	}
 }
 
-// send writes batch as one pipeline and answers each call.
+// send writes batch as one pipeline, the one-check calls of each algorithm
+// decided by batch scripts (see units), and answers each call.
 func (p *pipeline) send(batch []*call) {
 	live := batch[:0]
 	for _, c := range batch {
