@@ -27,7 +27,12 @@ var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "
 var (
 	multi  string
 	single = map[string]string{}
+	batch  = map[string]string{}
 )
+
+// fast holds the flat fast path that starts an algorithm's one-check
+// script, for the algorithms that have one.
+var fast = map[string]string{"gcra": source("gcra_one")}
 
 func init() {
 	prelude := source("prelude")
@@ -36,7 +41,9 @@ func init() {
 	for _, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
-		single[name] = prelude + alg + "local check = " + name + "\n" + source("one")
+		general := prelude + alg + "local check = " + name + "\n" + source("one")
+		single[name] = source("now") + fast[name] + general
+		batch[name] = prelude + alg + "local check = " + name + "\n" + source("batch")
 	}
 	b.WriteString(source("dispatch"))
 	multi = b.String()
@@ -59,9 +66,15 @@ func Multi() string { return multi }
 // algorithm ("gcra", as algorithms.Algorithm.String names it): the
 // prelude, that algorithm alone and the entry point of one.lua. A script's
 // cost in Redis grows with its size (each call creates every function it
-// defines), so one check runs only the code it needs. It returns "" for an
-// unknown name.
+// defines), so one check runs only the code it needs; GCRA's starts with a
+// flat fast path (gcra_one.lua) that decides the common case without
+// defining any function. It returns "" for an unknown name.
 func Single(algorithm string) string { return single[algorithm] }
+
+// Batch returns the script that decides several one-check calls of the
+// algorithm named algorithm, one after another, each as [Single]'s script
+// would decide it alone (see batch.lua). It returns "" for an unknown name.
+func Batch(algorithm string) string { return batch[algorithm] }
 
 // Scripts lists every script redlimit runs, for SCRIPT LOAD ahead of
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
@@ -69,7 +82,7 @@ func Single(algorithm string) string { return single[algorithm] }
 func Scripts() []string {
 	s := []string{multi}
 	for _, name := range algorithmNames {
-		s = append(s, single[name])
+		s = append(s, single[name], batch[name])
 	}
 	return s
 }

@@ -138,43 +138,68 @@ func benchRedis(b *testing.B, c *redis.Client, fn func()) {
 
 // BenchmarkScripts measures what each script costs the server, apart from
 // networking: one op is a pipeline of 200 EVALSHAs of one script on one
-// connection, so the server runs them back to back, and server-µs/script
-// is INFO commandstats' usec per EVALSHA. The arguments are those of a
-// limit that is never reached (capacity 10^6, one unit per µs), so every
-// check passes and writes.
+// connection (200/k of a batch of k calls), so the server runs them back to
+// back, and server-µs/script is INFO commandstats' usec per EVALSHA,
+// server-µs/check that divided by the checks a script decides. The
+// arguments are those of a limit that is never reached (capacity 10^6, one
+// unit per µs), so every check passes and writes. flat_gcra is a reference,
+// not redlimit's: a GCRA written flat in the manner of go-redis/redis_rate's
+// script (TIME, GET, float arithmetic, SET EX, numbers returned as strings).
 func BenchmarkScripts(b *testing.B) {
 	srv := redistest.Require(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer client.Close()
 	ctx := context.Background()
 	prefix := redistest.Prefix(b)
+	period := func(a algorithms.Algorithm) int {
+		if a == algorithms.FixedWindow || a == algorithms.SlidingWindow || a == algorithms.SlidingLog {
+			return 1_000_000
+		}
+		return 0
+	}
+	capacity := func(a algorithms.Algorithm) int {
+		if a == algorithms.SlidingLog {
+			return 1_000
+		}
+		return 1_000_000
+	}
+	one := func(a algorithms.Algorithm) []any {
+		return []any{0, capacity(a), period(a), 1, 1, 1}
+	}
 	dispatch := func(algs ...algorithms.Algorithm) []any {
 		args := []any{0, 0} // server clock, decide
 		for _, a := range algs {
-			period := 0
-			if a == algorithms.FixedWindow || a == algorithms.SlidingWindow || a == algorithms.SlidingLog {
-				period = 1_000_000
-			}
-			args = append(args, int(a), 1_000_000, period, 1, 1, 1)
+			args = append(args, int(a), 1_000_000, period(a), 1, 1, 1)
 		}
 		return args
 	}
-	for _, sc := range []struct {
-		name string
-		src  string
-		keys int
-		args []any
-	}{
-		{"return_1", "return 1", 1, nil},
-		{"fixed_window", lua.Single("fixed_window"), 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
-		{"sliding_log", lua.Single("sliding_log"), 1, []any{0, 1_000, 1_000, 0, 0, 1}},
-		{"sliding_window", lua.Single("sliding_window"), 1, []any{0, 1_000_000, 1_000_000, 0, 0, 1}},
-		{"token_bucket", lua.Single("token_bucket"), 1, []any{0, 1_000_000, 0, 1, 1, 1}},
-		{"gcra", lua.Single("gcra"), 1, []any{0, 1_000_000, 0, 1, 1, 1}},
-		{"dispatch/gcra×3", lua.Multi(), 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
-		{"dispatch/gcra+token_bucket+sliding_window", lua.Multi(), 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
-		{"dispatch/gcra×5", lua.Multi(), 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
-	} {
+	type bench struct {
+		name   string
+		src    string
+		keys   int
+		checks int // decided per script
+		args   []any
+	}
+	benches := []bench{
+		{"return_1", "return 1", 1, 1, nil},
+		{"flat_gcra", flatGCRA, 1, 1, []any{1, 1_000_000, 1}},
+	}
+	for _, a := range algorithms.Algorithms {
+		benches = append(benches, bench{a.String(), lua.Single(a.String()), 1, 1, one(a)})
+		for _, k := range []int{4, 16, 64} {
+			var args []any
+			for range k {
+				args = append(args, one(a)...)
+			}
+			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), lua.Batch(a.String()), k, k, args})
+		}
+	}
+	benches = append(benches,
+		bench{"dispatch/gcra×3", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		bench{"dispatch/gcra+token_bucket+sliding_window", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
+		bench{"dispatch/gcra×5", lua.Multi(), 5, 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+	)
+	for _, sc := range benches {
 		b.Run(sc.name, func(b *testing.B) {
 			s := redis.NewScript(sc.src)
 			keys := make([]string, sc.keys)
@@ -188,7 +213,7 @@ func BenchmarkScripts(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				pipe := client.Pipeline()
-				for range 200 {
+				for range max(1, 200/sc.checks) {
 					s.EvalSha(ctx, pipe, keys, sc.args...)
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
@@ -197,9 +222,30 @@ func BenchmarkScripts(b *testing.B) {
 			}
 			calls, usec := backendtest.ScriptStats(ctx, client)
 			b.ReportMetric(usec/calls, "server-µs/script")
+			b.ReportMetric(usec/calls/float64(sc.checks), "server-µs/check")
 		})
 	}
 }
+
+// flatGCRA is BenchmarkScripts' reference: ARGV interval µs, burst, cost.
+const flatGCRA = `
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if not tat or tat < now then tat = now end
+local new_tat = tat + cost * interval
+local diff = now - (new_tat - burst * interval)
+local remaining = math.floor(diff / interval)
+if remaining < 0 then
+  return {0, 0, tostring(-diff), tostring(tat - now)}
+end
+local reset = new_tat - now
+redis.call('SET', KEYS[1], new_tat, 'EX', math.ceil(reset / 1000000))
+return {1, remaining, tostring(-1), tostring(reset)}
+`
 
 // BenchmarkAbusiveKey: 64 goroutines hammer one key far over its limit
 // (GCRA 10/s) on the redis-server the tests start (skipped without one),

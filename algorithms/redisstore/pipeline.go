@@ -35,6 +35,7 @@ type pipeline struct {
 // concurrently, following MOVED and ASK.
 type pipeClient interface {
 	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
 	Pipeline() redis.Pipeliner
 }
 
@@ -44,6 +45,7 @@ type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	batch  int // index in batchScripts of a batch script that can decide it, or -1
 
 	vals []int64
 	err  error
@@ -58,12 +60,13 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	if p.inflight < p.max {
 		p.inflight++
 		p.mu.Unlock()
-		vals, err := script.Run(ctx, p.client, keys, args...).Int64Slice()
+		vals, err := runScript(ctx, p.client, script, keys, args)
 		p.handOff()
 		return vals, err
 	}
 	c := calls.Get().(*call)
 	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
+	c.batch = batchable(script, keys)
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	select {
@@ -80,6 +83,10 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	vals, err := c.vals, c.err
 	*c = call{done: c.done}
 	calls.Put(c)
+	if err == errAlone {
+		// Its check failed in a batch: its own script replies the error.
+		return runScript(ctx, p.client, script, keys, args)
+	}
 	return vals, err
 }
 
@@ -118,7 +125,8 @@ func (p *pipeline) flush() {
 	}
 }
 
-// send writes batch as one pipeline and answers each call.
+// send writes batch as one pipeline, the one-check calls of each algorithm
+// decided by batch scripts (see units), and answers each call.
 func (p *pipeline) send(batch []*call) {
 	live := batch[:0]
 	for _, c := range batch {
@@ -136,33 +144,36 @@ func (p *pipeline) send(batch []*call) {
 	defer cancel()
 	if len(live) == 1 {
 		c := live[0]
-		c.vals, c.err = c.script.Run(ctx, p.client, c.keys, c.args...).Int64Slice()
+		c.vals, c.err = runScript(ctx, p.client, c.script, c.keys, c.args)
 		c.done <- struct{}{}
 		return
 	}
-	cmds := make([]*redis.Cmd, len(live))
+	us := units(live)
 	pipe := p.client.Pipeline()
-	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	for i := range us {
+		u := &us[i]
+		u.cmd = evalCmd(ctx, u.script, false, u.keys, u.args)
+		_ = pipe.Process(ctx, u.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	// After SCRIPT FLUSH or a restart: send the scripts themselves, which
 	// loads them, in a second pipeline.
 	var retry redis.Pipeliner
-	for i, c := range live {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+	for i := range us {
+		u := &us[i]
+		if redis.HasErrorPrefix(u.cmd.Err(), "NOSCRIPT") {
 			if retry == nil {
 				retry = p.client.Pipeline()
 			}
-			cmds[i] = c.script.Eval(ctx, retry, c.keys, c.args...)
+			u.cmd = evalCmd(ctx, u.script, true, u.keys, u.args)
+			_ = retry.Process(ctx, u.cmd)
 		}
 	}
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
 	}
-	for i, c := range live {
-		c.vals, c.err = cmds[i].Int64Slice()
-		c.done <- struct{}{}
+	for i := range us {
+		us[i].answer()
 	}
 }
 

@@ -15,13 +15,16 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
 )
 
 // tripCounter is a go-redis hook counting round trips carrying scripts (a
-// command alone or a pipeline) and the scripts they carried; the commands
-// that set up new connections are not counted.
+// command alone or a pipeline), the scripts they carried and the keys those
+// scripts were given (one per call of one check, on one server, whether the
+// call's own script or a batch script carries it); the commands that set up
+// new connections are not counted.
 type tripCounter struct {
-	trips, cmds atomic.Int64
+	trips, cmds, keys atomic.Int64
 }
 
 func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -41,15 +44,19 @@ func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (h *tripCounter) count(cmds []redis.Cmder) {
-	var n int64
+	var n, keys int64
 	for _, c := range cmds {
 		if name := c.Name(); name == "evalsha" || name == "eval" {
 			n++
+			if k, ok := c.Args()[2].(int); ok {
+				keys += int64(k)
+			}
 		}
 	}
 	if n > 0 {
 		h.trips.Add(1)
 		h.cmds.Add(n)
+		h.keys.Add(keys)
 	}
 }
 
@@ -83,7 +90,8 @@ func gcraCheck(key string, l algorithms.Limit) algorithms.Check {
 }
 
 // TestPipelining: on one server, concurrent calls share round trips and
-// stay exact; a call alone, or pipelining turned off, is one round trip per
+// scripts (batches) and stay exact, each call sent exactly once; a call
+// alone, or pipelining turned off, is one round trip and one script per
 // call; SCRIPT FLUSH under concurrency is transparent.
 func TestPipelining(t *testing.T) {
 	srv := redistest.Require(t)
@@ -109,25 +117,31 @@ func TestPipelining(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Load the scripts first: counts below are of EVALSHAs only.
+			for _, src := range lua.Scripts() {
+				if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if got := hammer(t, b, 1, 1, gcraCheck(prefix+tc.name+"warm", limit)); got != 1 {
 				t.Fatalf("warm-up allowed %d", got)
 			}
 			h.trips.Store(0)
 			h.cmds.Store(0)
+			h.keys.Store(0)
 			const calls = 2000
 			if got := hammer(t, b, tc.conc, calls, gcraCheck(prefix+"{"+tc.name+"}", limit)); got != 1000 {
 				t.Fatalf("allowed %d of %d, want exactly 1000", got, calls)
 			}
-			trips, cmds := h.trips.Load(), h.cmds.Load()
+			trips, cmds, keys := h.trips.Load(), h.cmds.Load(), h.keys.Load()
 			t.Logf("%d calls: %d round trips, %d commands (%.1f per round trip)", calls, trips, cmds, float64(cmds)/float64(trips))
-			if cmds != calls {
-				t.Errorf("%d commands for %d calls", cmds, calls)
+			if keys != calls {
+				t.Errorf("%d calls sent for %d calls", keys, calls)
 			}
-			if tc.shared && trips >= calls/2 {
-				t.Errorf("%d round trips for %d concurrent calls: not pipelined", trips, calls)
+			if tc.shared && (trips >= calls/2 || cmds >= calls/2) {
+				t.Errorf("%d round trips and %d scripts for %d concurrent calls: not pipelined and batched", trips, cmds, calls)
 			}
-			if !tc.shared && trips != calls {
-				t.Errorf("%d round trips for %d calls, want one each", trips, calls)
+			if !tc.shared && (trips != calls || cmds != calls) {
+				t.Errorf("%d round trips and %d scripts for %d calls, want one each", trips, cmds, calls)
 			}
 		})
 	}

@@ -1,0 +1,294 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
+)
+
+// queued is one call for allowQueued: its checks, its context (nil:
+// Background) and the time of an injected clock (zero: leave it).
+type queued struct {
+	ctx    context.Context
+	at     time.Time
+	checks []algorithms.Check
+}
+
+// allowQueued makes the calls, in order, queue behind b's pipeline with
+// every round trip in flight, then lets the first round trip end, which
+// sends the whole queue as one pipeline. It returns each call's Results
+// and error.
+func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queued) ([][]algorithms.Result, []error) {
+	t.Helper()
+	p := b.pipe
+	p.mu.Lock()
+	p.inflight = p.max
+	p.mu.Unlock()
+	results := make([][]algorithms.Result, len(calls))
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if clock != nil && !c.at.IsZero() {
+			clock.T = c.at // read by Allow before it queues
+		}
+		ctx := c.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		results[i] = make([]algorithms.Result, len(c.checks))
+		wg.Go(func() { errs[i] = b.Allow(ctx, c.checks, results[i]) })
+		for {
+			p.mu.Lock()
+			n := len(p.queue)
+			p.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	p.handOff()
+	wg.Wait()
+	for { // the goroutine that sent the queue frees its place
+		p.mu.Lock()
+		done := p.inflight == p.max-1
+		if done {
+			p.inflight = 0
+		}
+		p.mu.Unlock()
+		if done {
+			return results, errs
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// executionOrder returns the order in which one pipeline decides calls: the
+// order of the units it sends.
+func executionOrder(calls []queued) []int {
+	cs := make([]*call, len(calls))
+	index := map[*call]int{}
+	for i, q := range calls {
+		ps := make([]calc.Params, len(q.checks))
+		for j, c := range q.checks {
+			ps[j] = calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
+		}
+		s, keys, args := decideRequest(q.checks, ps, 0, markers{})
+		cs[i] = &call{script: s, keys: keys, args: args, batch: batchable(s, keys)}
+		index[cs[i]] = i
+	}
+	var order []int
+	for _, u := range units(cs) {
+		for _, c := range u.calls {
+			order = append(order, index[c])
+		}
+	}
+	return order
+}
+
+// miniStore returns a Store on a fresh miniredis, on a clock of its own.
+func miniStore(t *testing.T, pipelines int) (*Store, *backendtest.Clock, *miniredis.Miniredis) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	// Scripts loaded: a NOSCRIPT answer would send some scripts again in
+	// a second pipeline, after the others, out of queue order.
+	for _, src := range lua.Scripts() {
+		if err := client.ScriptLoad(context.Background(), src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := &backendtest.Clock{}
+	b, err := New(client, Config{Now: clock.Now, Pipelines: pipelines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, clock, mr
+}
+
+// dumpState renders every key of mr, its value and its TTL.
+func dumpState(mr *miniredis.Miniredis) string {
+	var b strings.Builder
+	for _, k := range mr.Keys() {
+		fmt.Fprintf(&b, "%s %s ttl=%v:", k, mr.Type(k), mr.TTL(k))
+		switch mr.Type(k) {
+		case "string":
+			v, _ := mr.Get(k)
+			b.WriteString(" " + v)
+		case "hash":
+			fields, _ := mr.HKeys(k)
+			slices.Sort(fields)
+			for _, f := range fields {
+				fmt.Fprintf(&b, " %s=%s", f, mr.HGet(k, f))
+			}
+		case "zset":
+			members, _ := mr.ZMembers(k)
+			for _, m := range members {
+				s, _ := mr.ZScore(k, m)
+				fmt.Fprintf(&b, " %s@%.0f", m, s)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// TestBatchDifferential: random workloads (one to three rules, every
+// algorithm, costs up to capacity+1, time going forward and back) sent as
+// queues of 1 to 12 calls, so that the one-check calls of each algorithm
+// are decided by batch scripts, give the Results, the stored state and the
+// TTLs that the same calls give one by one, each its own script, in the
+// order the pipeline decided them.
+func TestBatchDifferential(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			batched, bclock, bmr := miniStore(t, 1)
+			alone, aclock, amr := miniStore(t, -1)
+			rng := rand.New(rand.NewPCG(seed, 7))
+			work := backendtest.RandomWorkload(seed, 300)
+			if seed%2 == 0 {
+				// one rule, one check per call: every call is batchable
+				for i := range work {
+					work[i].Checks = work[i].Checks[:1]
+				}
+			}
+			for len(work) > 0 {
+				n := min(len(work), 1+rng.IntN(12))
+				chunk := make([]queued, n)
+				for i, c := range work[:n] {
+					chunk[i] = queued{at: c.At, checks: c.Checks}
+				}
+				work = work[n:]
+				got, errs := allowQueued(t, batched, bclock, chunk)
+				for _, i := range executionOrder(chunk) {
+					if errs[i] != nil {
+						t.Fatalf("batched call %d: %v", i, errs[i])
+					}
+					aclock.T = chunk[i].at
+					want := make([]algorithms.Result, len(chunk[i].checks))
+					if err := alone.Allow(context.Background(), chunk[i].checks, want); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got[i], want) {
+						for j, q := range chunk {
+							t.Logf("chunk %d: %v at %v -> %+v", j, q.checks, q.at, got[j])
+						}
+						t.Logf("order %v", executionOrder(chunk))
+						t.Logf("state batched:\n%s\nalone:\n%s", dumpState(bmr), dumpState(amr))
+						t.Fatalf("call %v at %v: batched %+v, alone %+v", chunk[i].checks, chunk[i].at, got[i], want)
+					}
+				}
+				if g, w := dumpState(bmr), dumpState(amr); g != w {
+					t.Fatalf("state batched:\n%s\nalone:\n%s", g, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchDeniedCallChargesNothing: in one batch, a call that is denied
+// writes nothing, and the calls before and after it, on its key and on
+// others, are decided as if it had not been sent.
+func TestBatchDeniedCallChargesNothing(t *testing.T) {
+	t.Parallel()
+	b, clock, mr := miniStore(t, 1)
+	clock.T = backendtest.T0
+	limit := algorithms.PerHour(10)
+	check := func(key string, cost int64) []algorithms.Check {
+		return []algorithms.Check{{Key: key, Algorithm: algorithms.GCRA, Limit: limit, Cost: cost}}
+	}
+	res, errs := allowQueued(t, b, clock, []queued{
+		{checks: check("{a}", 4)},
+		{checks: check("{b}", 3)},
+		{checks: check("{a}", 7)}, // 4 + 7 > 10: denied
+		{checks: check("{a}", 6)}, // 4 + 6 = 10: allowed
+		{checks: check("{b}", 7)}, // 3 + 7 = 10: allowed
+	})
+	want := []struct {
+		allowed   bool
+		remaining int64
+	}{{true, 6}, {true, 7}, {false, 6}, {true, 0}, {true, 0}}
+	for i, w := range want {
+		if errs[i] != nil || res[i][0].Allowed != w.allowed || res[i][0].Remaining != w.remaining {
+			t.Errorf("call %d: %+v, %v; want allowed %v, remaining %d", i, res[i][0], errs[i], w.allowed, w.remaining)
+		}
+	}
+	// 10 units of each key, one per 6 minutes: each is 60 minutes in debt.
+	for _, k := range []string{"{a}", "{b}"} {
+		if v, _ := mr.Get(k); v != fmt.Sprint(backendtest.T0.Add(time.Hour).UnixMicro()) {
+			t.Errorf("%s: TAT %s, want T0+1h", k, v)
+		}
+	}
+}
+
+// TestBatchErrors: in a batch, a key of another type fails its own call
+// with ErrKeyState and the key in the error, and no other; a call whose
+// context has ended is dropped, unsent; a SCRIPT FLUSH before the batch is
+// transparent. On a real redis-server.
+func TestBatchErrors(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	b, err := New(c, Config{Pipelines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t)
+	limit := algorithms.PerHour(10)
+	for _, alg := range algorithms.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			key := func(s string) string { return prefix + alg.String() + ":{" + s + "}" }
+			check := func(s string) []algorithms.Check {
+				return []algorithms.Check{{Key: key(s), Algorithm: alg, Limit: limit}}
+			}
+			if err := c.RPush(ctx, key("list"), "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			ended, cancel := context.WithCancel(ctx)
+			cancel()
+			res, errs := allowQueued(t, b, nil, []queued{
+				{checks: check("a")},
+				{checks: check("list")},
+				{checks: check("b"), ctx: ended},
+				{checks: check("a")},
+			})
+			for _, i := range []int{0, 3} {
+				if errs[i] != nil || !res[i][0].Allowed || res[i][0].Remaining != int64(9-i/3) {
+					t.Errorf("call %d: %+v, %v; want allowed, %d remaining", i, res[i][0], errs[i], 9-i/3)
+				}
+			}
+			var be *algorithms.BackendError
+			if !errors.Is(errs[1], algorithms.ErrKeyState) || !errors.As(errs[1], &be) || !slices.Equal(be.Keys, []string{key("list")}) {
+				t.Errorf("wrong-type call: %v, want ErrKeyState naming its key", errs[1])
+			}
+			if !errors.Is(errs[2], context.Canceled) {
+				t.Errorf("call with an ended context: %v, want context.Canceled", errs[2])
+			}
+			// sent, it would have been allowed and written its key
+			if n := c.Exists(ctx, key("b")).Val(); n != 0 {
+				t.Errorf("the call with an ended context was sent")
+			}
+		})
+	}
+}

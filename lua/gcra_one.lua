@@ -1,0 +1,34 @@
+-- GCRA, one check, the common case written flat: no marker keys, and a
+-- stored TAT that is absent or a whole µs and at most one full bucket
+-- ahead. It makes gcra's decision with gcra's arithmetic, inline, and
+-- replies as one.lua does; any other case falls through to the general
+-- script after it (the functions of the prelude and gcra.lua are defined
+-- only then: each definition costs on every call that reaches it).
+-- now.lua has read now.
+if not KEYS[2] then
+  local v = redis.call('GET', KEYS[1])
+  local a = v and tonumber(v)
+  if not v or a then
+    local floor = math.floor
+    local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+    local full = cap * u
+    local diff = 0
+    if a and a >= now then diff = (a - now) * r end
+    if diff <= full then
+      local remaining = floor((full - diff) / u)
+      if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r), now} end
+      local nxt = diff + cost * u
+      if nxt > full then
+        return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r), now}
+      end
+      -- gcra_write(KEYS[1], nxt, r, now)
+      local tat, b = string.format('%.0f', now + floor(nxt / r)), nxt % r
+      if b ~= 0 then tat = tat .. ':' .. string.format('%.0f', b) .. ':' .. string.format('%.0f', r) end
+      local reset = floor((nxt + r - 1) / r)
+      redis.call('SET', KEYS[1], tat, 'PX', string.format('%.0f', floor((reset + 999) / 1000)))
+      remaining = floor((full - nxt) / u)
+      if remaining < 0 then remaining = 0 end
+      return {1, remaining, 0, reset, now}
+    end
+  end
+end
