@@ -673,8 +673,11 @@ func TestDenyCacheAbusiveClient(t *testing.T) {
 			bound := 2*allowed.Load()*int64(tc.goroutines) + 2*periods*int64(tc.instances) + 10
 			t.Logf("%v: %d requests, %d allowed, %d local denials; Redis ran %d scripts (next called %d times); %d RetryAfter periods of %v; bound %d",
 				elapsed.Round(time.Millisecond), requests.Load(), allowed.Load(), local, int64(scripts), next.calls.Load(), periods, tc.period, bound)
-			if int64(scripts) < next.calls.Load() || int64(scripts) > bound {
-				t.Errorf("Redis ran %d scripts, want between %d (calls to next) and %d (2 × allowed × goroutines + 2 per period per instance + 10)", int64(scripts), next.calls.Load(), bound)
+			// Queued calls to next share batch scripts: Redis runs at
+			// most one script per call (and the EVAL that loads a script
+			// after NOSCRIPT, once per script), and the calls are bounded.
+			if calls := next.calls.Load(); int64(scripts) > calls+2 || calls > bound {
+				t.Errorf("Redis ran %d scripts for %d calls to next, want at most one script per call (+2 loads) and at most %d calls (2 × allowed × goroutines + 2 per period per instance + 10)", int64(scripts), calls, bound)
 			}
 			if requests.Load() < 10*int64(scripts) {
 				t.Errorf("%d requests for %d scripts: want the requests to outnumber the scripts by far", requests.Load(), int64(scripts))
