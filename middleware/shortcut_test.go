@@ -134,7 +134,9 @@ func TestShortcutsInvalid(t *testing.T) {
 	}{
 		{"nil backend", func() (*middleware.Middleware, error) { return middleware.PerIP(nil, algorithms.GCRA, gcra3) },
 			`redlimit: backend must not be nil`},
-		{"zero limit", func() (*middleware.Middleware, error) { return middleware.PerIP(mem, algorithms.GCRA, algorithms.Limit{}) },
+		{"zero limit", func() (*middleware.Middleware, error) {
+			return middleware.PerIP(mem, algorithms.GCRA, algorithms.Limit{})
+		},
 			`redlimit: rule "ip": Limit.Rate must be > 0, got 0`},
 		{"no algorithm", func() (*middleware.Middleware, error) { return middleware.PerUser(mem, user, 0, gcra3) },
 			`redlimit: rule "user": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)`},
@@ -146,9 +148,13 @@ func TestShortcutsInvalid(t *testing.T) {
 		}, `redlimit: rule "ip": IPConfig.TrustedProxies[0] is 0.0.0.0/0, which trusts every address and lets any client choose its key`},
 		{"empty header", func() (*middleware.Middleware, error) { return middleware.PerHeader(mem, "", algorithms.GCRA, gcra3) },
 			`redlimit: PerHeader name must not be empty`},
-		{"header with a space", func() (*middleware.Middleware, error) { return middleware.PerHeader(mem, "X API", algorithms.GCRA, gcra3) },
+		{"header with a space", func() (*middleware.Middleware, error) {
+			return middleware.PerHeader(mem, "X API", algorithms.GCRA, gcra3)
+		},
 			`redlimit: PerHeader name "X API" is not a valid header field name`},
-		{"header with a colon", func() (*middleware.Middleware, error) { return middleware.PerHeader(mem, "X-Key:", algorithms.GCRA, gcra3) },
+		{"header with a colon", func() (*middleware.Middleware, error) {
+			return middleware.PerHeader(mem, "X-Key:", algorithms.GCRA, gcra3)
+		},
 			`redlimit: PerHeader name "X-Key:" is not a valid header field name`},
 		{"header with a newline", func() (*middleware.Middleware, error) {
 			return middleware.PerHeader(mem, "X-Key\r\nX-Admin", algorithms.GCRA, gcra3)
@@ -160,7 +166,9 @@ func TestShortcutsInvalid(t *testing.T) {
 		{"WithIPConfig on PerHeader", func() (*middleware.Middleware, error) {
 			return middleware.PerHeader(mem, "X-API-Key", algorithms.GCRA, gcra3, ipCfg)
 		}, `redlimit: WithIPConfig applies to PerIP only`},
-		{"WithIPConfig on PerUser", func() (*middleware.Middleware, error) { return middleware.PerUser(mem, user, algorithms.GCRA, gcra3, ipCfg) },
+		{"WithIPConfig on PerUser", func() (*middleware.Middleware, error) {
+			return middleware.PerUser(mem, user, algorithms.GCRA, gcra3, ipCfg)
+		},
 			`redlimit: WithIPConfig applies to PerIP only`},
 		{"nil Option", func() (*middleware.Middleware, error) { return middleware.PerIP(mem, algorithms.GCRA, gcra3, nil) },
 			`redlimit: Option must not be nil`},
