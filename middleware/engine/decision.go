@@ -92,8 +92,9 @@ type Decision struct {
 type RuleDecision struct {
 	Name string
 	// Key is the storage key ("<prefix>:<rule>:<tag>:{<material>}", see
-	// Rule.Name); empty when the rule was skipped, its key was missing or
-	// the request's Input failed.
+	// Rule.Name); empty when the rule was skipped or exempt, its key was
+	// missing, its limit unknown (LimitFailed) or the request's Input
+	// failed.
 	Key string
 	// Skipped reports that the rule did not apply: its key was missing and
 	// its MissingKey is SkipMissingKey.
