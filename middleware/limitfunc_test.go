@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -202,5 +203,70 @@ func TestRuleLimitFuncDenyCacheRedis(t *testing.T) {
 	}
 	if mw.LocalDenials() != 8 {
 		t.Errorf("%d local denials back under 2/h, want 8", mw.LocalDenials())
+	}
+}
+
+// TestWithLimitFuncAndExempt: rules added by With take their limit from
+// their LimitFunc, and the base's Config.Exempt still exempts from all.
+func TestWithLimitFuncAndExempt(t *testing.T) {
+	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(1)}}
+	base := newMW(t, newMemory(t, fixed), middleware.Config{
+		Rules:  []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+		Exempt: func(r *http.Request) bool { return r.Header.Get("X-Health") != "" },
+	})
+	mw, err := base.With(middleware.Rule{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(ok)
+	for i, code := range []int{200, 429} {
+		if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "free")); w.Code != code {
+			t.Errorf("request %d: %d, want %d", i, w.Code, code)
+		}
+	}
+	calls := p.calls.Load()
+	for range 3 {
+		if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "free", "X-Health", "1")); w.Code != 200 || len(limitHeaders(w.Header())) != 0 {
+			t.Errorf("exempt: %d %v, want 200 without headers", w.Code, w.Header())
+		}
+	}
+	if p.calls.Load() != calls {
+		t.Errorf("LimitFunc called %d times for exempt requests, want 0", p.calls.Load()-calls)
+	}
+}
+
+// TestRuleLimitFuncConcurrentRedis, on a real redis-server: 64 goroutines
+// for two customers on different plans let exactly each plan's limit
+// through.
+func TestRuleLimitFuncConcurrentRedis(t *testing.T) {
+	srv := redistest.Require(t)
+	b, err := redisstore.New(srv.Client(t), redisstore.Config{Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerHour(10), "pro": algorithms.PerHour(50)}}
+	mw := newMW(t, b, middleware.Config{
+		Prefix: strings.ReplaceAll(redistest.Prefix(t), "/", "."),
+		Rules:  []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.SlidingLog, LimitFunc: p.limit}},
+	})
+	h := mw.Handler(ok)
+	var allowed [2]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			user, plan := "alice", "free"
+			if g%2 == 1 {
+				user, plan = "bob", "pro"
+			}
+			for range 4 {
+				if serve(h, req("GET", "/", "192.0.2.1:1", "X-User", user, "X-Plan", plan)).Code == 200 {
+					allowed[g%2].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed[0].Load() != 10 || allowed[1].Load() != 50 {
+		t.Errorf("allowed free %d, pro %d of 128 each; want 10 and 50", allowed[0].Load(), allowed[1].Load())
 	}
 }
