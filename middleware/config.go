@@ -71,9 +71,27 @@ type Config struct {
 	// already set.
 	Denied http.Handler
 
+	// MissingKeyDenied, when set, answers instead of Denied the requests
+	// denied because a rule found no key in them (its MissingKey is
+	// engine.DenyMissingKey), which no rule denied by rate: for APIs whose
+	// key is a credential, set it to [Unauthorized] to answer 401 instead
+	// of 429. Other denials still go to Denied. The Decision is in the
+	// request context (FromContext).
+	MissingKeyDenied http.Handler
+
 	// ErrorHandler answers under the FailClosed policy (default
 	// DefaultError, a 503). The Decision, with Err, is in the context.
 	ErrorHandler http.Handler
+
+	// Exempt, when set, reports whether the request is exempt from every
+	// rule (allowlisted: internal networks, health checkers, an admin
+	// key): it then goes to the next handler without a backend call,
+	// without rate-limit headers, and with no rule's funcs called; every
+	// RuleDecision reports Exempt. See [ExemptCIDRs], and Rule.Exempt to
+	// exempt a request from one rule. It must be safe for concurrent use
+	// and must not modify the request. Middlewares derived with With
+	// keep it.
+	Exempt func(*http.Request) bool
 
 	// Shadow puts every rule in shadow mode: decide, write headers, report,
 	// never deny.
@@ -132,7 +150,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	}
 	// Latency costs two clock reads a request; measure it only when
 	// something can read it (debug logging is the engine's affair).
-	timed := cfg.OnDecision != nil || cfg.DecisionInContext || cfg.Denied != nil || cfg.ErrorHandler != nil
+	timed := cfg.OnDecision != nil || cfg.DecisionInContext || cfg.Denied != nil || cfg.ErrorHandler != nil || cfg.MissingKeyDenied != nil
 	if cfg.Denied == nil {
 		cfg.Denied = DefaultDenied
 	}

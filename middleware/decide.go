@@ -29,14 +29,25 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 	}
 }
 
-// inputs runs the rules' key, tier and cost funcs into in, stopping where
-// the engine will stop: at a key func error other than keyfunc.ErrNoKey,
-// at a missing key under DenyMissingKey and at a negative cost, on a rule
-// not in shadow mode.
+// inputs runs the exempt funcs and the rules' key, tier, cost and limit
+// funcs into in, stopping where the engine will stop: at a key func error
+// other than keyfunc.ErrNoKey, at a missing key under DenyMissingKey, at a
+// negative cost, and at a failed LimitFunc under FailClosed, on a rule not
+// in shadow mode.
 func (m *Middleware) inputs(r *http.Request, in []engine.Input) {
+	if m.cfg.Exempt != nil && m.cfg.Exempt(r) {
+		for i := range in {
+			in[i].Exempt = true
+		}
+		return
+	}
 	for i := range m.cfg.Rules {
 		rule := &m.cfg.Rules[i]
 		x := &in[i]
+		if rule.Exempt != nil && rule.Exempt(r) {
+			x.Exempt = true
+			continue
+		}
 		stops := !rule.Shadow && !m.cfg.Shadow
 		material, err := rule.Key(r)
 		if err != nil {
@@ -56,6 +67,11 @@ func (m *Middleware) inputs(r *http.Request, in []engine.Input) {
 		}
 		if rule.Cost != nil {
 			if x.Cost = rule.Cost(r); x.Cost < 0 && stops {
+				return
+			}
+		}
+		if rule.LimitFunc != nil {
+			if x.Limit, x.LimitErr = rule.LimitFunc(r); x.LimitErr != nil && stops && m.cfg.OnError == engine.FailClosed {
 				return
 			}
 		}

@@ -24,6 +24,38 @@
 // its pattern ("/users/*") and every route below shares one bucket; use With
 // on each route there.
 //
+// # One line for the common cases
+//
+// [PerIP], [PerHeader], [PerUser] and [PerKey] build a Middleware of one
+// rule from an algorithm and a limit, returning an error, never panicking:
+//
+//	mw, err := middleware.PerIP(backend, algorithms.GCRA, algorithms.PerMinute(100))
+//
+// Options name the rule, say which proxies to trust, and set the rest of
+// the Config.
+//
+// # Limits per customer
+//
+// A rule's limit may come from the request (Rule.LimitFunc): the caller's
+// plan, read from a database or from the request's context. What it
+// returns is validated on every request; a failure is never replaced by a
+// default limit (see Rule.LimitFunc for what the error policy does then).
+//
+// # Allowlists
+//
+// Config.Exempt exempts a request from every rule, Rule.Exempt from one:
+// internal networks and health checkers ([ExemptCIDRs], which finds the
+// client address as [keyfunc.IP] does), or an admin key. An exempt request
+// reaches the next handler, uncharged and without the exempt rules'
+// headers; one exempt from every rule costs no backend call.
+//
+// # Missing keys
+//
+// A request without a key for a rule whose MissingKey is
+// engine.DenyMissingKey is denied by Config.Denied (429), or by
+// Config.MissingKeyDenied when set: [Unauthorized] answers 401, for rules
+// keyed by a credential.
+//
 // # Layered limits
 //
 // All rules of one Middleware are decided together in one backend call (one

@@ -1,11 +1,13 @@
 package middleware_test
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -226,4 +228,178 @@ func ExampleMiddleware_Handler_chi() {
 	// 200 remaining=1 retry-after=""
 	// 200 remaining=0 retry-after=""
 	// 429 remaining=0 retry-after="30"
+}
+
+// One line per common case: limit each client IP to 100 requests a minute
+// (here 2, to show the denial). PerHeader and PerUser do the same for an
+// API key or a user, and WithConfig sets anything else.
+func ExamplePerIP() {
+	backend, _ := memstore.New(memstore.Config{Now: clock})
+	mw, err := middleware.PerIP(backend, algorithms.GCRA, algorithms.PerMinute(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	hello := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello\n")
+	}))
+	for range 3 {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "203.0.113.7:50000"
+		w := httptest.NewRecorder()
+		hello.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// 200 1
+	// 200 0
+	// 429 0
+}
+
+// An API keyed by its X-API-Key header answers 401, not 429, to a request
+// without a key: Unauthorized answers the requests denied for a missing
+// key, DefaultDenied the others.
+func ExampleUnauthorized() {
+	backend, _ := memstore.New(memstore.Config{Now: clock})
+	mw, err := middleware.PerHeader(backend, "X-API-Key", algorithms.TokenBucket, algorithms.PerHour(1),
+		middleware.WithConfig(middleware.Config{MissingKeyDenied: middleware.Unauthorized}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	api := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data\n")
+	}))
+	for _, key := range []string{"", "k-123", "k-123"} {
+		r := httptest.NewRequest("GET", "/api/data", nil)
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		fmt.Printf("key %q: %d %s", key, w.Code, w.Body)
+	}
+	// Output:
+	// key "": 401 unauthorized: no key for rule x-api-key
+	// key "k-123": 200 data
+	// key "k-123": 429 rate limit exceeded: x-api-key; retry in 3600s
+}
+
+// Exempt the internal network and the health checker from every rule, and
+// an admin key from the per-IP rule alone. The client address is found as
+// the rules' IP key finds it, trusting the same proxies: a client cannot
+// exempt itself with a forged X-Forwarded-For.
+func ExampleExemptCIDRs() {
+	backend, _ := memstore.New(memstore.Config{Now: clock})
+	proxies, err := keyfunc.ParseTrustedProxies("10.0.0.0/24") // the load balancers
+	if err != nil {
+		log.Fatal(err)
+	}
+	ipCfg := keyfunc.IPConfig{TrustedProxies: proxies}
+	ip, err := keyfunc.IP(ipCfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	internal, err := middleware.ExemptCIDRs(ipCfg, netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("198.51.100.7/32"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	admin := func(r *http.Request) bool {
+		return subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Admin-Key")), []byte("s3cret")) == 1
+	}
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), Exempt: admin},
+			{Name: "global", Key: keyfunc.Const("all"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000)},
+		},
+		Exempt: internal,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	api := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, c := range []struct{ name, xff, admin string }{
+		{"office", "10.1.2.3", ""},
+		{"office", "10.1.2.3", ""},
+		{"client", "203.0.113.9", ""},
+		{"client", "203.0.113.9", ""},
+		{"forger", "10.1.2.3, 203.0.113.9", ""}, // the proxy appended the real address
+		{"admin", "203.0.113.50", "s3cret"},
+		{"admin", "203.0.113.50", "s3cret"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.0.0.2:40000" // the load balancer
+		r.Header.Set("X-Forwarded-For", c.xff)
+		if c.admin != "" {
+			r.Header.Set("X-Admin-Key", c.admin)
+		}
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		fmt.Printf("%s: %d limit=%q\n", c.name, w.Code, w.Header().Get("X-RateLimit-Limit"))
+	}
+	// Output:
+	// office: 200 limit=""
+	// office: 200 limit=""
+	// client: 200 limit="1"
+	// client: 429 limit="1"
+	// forger: 429 limit="1"
+	// admin: 200 limit="1000"
+	// admin: 200 limit="1000"
+}
+
+// Each customer's limit comes from its plan, here a header an API gateway
+// has set after authentication; in a service, a cached database read or
+// what the authentication middleware stored in the request's context. An
+// unknown plan is an error, never a default limit: under FailClosed the
+// request gets 503. A customer who upgrades is decided under the new plan
+// at once.
+func ExampleRule_limitFunc() {
+	backend, _ := memstore.New(memstore.Config{Now: clock})
+	plans := map[string]algorithms.Limit{"free": algorithms.PerMinute(1), "pro": algorithms.PerMinute(100)}
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{{
+			Name: "plan", Key: keyfunc.Header("X-Customer"), Algorithm: algorithms.FixedWindow,
+			LimitFunc: func(r *http.Request) (algorithms.Limit, error) {
+				l, ok := plans[r.Header.Get("X-Plan")]
+				if !ok {
+					return algorithms.Limit{}, fmt.Errorf("unknown plan %q", r.Header.Get("X-Plan"))
+				}
+				return l, nil
+			},
+		}},
+		OnError: engine.FailClosed,
+		OnDecision: func(r *http.Request, d *engine.Decision) {
+			if d.Err != nil {
+				fmt.Println("   ", d.Err)
+			}
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+
+	api := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, c := range []struct{ customer, plan string }{
+		{"acme", "free"}, {"acme", "free"}, {"globex", "pro"}, {"acme", "pro"}, {"initech", "gold"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Customer", c.customer)
+		r.Header.Set("X-Plan", c.plan)
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		fmt.Printf("%s on %s: %d limit=%q remaining=%q\n", c.customer, c.plan, w.Code,
+			w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// acme on free: 200 limit="1" remaining="0"
+	// acme on free: 429 limit="1" remaining="0"
+	// globex on pro: 200 limit="100" remaining="99"
+	// acme on pro: 200 limit="100" remaining="98"
+	//     redlimit: rule "plan": LimitFunc failed: unknown plan "gold"
+	// initech on gold: 503 limit="" remaining=""
 }

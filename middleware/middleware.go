@@ -53,7 +53,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.cfg.ErrorHandler.ServeHTTP(w, r.WithContext(withDecision(r.Context(), d.Clone())))
 		default:
 			m.writeHeaders(w.Header(), s)
-			m.cfg.Denied.ServeHTTP(w, r.WithContext(withDecision(r.Context(), d.Clone())))
+			denied := m.cfg.Denied
+			if m.cfg.MissingKeyDenied != nil && missingKey(d) {
+				denied = m.cfg.MissingKeyDenied
+			}
+			denied.ServeHTTP(w, r.WithContext(withDecision(r.Context(), d.Clone())))
 		}
 	})
 }
@@ -109,4 +113,16 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 		now = m.cfg.Now()
 	}
 	s.policies = m.write(h, now, &s.dec, s.policies)
+}
+
+// missingKey reports whether the denied decision d was denied because a
+// rule not in shadow mode found no key. The engine stops there, before any
+// backend call: no other rule denied the request.
+func missingKey(d *engine.Decision) bool {
+	for i := range d.Rules {
+		if rd := &d.Rules[i]; rd.MissingKey && !rd.Shadow {
+			return true
+		}
+	}
+	return false
 }

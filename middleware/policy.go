@@ -18,6 +18,47 @@ var DefaultError http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *
 	http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 })
 
+// Unauthorized answers 401 Unauthorized, for Config.MissingKeyDenied: a
+// request that carries no key for a rule whose key is a credential (an API
+// key, an authenticated user). The body is an RFC 9457 problem when the
+// client accepts application/problem+json, and one line of plain text
+// otherwise; both name the rules that found no key. It writes no
+// WWW-Authenticate challenge, which only the application can word: wrap it
+// to add one,
+//
+//	http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//		w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
+//		middleware.Unauthorized.ServeHTTP(w, r)
+//	})
+var Unauthorized http.Handler = http.HandlerFunc(unauthorized)
+
+func unauthorized(w http.ResponseWriter, r *http.Request) {
+	var names []string
+	if d, _ := FromContext(r.Context()); d != nil {
+		for _, rd := range d.Rules {
+			if rd.MissingKey && !rd.Shadow {
+				names = append(names, rd.Name)
+			}
+		}
+	}
+	msg := "unauthorized: no key"
+	if len(names) > 0 {
+		msg += " for rule " + strings.Join(names, ", ")
+	}
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if acceptsProblem(r.Header.Get("Accept")) {
+		h.Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"title":"Unauthorized","status":401,"detail":` + strconv.Quote(msg) + "}\n"))
+		return
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	w.Write([]byte(msg + "\n"))
+}
+
 func defaultDenied(w http.ResponseWriter, r *http.Request) {
 	d, _ := FromContext(r.Context())
 	var names []string

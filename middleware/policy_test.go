@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
@@ -388,5 +389,45 @@ func TestHeadersNoneDenied(t *testing.T) {
 	checkResponse(t, "denied", w, 429, map[string]string{})
 	if w.Body.String() != "rate limit exceeded: ip\n" {
 		t.Errorf("body %q", w.Body.String())
+	}
+}
+
+// TestMissingKeyDenied: with Config.MissingKeyDenied set to Unauthorized,
+// a request denied because a rule found no key gets 401 (text or problem
+// JSON, naming the rule); rate denials still get DefaultDenied's 429, and
+// a shadow rule's missing key changes nothing.
+func TestMissingKeyDenied(t *testing.T) {
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
+			{Name: "api", Key: userFunc, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)},
+			{Name: "tenant", Key: func(r *http.Request) (string, error) { return "", keyfunc.ErrNoKey }, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10), Shadow: true},
+		},
+		MissingKeyDenied: middleware.Unauthorized,
+	})
+	h := mw.Handler(ok)
+	for i := range 3 {
+		w := serve(h, req("GET", "/", "192.0.2.1:1"))
+		checkResponse(t, "no key "+itoa(int64(i)), w, http.StatusUnauthorized, map[string]string{})
+		if got, want := w.Body.String(), "unauthorized: no key for rule api\n"; got != want || w.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
+			t.Errorf("no key: body %q (%s), want %q", got, w.Header().Get("Content-Type"), want)
+		}
+	}
+	w := serve(h, req("GET", "/", "192.0.2.1:1", "Accept", "application/problem+json"))
+	if got, want := w.Body.String(), `{"title":"Unauthorized","status":401,"detail":"unauthorized: no key for rule api"}`+"\n"; w.Code != 401 || got != want ||
+		w.Header().Get("Content-Type") != "application/problem+json" || w.Header().Get("Cache-Control") != "no-store" {
+		t.Errorf("no key, problem: %d %q (%v), want 401 %q", w.Code, got, w.Header(), want)
+	}
+	// The 401s charged nothing; then the ip rule denies by rate: 429.
+	checkResponse(t, "key", serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice")), 200, xHeaders("1", "0", epoch0+60, ""))
+	w = serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice"))
+	checkResponse(t, "rate", w, http.StatusTooManyRequests, xHeaders("1", "0", epoch0+60, "60"))
+	if got := w.Body.String(); !strings.HasPrefix(got, "rate limit exceeded: ip") {
+		t.Errorf("rate denial body %q, want DefaultDenied's", got)
+	}
+	// A missing key on a rate-denied IP: the missing key stops the
+	// request first, so 401.
+	if w := serve(h, req("GET", "/", "192.0.2.1:1")); w.Code != http.StatusUnauthorized {
+		t.Errorf("no key, ip over its limit: %d, want 401", w.Code)
 	}
 }

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -9,8 +10,8 @@ import (
 )
 
 // Rule is one limit applied to requests: whose requests (Key), how many
-// (Limit, or a per-tier limit) and how (Algorithm). A rule is data; validate
-// it by building a Middleware.
+// (Limit, a per-tier limit, or a limit per request from LimitFunc) and how
+// (Algorithm). A rule is data; validate it by building a Middleware.
 type Rule struct {
 	// Name identifies the rule in storage keys, headers, logs and hooks:
 	// 1 to 64 characters from [A-Za-z0-9_.-], unique within a Middleware.
@@ -41,6 +42,38 @@ type Rule struct {
 	// stored state carries over when its tier changes.
 	Tier  func(*http.Request) string
 	Tiers map[string]algorithms.Limit
+
+	// LimitFunc, when set, returns the request's limit, for limits that are
+	// not known when the rule is built: the caller's plan, loaded from a
+	// database or from what an authentication middleware stored in the
+	// request's context. Limit, Tier and Tiers must then be unset. It is
+	// called on every request that reaches the rule (after its Key is
+	// found), so cache slow lookups; it must be safe for concurrent use and
+	// must not modify the request. What it returns is validated under
+	// Algorithm.
+	//
+	// A key's stored state carries over when its limit changes (see
+	// [algorithms.Check]), and the deny cache holds a denial only for the
+	// limit it was made under: a key whose limit grows is decided afresh
+	// at once.
+	//
+	// An error, or a limit Algorithm cannot enforce (the zero Limit
+	// included), is never replaced by a default limit: the rule is not
+	// decided for that request, the decision's RuleDecision.LimitFailed is
+	// set and Decision.Err is an *[engine.LimitError] naming the rule. The
+	// error policy then applies to that rule alone: under engine.FailClosed
+	// ErrorHandler answers (503); under engine.FailOpen and engine.Fallback
+	// the rule is left out and the other rules still apply. Return a
+	// default plan for unknown callers yourself if that is what you mean.
+	LimitFunc func(*http.Request) (algorithms.Limit, error)
+
+	// Exempt, when set, reports whether the request is exempt from this
+	// rule (allowlisted): the rule is then left out, not charged, not in
+	// the headers, and its RuleDecision reports Exempt; Key and the other
+	// funcs are not called. The request still reaches the next handler
+	// when the other rules allow it. See [ExemptCIDRs] for internal
+	// networks, and Config.Exempt to exempt a request from every rule.
+	Exempt func(*http.Request) bool
 
 	// Cost, when set, returns how many units the request takes (default 1).
 	// A cost of 0 counts as 1, as in [algorithms.Check]: every request that
@@ -74,12 +107,27 @@ func engineRules(rules []Rule) ([]engine.Rule, error) {
 		switch {
 		case r.Key == nil:
 			return fail("Key", "must be set (a keyfunc.Func)")
+		case r.LimitFunc != nil && r.Tiers != nil:
+			return fail("Tiers", "must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc")
 		case r.Tiers != nil && r.Tier == nil:
 			return fail("Tier", "must be set when Tiers is")
+		case r.LimitFunc != nil && r.Tier != nil:
+			return fail("Tier", "must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc")
 		case r.Tier != nil && len(r.Tiers) == 0:
 			return fail("Tiers", "must list at least one tier when Tier is set")
 		}
 		out[i] = engine.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
+		if r.LimitFunc != nil {
+			// The middleware calls r.LimitFunc on the request and passes its
+			// outcome in Input.Limit or Input.LimitErr; the engine calls
+			// this one only when that Limit is the zero Limit, which it then
+			// reports as invalid.
+			out[i].LimitFunc = zeroLimit
+		}
 	}
 	return out, nil
 }
+
+// zeroLimit is the engine's LimitFunc of a rule whose limit the middleware
+// finds itself.
+func zeroLimit(context.Context, string) (algorithms.Limit, error) { return algorithms.Limit{}, nil }

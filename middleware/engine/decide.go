@@ -25,9 +25,11 @@ const (
 //
 // Decide stops at the first rule whose Input says the request cannot
 // proceed (Err, or Missing under DenyMissingKey, or a negative Cost, for a
-// rule not in shadow mode): the later Inputs are not read. An in whose
-// length is not the number of rules is an *[algorithms.ConfigError], for
-// the error policy.
+// rule not in shadow mode, or an unknown limit under FailClosed): the later
+// Inputs are not read and no later LimitFunc is called. An exempt Input
+// leaves its rule out before anything else is read. An in whose length is
+// not the number of rules is an *[algorithms.ConfigError], for the error
+// policy.
 func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 	debug := e.s.logger.Enabled(ctx, slog.LevelDebug)
 	timed := debug || e.s.onDecision != nil
@@ -51,7 +53,7 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 	} else {
 		s := e.pool.Get().(*scratch)
 		s.checks, s.index = s.checks[:0], s.index[:0]
-		if e.build(in, s, d) == pass && len(s.checks) > 0 {
+		if e.build(ctx, in, s, d) == pass && len(s.checks) > 0 {
 			e.s.evaluate(ctx, s, d)
 		}
 		clear(s.checks) // drop the keys of this request
@@ -65,12 +67,16 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 
 // build fills s.checks from in. It returns deny for a missing key under
 // DenyMissingKey and for a negative cost, and applies the error policy to
-// a failed Input.
-func (e *Engine) build(in []Input, s *scratch, d *Decision) outcome {
+// a failed Input and to an unknown limit.
+func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision) outcome {
 	for i := range e.rules {
 		rule := &e.rules[i]
 		rd := &d.Rules[i]
 		x := &in[i]
+		if x.Exempt {
+			rd.Exempt = true
+			continue
+		}
 		if x.Err != nil {
 			return e.s.policyFor(d, x.Err)
 		}
@@ -87,12 +93,6 @@ func (e *Engine) build(in []Input, s *scratch, d *Decision) outcome {
 			d.Allowed = false
 			return deny
 		}
-		limit := rule.Limit
-		if rule.Tiers != nil {
-			if l, ok := rule.Tiers[x.Tier]; ok {
-				limit = l
-			}
-		}
 		if x.Cost < 0 {
 			// A request the rule cannot weigh is denied, whatever the
 			// error policy: failing open would let a bug (or input a
@@ -106,6 +106,18 @@ func (e *Engine) build(in []Input, s *scratch, d *Decision) outcome {
 			}
 			d.Allowed = false
 			return deny
+		}
+		limit, err := rule.limitFor(ctx, x)
+		if err != nil {
+			// Never a default limit: the rule is not decided. The error
+			// policy says whether the request goes on without it.
+			rd.LimitFailed = true
+			if !rd.Shadow && e.s.policy == FailClosed {
+				return e.s.policyFor(d, err)
+			}
+			d.Err = err
+			e.s.logError(err)
+			continue
 		}
 		rd.Key = rule.keys.key(x.Material)
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
@@ -249,7 +261,7 @@ func (s *shared) report(ctx context.Context, d *Decision, debug bool) {
 		attrs := make([]any, 0, 8+2*len(d.Rules))
 		attrs = append(attrs, "allowed", d.Allowed, "would_deny", d.WouldDeny, "source", d.Source.String(), "latency", d.Latency)
 		for _, rd := range d.Rules {
-			attrs = append(attrs, slog.Group(rd.Name, "key", rd.Key, "allowed", rd.Result.Allowed, "remaining", rd.Result.Remaining, "retry_after", rd.Result.RetryAfter, "skipped", rd.Skipped))
+			attrs = append(attrs, slog.Group(rd.Name, "key", rd.Key, "allowed", rd.Result.Allowed, "remaining", rd.Result.Remaining, "retry_after", rd.Result.RetryAfter, "skipped", rd.Skipped, "exempt", rd.Exempt))
 		}
 		s.logger.Log(ctx, slog.LevelDebug, "redlimit: decision", attrs...)
 	}

@@ -23,9 +23,28 @@ type Input struct {
 	// the whole request. It takes precedence over Missing.
 	Err error
 
+	// Exempt leaves the rule out for this request, whatever the other
+	// fields say: an allowlisted client (an internal network, a health
+	// checker, an admin key). The rule is not charged and not decided, and
+	// its RuleDecision reports Exempt. A request whose Inputs are all
+	// exempt is allowed without a backend call.
+	Exempt bool
+
 	// Tier selects the limit among Rule.Tiers; "" or an unlisted tier
 	// selects Rule.Limit.
 	Tier string
+
+	// Limit, when not the zero Limit, is this request's limit for the
+	// rule, found by the caller (the HTTP middleware calls its own
+	// Rule.LimitFunc on the request and passes the outcome here). It takes
+	// the place of Rule.Limit, the tier's limit and Rule.LimitFunc, which
+	// is then not called, and is validated under the rule's Algorithm like
+	// a LimitFunc's.
+	Limit algorithms.Limit
+
+	// LimitErr reports that the caller could not find this request's limit
+	// for the rule: it is handled as a failed Rule.LimitFunc (see there).
+	LimitErr error
 
 	// Cost is how many units the request takes. 0 means 1, as in
 	// [algorithms.Check]. A negative cost denies the request under every
@@ -57,8 +76,10 @@ type Decision struct {
 	Source Source
 
 	// Err is the error the error policy handled (backend failure, timeout,
-	// Input.Err), the negative cost that denied the request (see
-	// RuleDecision.InvalidCost), or nil.
+	// Input.Err, a rule's unknown limit: a *[LimitError], see
+	// RuleDecision.LimitFailed), the negative cost that denied the request
+	// (see RuleDecision.InvalidCost), or nil. When several occur, the last
+	// one the engine met.
 	Err error
 
 	// Latency is the time spent deciding, backend call included. The
@@ -71,12 +92,21 @@ type Decision struct {
 type RuleDecision struct {
 	Name string
 	// Key is the storage key ("<prefix>:<rule>:<tag>:{<material>}", see
-	// Rule.Name); empty when the rule was skipped, its key was missing or
-	// the request's Input failed.
+	// Rule.Name); empty when the rule was skipped or exempt, its key was
+	// missing, its limit unknown (LimitFailed) or the request's Input
+	// failed.
 	Key string
 	// Skipped reports that the rule did not apply: its key was missing and
 	// its MissingKey is SkipMissingKey.
 	Skipped bool
+	// Exempt reports that the rule did not apply because its Input was
+	// exempt (Input.Exempt): the request is allowlisted for this rule.
+	Exempt bool
+	// LimitFailed reports that the rule's limit for this request is
+	// unknown: its LimitFunc (or Input.LimitErr) failed or gave an invalid
+	// limit, and Decision.Err is the *LimitError. The rule was not decided:
+	// left out, or, under FailClosed, the request refused (Failed).
+	LimitFailed bool
 	// MissingKey reports that the request was denied because the rule found
 	// no key (DenyMissingKey).
 	MissingKey bool
@@ -91,8 +121,8 @@ type RuleDecision struct {
 	// Shadow reports that the rule is in shadow mode.
 	Shadow bool
 	// Algorithm and Limit are what the rule applied: its algorithm, and
-	// the tier's limit or the rule's. They are set with Key, and zero when
-	// Key is empty.
+	// the Input's, LimitFunc's, tier's or rule's limit. They are set with
+	// Key, and zero when Key is empty.
 	Algorithm algorithms.Algorithm
 	Limit     algorithms.Limit
 	Result    algorithms.Result

@@ -10,7 +10,9 @@
 //   - Storage keys: "<prefix>:<rule>:<algorithm tag>:{<key material>}",
 //     the material sanitised (printable ASCII, no braces, at most 128
 //     bytes) so that untrusted input cannot pick a Redis Cluster slot.
-//   - Tiers and cost per request.
+//   - Tiers and cost per request; limits per key from a function
+//     (Rule.LimitFunc), validated when returned.
+//   - Exempt inputs (Input.Exempt): an allowlisted request skips a rule.
 //   - A timeout per backend call (Config.Timeout), held even when the
 //     backend ignores its context.
 //   - An error policy (Config.OnError): fail open, fail closed, or fall

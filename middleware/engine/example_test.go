@@ -44,3 +44,44 @@ func ExampleEngine_Decide() {
 	// call 2: allowed=false tenant remaining=0 retry after 30s; key rate:tenant:gcra:{acme}
 	// pro: allowed=true limit=100, user skipped=true
 }
+
+// A rule whose limit comes from each customer's plan, looked up per call
+// (here a map; in a service, a cached database read). A function that
+// means "unknown customers get the free plan" returns that plan; an error
+// says the limit cannot be known: the engine never substitutes a limit of
+// its own. The rule is then left out (under FailClosed the request is
+// refused) and Decision.Err names the rule.
+func ExampleRule_limitFunc() {
+	now := time.Unix(1_700_000_000, 0)
+	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	plans := map[string]algorithms.Limit{"acme": algorithms.PerMinute(2), "globex": algorithms.PerMinute(100)}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{{
+		Name: "plan", Algorithm: algorithms.GCRA,
+		LimitFunc: func(ctx context.Context, customer string) (algorithms.Limit, error) {
+			l, ok := plans[customer]
+			if !ok {
+				return algorithms.Limit{}, fmt.Errorf("no plan for %q", customer)
+			}
+			return l, nil
+		},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+
+	var d engine.Decision
+	for _, customer := range []string{"acme", "acme", "acme", "globex", "initech"} {
+		e.Decide(context.Background(), []engine.Input{{Material: customer}}, &d)
+		fmt.Printf("%s: allowed=%v limit=%v remaining=%d err=%v\n", customer, d.Allowed, d.Rules[0].Limit, d.Rules[0].Result.Remaining, d.Err)
+	}
+	// Output:
+	// acme: allowed=true limit=2/1m0s remaining=1 err=<nil>
+	// acme: allowed=true limit=2/1m0s remaining=0 err=<nil>
+	// acme: allowed=false limit=2/1m0s remaining=0 err=<nil>
+	// globex: allowed=true limit=100/1m0s remaining=99 err=<nil>
+	// initech: allowed=true limit=0/0s remaining=0 err=redlimit: rule "plan": LimitFunc failed: no plan for "initech"
+}

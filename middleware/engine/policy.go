@@ -15,12 +15,16 @@ const (
 	// one call's keys ([algorithms.ErrKeyState]: a key of another Redis
 	// type) says nothing about the primary's health: that call alone is
 	// decided with the fallback, and the others still go to the primary. A
-	// failed Input (not a backend problem) is allowed, as under FailOpen.
+	// failed Input (not a backend problem) is allowed, as under FailOpen,
+	// and a rule whose limit is unknown (see Rule.LimitFunc) is left out,
+	// as under FailOpen.
 	Fallback ErrorPolicy = iota
-	// FailOpen allows the request, undecided.
+	// FailOpen allows the request, undecided. A rule whose limit is
+	// unknown (see Rule.LimitFunc) is left out and the other rules decide.
 	FailOpen
 	// FailClosed refuses the request, undecided: Decision.Failed is set
-	// (the HTTP middleware answers 503).
+	// (the HTTP middleware answers 503). A rule whose limit is unknown
+	// refuses it too, unless the rule is in shadow mode.
 	FailClosed
 )
 

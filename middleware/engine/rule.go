@@ -1,15 +1,19 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-// Rule is one limit: how many (Limit, or a per-tier limit) and how
-// (Algorithm), for the key material the caller gives in each [Input]. A
-// rule is data; validate it by building an [Engine].
+// Rule is one limit: how many (Limit, a per-tier limit, or a limit per
+// key from LimitFunc) and how (Algorithm), for the key material the caller
+// gives in each [Input]. A rule is data; validate it by building an
+// [Engine].
 type Rule struct {
 	// Name identifies the rule in storage keys, logs and hooks: 1 to 64
 	// characters from [A-Za-z0-9_.-], unique within an Engine.
@@ -33,6 +37,28 @@ type Rule struct {
 	// limits are validated by New. A key's stored state carries over when
 	// its tier changes.
 	Tiers map[string]algorithms.Limit
+
+	// LimitFunc, when set, gives the rule's limit per request, for limits
+	// that are not known when the rule is built: a customer's plan loaded
+	// from a database. Limit and Tiers must then be unset. Decide calls it
+	// with its context and the Input's key material, for every Input that
+	// applies (not exempt, not missing, not carrying an Input.Limit), and
+	// validates what it returns under Algorithm. It is called on every
+	// request: cache slow lookups. It must be safe for concurrent use.
+	//
+	// A key's stored state carries over when its limit changes (see
+	// [algorithms.Check]), and the deny cache holds a denial only for the
+	// limit it was made under: a key whose limit grows is decided afresh
+	// at once.
+	//
+	// An error, or a limit Algorithm cannot enforce, is never replaced by
+	// a default limit: the rule is not decided for that request, its
+	// RuleDecision.LimitFailed is set and Decision.Err is a *[LimitError]
+	// naming the rule. Under FailClosed the request is refused (Failed);
+	// under FailOpen and Fallback (nothing to fall back to: the limit is
+	// unknown) the rule is left out and the other rules still apply. A
+	// shadow rule is only left out.
+	LimitFunc func(ctx context.Context, material string) (algorithms.Limit, error)
 
 	// MissingKey says what happens to an Input without key material.
 	MissingKey MissingKey
@@ -88,7 +114,16 @@ func compile(prefix string, r Rule) (compiled, error) {
 	case r.MissingKey > SkipMissingKey:
 		return fail("MissingKey", "unknown value")
 	}
-	if err := r.Limit.Validate(r.Algorithm); err != nil {
+	if r.LimitFunc != nil {
+		switch {
+		case r.Limit != (algorithms.Limit{}):
+			return fail("Limit", "must be the zero Limit when LimitFunc is set, got "+r.Limit.String())
+		case r.Tiers != nil:
+			return fail("Tiers", "must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc")
+		case !r.Algorithm.Valid():
+			return fail("Algorithm", "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got "+r.Algorithm.String())
+		}
+	} else if err := r.Limit.Validate(r.Algorithm); err != nil {
 		return compiled{}, algorithms.WithRule(err, name)
 	}
 	for _, tier := range slices.Sorted(maps.Keys(r.Tiers)) { // sorted: the same error every time
@@ -106,4 +141,60 @@ func quote(s string) string {
 		s = s[:80] + "..."
 	}
 	return `"` + s + `"`
+}
+
+// LimitError reports that a rule's limit for one request is unknown: its
+// LimitFunc (or the caller, through Input.LimitErr) failed, or gave a
+// limit the rule's algorithm cannot enforce. Its message reads like
+//
+//	redlimit: rule "plan": LimitFunc failed: plans: connection refused
+//	redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Rate must be > 0, got 0
+//
+// It unwraps to Err; an invalid limit matches [algorithms.ErrInvalidConfig].
+type LimitError struct {
+	Rule string // the rule's name
+	Err  error  // the function's error, or the *algorithms.ConfigError of the invalid limit
+}
+
+func (e *LimitError) Error() string {
+	var ce *algorithms.ConfigError
+	what := "LimitFunc failed: "
+	if errors.As(e.Err, &ce) {
+		what = "LimitFunc returned an invalid limit: "
+	}
+	return "redlimit: rule " + quote(e.Rule) + ": " + what + strings.TrimPrefix(e.Err.Error(), "redlimit: ")
+}
+
+// Unwrap returns Err.
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// limitFor returns the limit of rule r for the Input x: x's own Limit, the
+// rule's LimitFunc's, its tier's or its Limit. A dynamic limit is
+// validated; an error is a *LimitError.
+func (r *compiled) limitFor(ctx context.Context, x *Input) (algorithms.Limit, error) {
+	var limit algorithms.Limit
+	switch {
+	case x.LimitErr != nil:
+		return limit, &LimitError{Rule: r.Name, Err: x.LimitErr}
+	case x.Limit != (algorithms.Limit{}):
+		limit = x.Limit
+	case r.LimitFunc != nil:
+		l, err := r.LimitFunc(ctx, x.Material)
+		if err != nil {
+			return limit, &LimitError{Rule: r.Name, Err: err}
+		}
+		limit = l
+	default:
+		limit = r.Limit
+		if r.Tiers != nil {
+			if l, ok := r.Tiers[x.Tier]; ok {
+				limit = l
+			}
+		}
+		return limit, nil // validated by compile
+	}
+	if err := limit.Validate(r.Algorithm); err != nil {
+		return algorithms.Limit{}, &LimitError{Rule: r.Name, Err: err}
+	}
+	return limit, nil
 }

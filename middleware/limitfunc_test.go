@@ -1,0 +1,272 @@
+package middleware_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// planLimits is a LimitFunc: the limit of the request's X-Plan header (a
+// stand-in for a plan the application trusts), an error for an unknown
+// plan. It counts its calls.
+type planLimits struct {
+	calls atomic.Int64
+	plans map[string]algorithms.Limit
+}
+
+var errUnknownPlan = errors.New("unknown plan")
+
+func (p *planLimits) limit(r *http.Request) (algorithms.Limit, error) {
+	p.calls.Add(1)
+	l, ok := p.plans[r.Header.Get("X-Plan")]
+	if !ok {
+		return algorithms.Limit{}, errUnknownPlan
+	}
+	return l, nil
+}
+
+// TestRuleLimitFunc: each request is limited by what its rule's LimitFunc
+// returns, exactly, and the headers say that limit.
+func TestRuleLimitFunc(t *testing.T) {
+	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(2), "pro": algorithms.PerMinute(4)}}
+	var rec recorder
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{
+		Rules:      []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.FixedWindow, LimitFunc: p.limit}},
+		OnDecision: rec.hook,
+	})
+	h := mw.Handler(ok)
+	for _, tt := range []struct {
+		user, plan string
+		codes      []int
+		limit      string
+	}{
+		{"alice", "free", []int{200, 200, 429, 429}, "2"},
+		{"bob", "pro", []int{200, 200, 200, 200, 429}, "4"},
+	} {
+		for i, code := range tt.codes {
+			w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", tt.user, "X-Plan", tt.plan))
+			if w.Code != code || w.Header().Get("X-Ratelimit-Limit") != tt.limit {
+				t.Errorf("%s request %d: %d with limit %q, want %d with %q", tt.user, i, w.Code, w.Header().Get("X-Ratelimit-Limit"), code, tt.limit)
+			}
+		}
+	}
+	// alice upgrades: her next request is decided under the new plan.
+	w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "pro"))
+	if w.Code != 200 || w.Header().Get("X-Ratelimit-Remaining") != "1" {
+		t.Errorf("alice on pro: %d remaining %q, want 200 with 1 (2 of 4 used)", w.Code, w.Header().Get("X-Ratelimit-Remaining"))
+	}
+	// The function is not called for a request without a key.
+	calls := p.calls.Load()
+	if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-Plan", "pro")); w.Code != 429 || p.calls.Load() != calls {
+		t.Errorf("anonymous: %d, %d LimitFunc calls; want 429 and none", w.Code, p.calls.Load()-calls)
+	}
+}
+
+// TestRuleLimitFuncErrors: a failing LimitFunc or an invalid limit is
+// never replaced by a default. Under FailClosed the request gets the
+// ErrorHandler's 503 and nothing is consumed; under FailOpen and Fallback
+// the rule is left out and the other rules still apply.
+func TestRuleLimitFuncErrors(t *testing.T) {
+	p := &planLimits{plans: map[string]algorithms.Limit{"zero": {}, "burst": algorithms.PerMinute(5).WithBurst(10)}}
+	for _, tt := range []struct {
+		plan string
+		want string
+	}{
+		{"gold", `redlimit: rule "plan": LimitFunc failed: unknown plan`},
+		{"zero", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Rate must be > 0, got 0`},
+		{"burst", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Burst is not used by sliding_window and must be 0, got 10`},
+	} {
+		for _, policy := range []engine.ErrorPolicy{engine.Fallback, engine.FailOpen, engine.FailClosed} {
+			var rec recorder
+			mw := newMW(t, newMemory(t, fixed), middleware.Config{
+				Rules: []middleware.Rule{
+					{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
+					{Name: "plan", Key: userFunc, Algorithm: algorithms.SlidingWindow, LimitFunc: p.limit},
+				},
+				OnError:    policy,
+				OnDecision: rec.hook,
+			})
+			h := mw.Handler(ok)
+			w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", tt.plan))
+			d := rec.last(t)
+			var le *engine.LimitError
+			if !errors.As(d.Err, &le) || d.Err.Error() != tt.want || !d.Rules[1].LimitFailed || d.Rules[1].Evaluated {
+				t.Errorf("%s %v: Err %v, plan rule %+v; want the *engine.LimitError %q", tt.plan, policy, d.Err, d.Rules[1], tt.want)
+			}
+			if policy == engine.FailClosed {
+				checkResponse(t, tt.plan+" fail-closed", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})
+				continue // nothing consumed: see TestRuleLimitFuncNothingConsumed
+			}
+			// The ip rule alone decided and was charged.
+			checkResponse(t, tt.plan+" "+policy.String(), w, 200, xHeaders("3", "2", epoch0+20, ""))
+		}
+	}
+}
+
+// TestRuleLimitFuncNothingConsumed: under FailClosed a failed LimitFunc
+// refuses the request before any rule is charged.
+func TestRuleLimitFuncNothingConsumed(t *testing.T) {
+	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(10)}}
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
+			{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit},
+		},
+		OnError: engine.FailClosed,
+	})
+	h := mw.Handler(ok)
+	for range 5 {
+		if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "gold")); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("unknown plan: %d, want 503", w.Code)
+		}
+	}
+	checkResponse(t, "known plan", serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "free")), 200, map[string]string{
+		"X-Ratelimit-Limit": "3", "X-Ratelimit-Remaining": "2", "X-Ratelimit-Reset": itoa(epoch0 + 20),
+	})
+}
+
+// TestRuleLimitFuncInvalid: a rule takes its limit from Limit (and Tiers)
+// or from LimitFunc, not both.
+func TestRuleLimitFuncInvalid(t *testing.T) {
+	fn := func(*http.Request) (algorithms.Limit, error) { return gcra3, nil }
+	tier := func(*http.Request) string { return "" }
+	for _, tt := range []struct {
+		rule middleware.Rule
+		want string
+	}{
+		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Limit: gcra3},
+			`redlimit: rule "p": Limit must be the zero Limit when LimitFunc is set, got 3/1m0s`},
+		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tier: tier},
+			`redlimit: rule "p": Tier must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
+		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tier: tier, Tiers: map[string]algorithms.Limit{"pro": gcra3}},
+			`redlimit: rule "p": Tiers must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
+		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tiers: map[string]algorithms.Limit{"pro": gcra3}},
+			`redlimit: rule "p": Tiers must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
+		{middleware.Rule{Name: "p", Key: userFunc, LimitFunc: fn},
+			`redlimit: rule "p": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)`},
+	} {
+		_, err := middleware.New(newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{tt.rule}})
+		var ce *algorithms.ConfigError
+		if !errors.As(err, &ce) || err.Error() != tt.want {
+			t.Errorf("New = %v, want the *algorithms.ConfigError %q", err, tt.want)
+		}
+	}
+}
+
+// TestRuleLimitFuncDenyCacheRedis, on a real redis-server: a key denied
+// under a small limit is answered by the deny cache while its limit stays,
+// and allowed at once, by Redis, when its LimitFunc returns a larger one.
+func TestRuleLimitFuncDenyCacheRedis(t *testing.T) {
+	srv := redistest.Require(t)
+	b, err := redisstore.New(srv.Client(t), redisstore.Config{Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limit atomic.Pointer[algorithms.Limit]
+	small, large := algorithms.PerHour(2), algorithms.PerHour(100)
+	limit.Store(&small)
+	mw := newMW(t, b, middleware.Config{
+		Prefix: strings.ReplaceAll(redistest.Prefix(t), "/", "."),
+		Rules: []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.FixedWindow,
+			LimitFunc: func(*http.Request) (algorithms.Limit, error) { return *limit.Load(), nil }}},
+	})
+	h := mw.Handler(ok)
+	alice := func() *http.Request { return req("GET", "/", "192.0.2.1:1", "X-User", "alice") }
+	codes := map[int]int{}
+	for range 10 {
+		codes[serve(h, alice()).Code]++
+	}
+	if codes[200] != 2 || codes[429] != 8 || mw.LocalDenials() != 7 {
+		t.Fatalf("under 2/h: %v, %d local denials; want 2 allowed, 8 denied, 7 of them locally", codes, mw.LocalDenials())
+	}
+	limit.Store(&large)
+	w := serve(h, alice())
+	checkResponse(t, "under 100/h", w, 200, xHeaders("100", "97", epoch0+3600-epoch0%3600, ""))
+	if mw.LocalDenials() != 7 {
+		t.Errorf("%d local denials after the limit grew, want still 7", mw.LocalDenials())
+	}
+	// Back to the small limit: denied by Redis, then locally again.
+	limit.Store(&small)
+	for i := range 2 {
+		if w := serve(h, alice()); w.Code != 429 {
+			t.Errorf("back under 2/h, request %d: %d, want 429", i, w.Code)
+		}
+	}
+	if mw.LocalDenials() != 8 {
+		t.Errorf("%d local denials back under 2/h, want 8", mw.LocalDenials())
+	}
+}
+
+// TestWithLimitFuncAndExempt: rules added by With take their limit from
+// their LimitFunc, and the base's Config.Exempt still exempts from all.
+func TestWithLimitFuncAndExempt(t *testing.T) {
+	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(1)}}
+	base := newMW(t, newMemory(t, fixed), middleware.Config{
+		Rules:  []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+		Exempt: func(r *http.Request) bool { return r.Header.Get("X-Health") != "" },
+	})
+	mw, err := base.With(middleware.Rule{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(ok)
+	for i, code := range []int{200, 429} {
+		if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "free")); w.Code != code {
+			t.Errorf("request %d: %d, want %d", i, w.Code, code)
+		}
+	}
+	calls := p.calls.Load()
+	for range 3 {
+		if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", "free", "X-Health", "1")); w.Code != 200 || len(limitHeaders(w.Header())) != 0 {
+			t.Errorf("exempt: %d %v, want 200 without headers", w.Code, w.Header())
+		}
+	}
+	if p.calls.Load() != calls {
+		t.Errorf("LimitFunc called %d times for exempt requests, want 0", p.calls.Load()-calls)
+	}
+}
+
+// TestRuleLimitFuncConcurrentRedis, on a real redis-server: 64 goroutines
+// for two customers on different plans let exactly each plan's limit
+// through.
+func TestRuleLimitFuncConcurrentRedis(t *testing.T) {
+	srv := redistest.Require(t)
+	b, err := redisstore.New(srv.Client(t), redisstore.Config{Now: fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerHour(10), "pro": algorithms.PerHour(50)}}
+	mw := newMW(t, b, middleware.Config{
+		Prefix: strings.ReplaceAll(redistest.Prefix(t), "/", "."),
+		Rules:  []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.SlidingLog, LimitFunc: p.limit}},
+	})
+	h := mw.Handler(ok)
+	var allowed [2]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			user, plan := "alice", "free"
+			if g%2 == 1 {
+				user, plan = "bob", "pro"
+			}
+			for range 4 {
+				if serve(h, req("GET", "/", "192.0.2.1:1", "X-User", user, "X-Plan", plan)).Code == 200 {
+					allowed[g%2].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed[0].Load() != 10 || allowed[1].Load() != 50 {
+		t.Errorf("allowed free %d, pro %d of 128 each; want 10 and 50", allowed[0].Load(), allowed[1].Load())
+	}
+}

@@ -1,0 +1,190 @@
+package middleware
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// PerIP returns a Middleware with one rule, named "ip", that limits each
+// client IP address to limit under alg:
+//
+//	mw, err := middleware.PerIP(backend, algorithms.GCRA, algorithms.PerMinute(100))
+//
+// The client IP is the TCP peer's (IPv6 grouped by /64) unless
+// [WithIPConfig] names the trusted proxies whose forwarding header to
+// believe (see [keyfunc.IP]). Like [PerHeader], [PerUser] and [PerKey], it
+// is [New] with a Config of one Rule: invalid arguments are an
+// *[algorithms.ConfigError], never a panic; [WithConfig] sets the rest of
+// the Config and [WithName] the rule's name. Two Middlewares whose rules
+// have the same name and algorithm count in the same buckets: name the
+// rule of each route that must count alone.
+func PerIP(backend algorithms.Backend, alg algorithms.Algorithm, limit algorithms.Limit, opts ...Option) (*Middleware, error) {
+	s, err := newShortcut(true, "ip", opts)
+	if err != nil {
+		return nil, err
+	}
+	ip, err := keyfunc.IP(s.ip)
+	if err != nil {
+		return nil, algorithms.WithRule(err, s.name)
+	}
+	return s.build(backend, ip, alg, limit)
+}
+
+// PerHeader returns a Middleware with one rule that limits each value of
+// the request header name (an API key) to limit under alg:
+//
+//	mw, err := middleware.PerHeader(backend, "X-API-Key", algorithms.GCRA, algorithms.PerMinute(100))
+//
+// The rule is named after the header in lower case ("x-api-key"), or
+// "header" when the header's name is not a valid rule name. A request
+// without the header is denied (429, or 401 with Config.MissingKeyDenied
+// set to [Unauthorized], see [WithConfig]). The value is the client's to
+// choose: it limits a client only when the application also checks it
+// (see [keyfunc.Header]). An empty or invalid header name is an
+// *[algorithms.ConfigError]. See [PerIP] for the rest.
+func PerHeader(backend algorithms.Backend, name string, alg algorithms.Algorithm, limit algorithms.Limit, opts ...Option) (*Middleware, error) {
+	switch {
+	case name == "":
+		return nil, &algorithms.ConfigError{Field: "PerHeader name", Reason: "must not be empty"}
+	case !validHeaderName(name):
+		return nil, &algorithms.ConfigError{Field: "PerHeader name", Reason: quote(name) + " is not a valid header field name"}
+	}
+	rule := strings.ToLower(name)
+	if len(rule) > 64 || strings.ContainsFunc(rule, notInRuleName) {
+		rule = "header"
+	}
+	s, err := newShortcut(false, rule, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.build(backend, keyfunc.Header(name), alg, limit)
+}
+
+// PerUser returns a Middleware with one rule, named "user", that limits
+// each user to limit under alg. user returns the request's user, typically
+// from what an authentication middleware stored in its context, and false
+// (or "") for an anonymous request, which is denied (429, or 401 with
+// Config.MissingKeyDenied set to [Unauthorized]); see [keyfunc.User]. A nil
+// user is an *[algorithms.ConfigError]. See [PerIP] for the rest.
+func PerUser(backend algorithms.Backend, user func(*http.Request) (string, bool), alg algorithms.Algorithm, limit algorithms.Limit, opts ...Option) (*Middleware, error) {
+	if user == nil {
+		return nil, &algorithms.ConfigError{Field: "PerUser user", Reason: "must not be nil"}
+	}
+	s, err := newShortcut(false, "user", opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.build(backend, keyfunc.User(user), alg, limit)
+}
+
+// PerKey returns a Middleware with one rule, named "key", that limits each
+// key that key finds to limit under alg: the general form of [PerIP],
+// [PerHeader] and [PerUser]. A nil key is an *[algorithms.ConfigError].
+// See [PerIP] for the rest.
+func PerKey(backend algorithms.Backend, key keyfunc.Func, alg algorithms.Algorithm, limit algorithms.Limit, opts ...Option) (*Middleware, error) {
+	if key == nil {
+		return nil, &algorithms.ConfigError{Field: "PerKey key", Reason: "must not be nil"}
+	}
+	s, err := newShortcut(false, "key", opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.build(backend, key, alg, limit)
+}
+
+// Option adjusts what [PerIP], [PerHeader], [PerUser] and [PerKey] build.
+type Option interface {
+	apply(*shortcut) error
+}
+
+type optionFunc func(*shortcut) error
+
+func (f optionFunc) apply(s *shortcut) error { return f(s) }
+
+// WithName names the rule (default "ip", the header in lower case, "user"
+// or "key"). The name is part of the storage key: Middlewares whose rules
+// share a name and algorithm share their buckets.
+func WithName(name string) Option {
+	return optionFunc(func(s *shortcut) error { s.name = name; return nil })
+}
+
+// WithIPConfig says how [PerIP] finds the client IP: the trusted proxies
+// and their forwarding header, the prefix lengths (see [keyfunc.IPConfig]).
+// Given to another constructor, it is an *[algorithms.ConfigError].
+func WithIPConfig(ip keyfunc.IPConfig) Option {
+	return optionFunc(func(s *shortcut) error {
+		if !s.perIP {
+			return &algorithms.ConfigError{Field: "WithIPConfig", Reason: "applies to PerIP only"}
+		}
+		s.ip = ip
+		return nil
+	})
+}
+
+// WithConfig sets the rest of the Middleware's Config: headers, error
+// policy, Exempt, MissingKeyDenied, hooks, ... The constructor's rule is
+// added after cfg.Rules, if any.
+func WithConfig(cfg Config) Option {
+	return optionFunc(func(s *shortcut) error { s.cfg = cfg; return nil })
+}
+
+// shortcut is what the options of a one-line constructor set.
+type shortcut struct {
+	perIP bool // WithIPConfig applies
+	name  string
+	ip    keyfunc.IPConfig
+	cfg   Config
+}
+
+func newShortcut(perIP bool, name string, opts []Option) (*shortcut, error) {
+	s := &shortcut{perIP: perIP, name: name}
+	for _, o := range opts {
+		if o == nil {
+			return nil, &algorithms.ConfigError{Field: "Option", Reason: "must not be nil"}
+		}
+		if err := o.apply(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *shortcut) build(backend algorithms.Backend, key keyfunc.Func, alg algorithms.Algorithm, limit algorithms.Limit) (*Middleware, error) {
+	cfg := s.cfg
+	cfg.Rules = append(slices.Clone(cfg.Rules), Rule{Name: s.name, Key: key, Algorithm: alg, Limit: limit})
+	return New(backend, cfg)
+}
+
+// validHeaderName reports whether name is a token (RFC 9110, section 5.1),
+// the only header field names a request can carry.
+func validHeaderName(name string) bool {
+	for i := range len(name) {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// notInRuleName reports whether c, from a header field name in lower
+// case, cannot be part of a rule name.
+func notInRuleName(c rune) bool {
+	return !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-')
+}
+
+// quote quotes s for an error message, cut to a readable length.
+func quote(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
+}
