@@ -63,6 +63,12 @@ type Config struct {
 	// what you keep, see Decision.Clone).
 	OnDecision func(context.Context, *Decision)
 
+	// Sleep is how Wait waits: it returns after d, or earlier with the
+	// context's error when ctx ends. Default: a time.Timer. Tests and
+	// examples that run the backend on an injected clock give one that
+	// advances that clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+
 	// Logger receives backend errors (Warn, at most one line a second),
 	// fallback switches (Warn/Info) and, at Debug, every decision. Default
 	// slog.Default().
@@ -93,6 +99,7 @@ type shared struct {
 	probeInterval time.Duration
 	shadow        bool
 	onDecision    func(context.Context, *Decision)
+	sleep         func(context.Context, time.Duration) error
 	logger        *slog.Logger
 	errors        atomic.Int64 // errors not yet logged
 	lastLog       atomic.Int64 // unix ns of the last error line
@@ -136,6 +143,9 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
 	local := inProcess(backend)
 	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
 		dc, err := denycache.New(backend, cfg.DenyCache)
@@ -154,6 +164,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		probeInterval: cfg.ProbeInterval,
 		shadow:        cfg.Shadow,
 		onDecision:    cfg.OnDecision,
+		sleep:         cfg.Sleep,
 		logger:        cfg.Logger,
 	}
 	if local {
