@@ -95,6 +95,7 @@ type shared struct {
 	configTimeout time.Duration      // Config.Timeout after defaults, for the probe
 	inline        bool               // the backend honours deadlines: no goroutine per call
 	prefix        string
+	peekKeys      *keyCache // "<prefix>:_peek:{<material>}", see PeekInputs
 	policy        ErrorPolicy
 	probeInterval time.Duration
 	shadow        bool
@@ -160,6 +161,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		configTimeout: cfg.Timeout,
 		inline:        honoursDeadline(backend),
 		prefix:        cfg.Prefix,
+		peekKeys:      newKeyCache(cfg.Prefix + ":_peek:{"),
 		policy:        cfg.OnError,
 		probeInterval: cfg.ProbeInterval,
 		shadow:        cfg.Shadow,

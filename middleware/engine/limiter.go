@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -224,7 +223,7 @@ func (e *Engine) PeekInputs(ctx context.Context, in []Input, d *Decision) {
 	s := e.pool.Get().(*scratch)
 	s.checks, s.index = s.checks[:0], s.index[:0]
 	if e.build(in, s, d) == pass && len(s.checks) > 0 {
-		e.s.peek(ctx, s, d)
+		e.s.peek(ctx, s, in, d)
 	}
 	clear(s.checks)
 	e.pool.Put(s)
@@ -246,14 +245,12 @@ func (e *Engine) begin(d *Decision) {
 // peekLimit is the limit of a peek check: capacity 1, asked for 2 units.
 var peekLimit = algorithms.Limit{Rate: 1, Period: time.Second}
 
-// peek asks the backend about sc.checks plus one peek check per hash tag,
-// and fills d with the rules' states.
-func (s *shared) peek(ctx context.Context, sc *scratch, d *Decision) {
+// peek asks the backend about sc.checks, built from in, plus one peek
+// check per key material (hash tag), and fills d with the rules' states.
+func (s *shared) peek(ctx context.Context, sc *scratch, in []Input, d *Decision) {
 	rules := len(sc.checks)
-	for j := range rules {
-		key := sc.checks[j].Key
-		tag := key[strings.IndexByte(key, '{'):] // "{<material>}": see keyPrefix
-		pk := s.prefix + ":_peek:" + tag
+	for _, i := range sc.index {
+		pk := s.peekKeys.key(in[i].Material) // "<prefix>:_peek:{<material>}"
 		dup := false
 		for _, c := range sc.checks[rules:] {
 			dup = dup || c.Key == pk

@@ -461,3 +461,26 @@ func resetUnblocks(t *testing.T, e *engine.Engine) {
 		t.Fatal("Reset of acme unblocked globex")
 	}
 }
+
+// TestDecideKeyAllocs: DecideKey with a reused Decision allocates nothing
+// on memstore, nor does PeekInputs.
+func TestDecideKeyAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items)")
+	}
+	e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1 << 20)},
+		{Name: "user", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(1 << 20)},
+	}})
+	var d engine.Decision
+	ctx := context.Background()
+	e.DecideKey(ctx, "acme", 1, &d)
+	if got := testing.AllocsPerRun(1000, func() { e.DecideKey(ctx, "acme", 1, &d) }); got != 0 || !d.Allowed {
+		t.Errorf("DecideKey: %v allocs (allowed %v), want 0", got, d.Allowed)
+	}
+	in := []engine.Input{{Material: "acme"}, {Material: "acme"}}
+	e.PeekInputs(ctx, in, &d)
+	if got := testing.AllocsPerRun(1000, func() { e.PeekInputs(ctx, in, &d) }); got != 0 || !d.Allowed {
+		t.Errorf("PeekInputs: %v allocs (allowed %v), want 0", got, d.Allowed)
+	}
+}
