@@ -212,7 +212,11 @@ func (e *Engine) PeekN(ctx context.Context, material string, n int64) *Decision 
 // "<prefix>:_peek:{<material>}", of a cost above its capacity. That check
 // always denies, so the all-or-nothing call consumes nothing, and, living
 // in the hash slot of the material's keys, it makes every slot of the call
-// deny on a cluster: no slot commits, none is refunded.
+// deny on a cluster: no slot commits, none is refunded. The one exception
+// is the empty material, whose keys have no hash tag ("{}"): on a cluster
+// each such key lives in a slot of its own, so a slot may commit and is
+// then refunded before PeekInputs returns, as for any Decide spanning
+// slots (see package redisstore, "Redis Cluster").
 func (e *Engine) PeekInputs(ctx context.Context, in []Input, d *Decision) {
 	n := len(e.rules)
 	e.begin(d)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
@@ -482,5 +484,66 @@ func TestDecideKeyAllocs(t *testing.T) {
 	e.PeekInputs(ctx, in, &d)
 	if got := testing.AllocsPerRun(1000, func() { e.PeekInputs(ctx, in, &d) }); got != 0 || !d.Allowed {
 		t.Errorf("PeekInputs: %v allocs (allowed %v), want 0", got, d.Allowed)
+	}
+}
+
+// TestWaitFallback: with the primary down, Wait waits on the fallback's
+// state, as Decide decides with it.
+func TestWaitFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fb := newClockMemory(t)
+		e := newEngine(t, &failing{}, engine.Config{OnError: engine.Fallback, FallbackBackend: fb, ProbeInterval: time.Hour,
+			Rules: []engine.Rule{{Name: "out", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(2).WithBurst(1)}}})
+		start := time.Now()
+		for range 3 {
+			if err := e.Wait(context.Background(), "k"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := time.Since(start); got != time.Second {
+			t.Fatalf("3 waits at 2/s burst 1 on the fallback took %v, want 1s", got)
+		}
+		e.Close()
+	})
+}
+
+// TestWaitEndedContext: a context that has ended before Wait consumes
+// nothing.
+func TestWaitEndedContext(t *testing.T) {
+	e := newEngine(t, newMemory(t), engine.Config{Rules: twoPerHour})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Wait(ctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait on an ended context = %v", err)
+	}
+	if r := e.Peek(context.Background(), "k").Rules[0].Result; r.Remaining != 2 {
+		t.Fatalf("after Wait on an ended context: %+v, want nothing consumed", r)
+	}
+}
+
+// TestKeyFirstHostileMaterial: any material is safe: braces, spaces,
+// control bytes and 1 MB values are sanitised (hashed when long) into
+// keys that stay apart, and a peek key shares its rules' hash slot (but
+// for the empty material, whose keys have no hash tag: see PeekInputs).
+func TestKeyFirstHostileMaterial(t *testing.T) {
+	e := newEngine(t, newMemory(t), engine.Config{Rules: twoPerHour})
+	ctx := context.Background()
+	long := strings.Repeat("x", 1<<20)
+	for _, m := range []string{"", "a}{b", "{", "}", "a b\x00\n", long, long + "y", "rate:k:gcra:{a}"} {
+		d := e.Allow(ctx, m)
+		if !d.Allowed || d.Rules[0].Result.Remaining != 1 {
+			t.Fatalf("Allow(%.20q): %+v, want a fresh key", m, d.Rules[0])
+		}
+		key := d.Rules[0].Key
+		if strings.Count(key, "{") != 1 || strings.Count(key, "}") != 1 || len(key) > 200 {
+			t.Fatalf("Allow(%.20q): key %q", m, key)
+		}
+		if p := e.Peek(ctx, m); p.Rules[0].Result.Remaining != 1 {
+			t.Fatalf("Peek(%.20q): %+v", m, p.Rules[0])
+		}
+		peekKey := "rate:_peek:" + key[strings.IndexByte(key, '{'):]
+		if m != "" && redisstore.HashSlot(peekKey) != redisstore.HashSlot(key) {
+			t.Fatalf("peek key %q and %q in different slots", peekKey, key)
+		}
 	}
 }
