@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/middleware/engine"
@@ -263,5 +264,39 @@ func TestRedisClusterPeekReset(t *testing.T) {
 				t.Fatalf("after Reset: %+v", d.Rules)
 			}
 		})
+	}
+}
+
+// TestRedisResetOtherInstance: Reset on one instance unblocks the key at
+// once there; another instance's deny cache keeps denying it locally for
+// at most the RetryAfter it recorded, then asks the store and is allowed.
+func TestRedisResetOtherInstance(t *testing.T) {
+	client := redistest.Require(t).Client(t)
+	store := redisStore(t, client, true)
+	prefix := enginePrefix(t)
+	rules := []engine.Rule{{Name: "api", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}}
+	localB := t0
+	a := newEngine(t, store, engine.Config{Prefix: prefix, Rules: rules})
+	b := newEngine(t, store, engine.Config{Prefix: prefix, Rules: rules, DenyCache: denycache.Config{Now: func() time.Time { return localB }}})
+	ctx := context.Background()
+	for a.Allow(ctx, "acme").Allowed {
+	}
+	d := b.Allow(ctx, "acme")
+	if d.Allowed || d.Rules[0].Result.RetryAfter != 20*time.Second {
+		t.Fatalf("instance b: %+v, want denied for 20s", d.Rules[0].Result)
+	}
+	if err := a.Reset(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Peek(ctx, "acme").Allowed {
+		t.Fatal("instance a: denied after its Reset")
+	}
+	localB = localB.Add(20*time.Second - time.Microsecond)
+	if d := b.Allow(ctx, "acme"); d.Allowed || b.LocalDenials() != 1 {
+		t.Fatalf("instance b, 1µs before its cached RetryAfter ends: %+v, want denied locally", d.Rules[0].Result)
+	}
+	localB = localB.Add(time.Microsecond)
+	if d := b.Allow(ctx, "acme"); !d.Allowed || d.Rules[0].Result.Remaining != 2 {
+		t.Fatalf("instance b, once its cached RetryAfter ended: %+v, want allowed by the reset store", d.Rules[0].Result)
 	}
 }
