@@ -66,47 +66,52 @@ func TestRedisWaitConcurrent(t *testing.T) {
 	client := redistest.Require(t).Client(t)
 	for _, alg := range []algorithms.Algorithm{algorithms.SlidingLog, algorithms.GCRA} {
 		t.Run(alg.String(), func(t *testing.T) {
-			var allowed, denied atomic.Int64
-			limit := algorithms.Limit{Rate: 16, Period: 200 * time.Millisecond}
-			e := newEngine(t, redisStore(t, client, false), engine.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second,
-				Rules: []engine.Rule{{Name: "out", Algorithm: alg, Limit: limit}},
-				OnDecision: func(_ context.Context, d *engine.Decision) {
-					if d.Err != nil {
-						t.Error(d.Err)
-					}
-					if d.Allowed {
-						allowed.Add(1)
-					} else {
-						denied.Add(1)
-					}
-				}})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range 64 {
-				wg.Go(func() {
-					if err := e.Wait(ctx, "api.example.com"); err != nil {
-						t.Error(err)
-					}
-				})
+			waitConcurrently(t, redisStore(t, client, false), alg)
+		})
+	}
+}
+
+// waitConcurrently runs 64 goroutines Waiting on one key of backend, on
+// the backend's clock, under a limit of 16 per 200ms: each is released
+// once (exactly 64 allowed decisions), and no sooner than the limit lets
+// them through: the 49th unit cannot pass before 3 periods after the
+// first call (GCRA: 48 emission intervals of 12.5ms after the burst of
+// 16). A slow machine only makes the run longer.
+func waitConcurrently(t *testing.T, backend algorithms.Backend, alg algorithms.Algorithm) {
+	t.Helper()
+	var allowed, denied atomic.Int64
+	limit := algorithms.Limit{Rate: 16, Period: 200 * time.Millisecond}
+	e := newEngine(t, backend, engine.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second,
+		Rules: []engine.Rule{{Name: "out", Algorithm: alg, Limit: limit}},
+		OnDecision: func(_ context.Context, d *engine.Decision) {
+			if d.Err != nil {
+				t.Error(d.Err)
 			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			t.Logf("64 waiters released in %v: %d allowed, %d denied attempts (%d answered by the deny cache)", elapsed, allowed.Load(), denied.Load(), e.LocalDenials())
-			if allowed.Load() != 64 {
-				t.Fatalf("%d allowed decisions for 64 waiters", allowed.Load())
+			if d.Allowed {
+				allowed.Add(1)
+			} else {
+				denied.Add(1)
 			}
-			// 64 units at 16 per 200ms: the 49th unit cannot pass before
-			// 3 periods after the first (GCRA: 48 emission intervals of
-			// 12.5ms after the burst of 16).
-			if min := 600 * time.Millisecond; elapsed < min {
-				t.Fatalf("64 waiters released in %v, the limit needs at least %v", elapsed, min)
-			}
-			if p := e.Peek(context.Background(), "api.example.com").Rules[0].Result; p.Allowed && p.Remaining == 16 {
-				t.Fatalf("after the waiters, the key is full: %+v", p)
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			if err := e.Wait(ctx, "api.example.com"); err != nil {
+				t.Error(err)
 			}
 		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	t.Logf("64 waiters released in %v: %d allowed, %d denied attempts (%d answered by the deny cache)", elapsed, allowed.Load(), denied.Load(), e.LocalDenials())
+	if allowed.Load() != 64 {
+		t.Fatalf("%d allowed decisions for 64 waiters", allowed.Load())
+	}
+	if min := 600 * time.Millisecond; elapsed < min {
+		t.Fatalf("64 waiters released in %v, the limit needs at least %v", elapsed, min)
 	}
 }
 
@@ -197,11 +202,11 @@ func TestRedisReset(t *testing.T) {
 	}
 }
 
-// TestRedisClusterPeekReset: on a real 3-master cluster, a per-IP and a
-// per-user rule (different hash slots): Peek consumes nothing in any slot
-// (no key written, no marker) and reports what Decide then decides;
-// Reset unblocks both.
-func TestRedisClusterPeekReset(t *testing.T) {
+// TestRedisCluster: on a real 3-master cluster, a per-IP and a per-user
+// rule (different hash slots): Peek consumes nothing in any slot (no key
+// written, no marker) and reports what Decide then decides; Reset
+// unblocks both. Then Allow and Wait under 64 goroutines, exact.
+func TestRedisCluster(t *testing.T) {
 	redistest.RequireCluster(t)
 	cl, err := redistest.StartCluster(3, 0)
 	if err != nil {
@@ -263,6 +268,18 @@ func TestRedisClusterPeekReset(t *testing.T) {
 			if !d.Allowed || d.Rules[0].Result.Remaining != 2 || d.Rules[1].Result.Remaining != 4 {
 				t.Fatalf("after Reset: %+v", d.Rules)
 			}
+		})
+	}
+	// Exact counts under 64 goroutines on the cluster: the rules of one
+	// material share a slot, decided by one script.
+	for _, alg := range []algorithms.Algorithm{algorithms.SlidingLog, algorithms.GCRA} {
+		t.Run("AllowExactConcurrent/"+alg.String(), func(t *testing.T) {
+			e := newEngine(t, redisStore(t, client, true), engine.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second,
+				Rules: []engine.Rule{{Name: "job", Algorithm: alg, Limit: algorithms.PerMinute(10)}, {Name: "job2", Algorithm: alg, Limit: algorithms.PerMinute(20)}}})
+			allowConcurrently(t, e, 10)
+		})
+		t.Run("WaitConcurrent/"+alg.String(), func(t *testing.T) {
+			waitConcurrently(t, redisStore(t, client, false), alg)
 		})
 	}
 }
