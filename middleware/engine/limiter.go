@@ -96,8 +96,11 @@ func (e *Engine) WaitN(ctx context.Context, material string, n int64) error {
 //     has no material for a rule that denies it;
 //   - at once, an error matching [ErrWaitExceedsDeadline] when the
 //     RetryAfter ends after ctx's deadline;
-//   - context.Cause(ctx) when ctx ends while it sleeps or before a backend
-//     decided;
+//   - context.Cause(ctx) when ctx ends before a backend decided, or while
+//     Wait sleeps (a backend call that the context cut short may have
+//     consumed, as for Decide);
+//   - at once, an *[algorithms.ConfigError] when in does not hold one
+//     Input per rule;
 //   - Decision.Err when the request was refused without being decided: an
 //     invalid Input (a negative cost), or under FailClosed a backend error.
 //
@@ -105,6 +108,9 @@ func (e *Engine) WaitN(ctx context.Context, material string, n int64) error {
 // and under Fallback the fallback decides, as Decide does; in shadow mode
 // every attempt is allowed. Config.OnDecision hears of every attempt.
 func (e *Engine) WaitInputs(ctx context.Context, in []Input) error {
+	if len(in) != len(e.rules) {
+		return &algorithms.ConfigError{Field: "WaitInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(len(e.rules))}
+	}
 	var d Decision
 	for {
 		if err := context.Cause(ctx); err != nil {

@@ -259,6 +259,12 @@ func TestWaitErrors(t *testing.T) {
 		if err := e.WaitN(context.Background(), "k", -1); !errors.Is(err, algorithms.ErrInvalidConfig) {
 			t.Fatalf("WaitN(-1) = %v, want a ConfigError", err)
 		}
+		if err := e.WaitInputs(context.Background(), nil); !errors.Is(err, algorithms.ErrInvalidConfig) {
+			t.Fatalf("WaitInputs(nil) = %v, want a ConfigError", err)
+		}
+		if r := e.Peek(context.Background(), "k").Rules[0].Result; r.Remaining != 10 {
+			t.Fatalf("after the refused Waits: %+v, want nothing consumed", r)
+		}
 	})
 	t.Run("past the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
