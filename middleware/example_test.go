@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -226,4 +227,38 @@ func ExampleMiddleware_Handler_chi() {
 	// 200 remaining=1 retry-after=""
 	// 200 remaining=0 retry-after=""
 	// 429 remaining=0 retry-after="30"
+}
+
+// A support endpoint unblocks a client of the HTTP middleware: Engine
+// returns the middleware's engine, whose Reset forgets the client's keys
+// in the store and in the middleware's deny cache.
+func ExampleMiddleware_Engine() {
+	backend, err := memstore.New(memstore.Config{Now: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+	api := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	get := func() int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-User", "alice")
+		api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	fmt.Println(get(), get())
+	if err := mw.Engine().Reset(context.Background(), "alice"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(get())
+	// Output:
+	// 200 429
+	// 200
 }

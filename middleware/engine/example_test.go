@@ -155,3 +155,45 @@ func ExampleEngine_Reset() {
 	// peeked again: allowed=false minute: 0 left, retry after 52s; day: 995 left
 	// reset: allowed=true minute: 5 left, retry after 0s; day: 1000 left
 }
+
+// Several key materials per call: a per-IP and a per-user rule, one Input
+// each. PeekInputs, WaitInputs and ResetInputs take the Inputs Decide
+// takes; DecideKey decides one material with a reused Decision.
+func ExampleEngine_PeekInputs() {
+	now := time.Unix(1_700_000_000, 0)
+	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "ip", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(100)},
+		{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	in := []engine.Input{{Material: "203.0.113.7"}, {Material: "alice"}}
+
+	var d engine.Decision
+	for range 2 {
+		e.Decide(ctx, in, &d)
+	}
+	e.PeekInputs(ctx, in, &d)
+	fmt.Printf("peek: allowed=%v ip %d left, user %d left (retry after %v)\n", d.Allowed,
+		d.Rules[0].Result.Remaining, d.Rules[1].Result.Remaining, d.Rules[1].Result.RetryAfter)
+
+	// Unblock alice only: the ip rule's Input is Missing, so it is left alone.
+	if err := e.ResetInputs(ctx, []engine.Input{{Missing: true}, {Material: "alice"}}); err != nil {
+		panic(err)
+	}
+	if err := e.WaitInputs(ctx, in); err != nil { // allowed at once
+		panic(err)
+	}
+	e.DecideKey(ctx, "198.51.100.1", 1, &d) // one material for every rule
+	fmt.Printf("after reset: allowed=%v user key %s, %d left\n", d.Allowed, d.Rules[1].Key, d.Rules[1].Result.Remaining)
+	// Output:
+	// peek: allowed=false ip 98 left, user 0 left (retry after 30s)
+	// after reset: allowed=true user key rate:user:gcra:{198.51.100.1}, 1 left
+}
