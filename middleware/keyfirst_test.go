@@ -35,7 +35,7 @@ func TestKeyFirstSharesBuckets(t *testing.T) {
 	for name, newBackend := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := newBackend(t)
-			prefix := "kf" + strings.NewReplacer("/", ".").Replace(t.Name())
+			prefix := strings.NewReplacer("/", ".", ":", "").Replace(strings.TrimSuffix(redistest.Prefix(t), ":")) // unique per run
 			mw := newMW(t, b, middleware.Config{Prefix: prefix, Rules: []middleware.Rule{
 				{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: gcra3},
 			}})
