@@ -83,6 +83,22 @@ type DenialCacher interface {
 	CachesDenials() bool
 }
 
+// Resetter is implemented by a Backend that can forget the state of keys,
+// so that they start afresh at full capacity: "unblock this customer".
+// Reset removes every key of keys that exists and ignores the others; a
+// non-nil error means some keys may not have been forgotten (a
+// *[BackendError] when the store failed). Empty keys are ignored. Reset
+// is safe for concurrent use with Allow: a call deciding a key at the same
+// moment is decided either before the reset or after it.
+//
+// A wrapper (a deny cache) forgets what it holds for keys and forwards
+// the call; it returns an error matching [errors.ErrUnsupported] when the
+// Backend it wraps is no Resetter.
+type Resetter interface {
+	Backend
+	Reset(ctx context.Context, keys []string) error
+}
+
 // ValidateCall returns the error a Backend returns for a call it cannot
 // evaluate, before it stores anything: a *[ConfigError] when checks is
 // empty, results is shorter than checks, a Key is empty or appears twice,
@@ -120,7 +136,7 @@ func ValidateCall(checks []Check, results []Result) error {
 // into tests of code that takes a Backend.
 type AllowAll struct{}
 
-var _ Backend = AllowAll{}
+var _ Resetter = AllowAll{}
 
 // Allow fills results with allowed Results at full capacity.
 func (AllowAll) Allow(_ context.Context, checks []Check, results []Result) error {
@@ -129,3 +145,6 @@ func (AllowAll) Allow(_ context.Context, checks []Check, results []Result) error
 	}
 	return nil
 }
+
+// Reset does nothing: AllowAll stores nothing.
+func (AllowAll) Reset(context.Context, []string) error { return nil }

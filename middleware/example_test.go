@@ -1,18 +1,20 @@
 package middleware_test
 
 import (
-	"crypto/subtle"
+	"context"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
+
+	"crypto/subtle"
+	"net/netip"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
@@ -230,9 +232,40 @@ func ExampleMiddleware_Handler_chi() {
 	// 429 remaining=0 retry-after="30"
 }
 
-// One line per common case: limit each client IP to 100 requests a minute
-// (here 2, to show the denial). PerHeader and PerUser do the same for an
-// API key or a user, and WithConfig sets anything else.
+// A support endpoint unblocks a client of the HTTP middleware: Engine
+// returns the middleware's engine, whose Reset forgets the client's keys
+// in the store and in the middleware's deny cache.
+func ExampleMiddleware_Engine() {
+	backend, err := memstore.New(memstore.Config{Now: clock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := middleware.New(backend, middleware.Config{
+		Rules: []middleware.Rule{{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
+	api := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	get := func() int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-User", "alice")
+		api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	fmt.Println(get(), get())
+	if err := mw.Engine().Reset(context.Background(), "alice"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(get())
+	// Output:
+	// 200 429
+	// 200
+}
+
 func ExamplePerIP() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	mw, err := middleware.PerIP(backend, algorithms.GCRA, algorithms.PerMinute(2))
@@ -257,9 +290,6 @@ func ExamplePerIP() {
 	// 429 0
 }
 
-// An API keyed by its X-API-Key header answers 401, not 429, to a request
-// without a key: Unauthorized answers the requests denied for a missing
-// key, DefaultDenied the others.
 func ExampleUnauthorized() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	mw, err := middleware.PerHeader(backend, "X-API-Key", algorithms.TokenBucket, algorithms.PerHour(1),
@@ -287,10 +317,6 @@ func ExampleUnauthorized() {
 	// key "k-123": 429 rate limit exceeded: x-api-key; retry in 3600s
 }
 
-// Exempt the internal network and the health checker from every rule, and
-// an admin key from the per-IP rule alone. The client address is found as
-// the rules' IP key finds it, trusting the same proxies: a client cannot
-// exempt itself with a forged X-Forwarded-For.
 func ExampleExemptCIDRs() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	proxies, err := keyfunc.ParseTrustedProxies("10.0.0.0/24") // the load balancers
@@ -351,12 +377,6 @@ func ExampleExemptCIDRs() {
 	// admin: 200 limit="1000"
 }
 
-// Each customer's limit comes from its plan, here a header an API gateway
-// has set after authentication; in a service, a cached database read or
-// what the authentication middleware stored in the request's context. An
-// unknown plan is an error, never a default limit: under FailClosed the
-// request gets 503. A customer who upgrades is decided under the new plan
-// at once.
 func ExampleRule_limitFunc() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	plans := map[string]algorithms.Limit{"free": algorithms.PerMinute(1), "pro": algorithms.PerMinute(100)}

@@ -23,6 +23,13 @@ type Middleware struct {
 // backend call (0 without a deny cache).
 func (m *Middleware) LocalDenials() uint64 { return m.engine.LocalDenials() }
 
+// Engine returns the decision engine m runs its rules on, with m's rules,
+// backend, deny cache and fallback: code outside a handler can Allow, Wait,
+// Peek or Reset the same buckets by key material (engine.Engine.Allow).
+// Resetting through it also clears m's deny cache, so a reset client is
+// allowed at once by m.
+func (m *Middleware) Engine() *engine.Engine { return m.engine }
+
 // Close stops the fallback probe, if one runs, for m and the Middlewares
 // derived from it with With. They keep working.
 func (m *Middleware) Close() error { return m.engine.Close() }

@@ -53,6 +53,7 @@ type Cache struct {
 	shards   []denyShard
 	held     atomic.Int64  // entries in every shard, live or not: 0 lets calls skip the lookups
 	cursor   atomic.Uint64 // the shard the next lookup may tidy
+	resets   atomic.Uint64 // keys forgotten by Reset: a call that began before one records nothing
 }
 
 type denyShard struct {
@@ -232,22 +233,24 @@ func validateHit(checks []algorithms.Check, results []algorithms.Result) error {
 // ask passes the call, which began at now, to next, learns from its
 // answer, and then ends the probe claimed, if the call makes one.
 func (d *Cache) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, now time.Duration, claimed *probe, seen *seenSet) error {
+	gen := d.resets.Load()
 	err := d.next.Allow(ctx, checks, results)
 	if err == nil {
-		d.learn(checks, results, now, seen)
+		d.learn(checks, results, now, seen, gen)
 	}
 	d.release(claimed)
 	return err
 }
 
 // learn records the final denials of a call to next that began at now,
-// and forgets the entries, among those seen, of the checks it allowed.
-func (d *Cache) learn(checks []algorithms.Check, results []algorithms.Result, now time.Duration, seen *seenSet) {
+// when gen was d.resets, and forgets the entries, among those seen, of the
+// checks it allowed.
+func (d *Cache) learn(checks []algorithms.Check, results []algorithms.Result, now time.Duration, seen *seenSet, gen uint64) {
 	for i := range min(len(checks), len(results)) {
 		c, r := &checks[i], &results[i]
 		switch {
 		case !r.Allowed && r.RetryAfter > 0 && !r.Provisional:
-			d.record(c, r, now)
+			d.record(c, r, now, gen)
 		case r.Allowed && seen.has(i):
 			d.forget(c, now)
 		}
@@ -369,8 +372,10 @@ func (e *denial) result(now time.Duration) algorithms.Result {
 	}
 }
 
-// record remembers that r denied c in a call to next that began at now.
-func (d *Cache) record(c *algorithms.Check, r *algorithms.Result, now time.Duration) {
+// record remembers that r denied c in a call to next that began at now,
+// when gen was d.resets, unless Reset has forgotten a key since: the call
+// may have been decided before the reset.
+func (d *Cache) record(c *algorithms.Check, r *algorithms.Result, now time.Duration, gen uint64) {
 	e := denial{
 		limit:     c.Limit,
 		cost:      max(c.Cost, 1),
@@ -383,6 +388,10 @@ func (d *Cache) record(c *algorithms.Check, r *algorithms.Result, now time.Durat
 	}
 	sh := d.shard(c.Key)
 	sh.mu.Lock()
+	if d.resets.Load() != gen {
+		sh.mu.Unlock()
+		return
+	}
 	n := len(sh.entries)
 	if now >= time.Duration(sh.nextSweep.Load()) {
 		sh.sweep(now)

@@ -69,6 +69,17 @@
 // unreplicated failover), the cache may keep denying that key for at most
 // the RetryAfter last reported.
 //
+// # Reset
+//
+// [Cache.Reset] resets keys in the wrapped Backend, then forgets this
+// cache's entries for them: the next call of each key on this process is
+// decided by the wrapped Backend at once. A call to the wrapped Backend
+// that began before a Reset records no denial. Other processes' caches in
+// front of the same store are not told: each may keep denying a reset key
+// locally until the entry it holds expires, at most the RetryAfter the
+// store last reported to it for that key, measured from the start of that
+// call (the same bound as for a store that lost a key's state, above).
+//
 // # Memory and concurrency
 //
 // While the cache holds no entry, a call reads one counter and goes to the

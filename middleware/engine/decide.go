@@ -80,7 +80,7 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 		if x.Err != nil {
 			return e.s.policyFor(d, x.Err)
 		}
-		if x.Missing {
+		if x.Missing || x.Material == "" {
 			if rule.MissingKey == SkipMissingKey {
 				rd.Skipped = true
 				continue

@@ -12,6 +12,9 @@ import (
 type Input struct {
 	// Material is the key material (a client IP, a user ID, ...). It is
 	// sanitised into the storage key (see Rule.Name); any string is safe.
+	// An empty Material is no key material: as if Missing were set (one
+	// key for every caller without a key would be a shared bucket, and
+	// would have no Redis Cluster hash tag).
 	Material string
 
 	// Missing reports that the request has no key material for the rule:

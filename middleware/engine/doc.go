@@ -23,6 +23,27 @@
 //   - A decision hook (Config.OnDecision) and log/slog logging, with backend
 //     errors logged at most once a second.
 //
+// # The key-first API
+//
+// Code that is not an HTTP handler (a worker, a queue consumer, an
+// outbound client) keys every rule of an Engine by one key material:
+//
+//   - [Engine.Allow] and [Engine.AllowN] decide and consume (DecideKey
+//     reuses a Decision);
+//   - [Engine.Wait] and [Engine.WaitN] block until allowed, sleeping by
+//     the exact RetryAfter, and fail at once when the cost can never fit
+//     or the wait would outlast the context's deadline;
+//   - [Engine.Peek] reports the state without consuming anything;
+//   - [Engine.Reset] forgets the keys ("unblock this customer").
+//
+// Each is Decide (or its peek or reset) with one Input per rule holding
+// the material: the same storage keys, timeout, error policy, fallback,
+// deny cache, shadow rules and hook. An HTTP middleware with the same
+// backend, prefix and rule (name and algorithm) counts in the same
+// buckets; middleware.Middleware.Engine returns its engine. Several
+// materials per request (per IP and per user) go through Decide,
+// [Engine.WaitInputs], [Engine.PeekInputs] and [Engine.ResetInputs].
+//
 // # Backends as they describe themselves
 //
 // The engine treats every backend, the module's or the user's, by the
@@ -31,6 +52,7 @@
 // that reports [algorithms.DenialCacher] gets no second deny cache; one
 // that reports [algorithms.DeadlineHonourer] is called directly with the
 // timeout's context, and is waited for; any other is called from a
-// goroutine that Decide stops waiting for at the timeout. A wrapper around
-// a backend should forward these methods.
+// goroutine that Decide stops waiting for at the timeout. Reset needs a
+// backend that is an [algorithms.Resetter]. A wrapper around a backend
+// should forward these methods.
 package engine

@@ -63,6 +63,12 @@ type Config struct {
 	// what you keep, see Decision.Clone).
 	OnDecision func(context.Context, *Decision)
 
+	// Sleep is how Wait waits: it returns after d, or earlier with the
+	// context's error when ctx ends. Default: a time.Timer. Tests and
+	// examples that run the backend on an injected clock give one that
+	// advances that clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+
 	// Logger receives backend errors (Warn, at most one line a second),
 	// fallback switches (Warn/Info) and, at Debug, every decision. Default
 	// slog.Default().
@@ -89,10 +95,12 @@ type shared struct {
 	configTimeout time.Duration      // Config.Timeout after defaults, for the probe
 	inline        bool               // the backend honours deadlines: no goroutine per call
 	prefix        string
+	peekKeys      *keyCache // "<prefix>:_peek:{<material>}", see PeekInputs
 	policy        ErrorPolicy
 	probeInterval time.Duration
 	shadow        bool
 	onDecision    func(context.Context, *Decision)
+	sleep         func(context.Context, time.Duration) error
 	logger        *slog.Logger
 	errors        atomic.Int64 // errors not yet logged
 	lastLog       atomic.Int64 // unix ns of the last error line
@@ -136,6 +144,9 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
 	local := inProcess(backend)
 	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
 		dc, err := denycache.New(backend, cfg.DenyCache)
@@ -150,10 +161,12 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		configTimeout: cfg.Timeout,
 		inline:        honoursDeadline(backend),
 		prefix:        cfg.Prefix,
+		peekKeys:      newKeyCache(cfg.Prefix + ":_peek:{"),
 		policy:        cfg.OnError,
 		probeInterval: cfg.ProbeInterval,
 		shadow:        cfg.Shadow,
 		onDecision:    cfg.OnDecision,
+		sleep:         cfg.Sleep,
 		logger:        cfg.Logger,
 	}
 	if local {

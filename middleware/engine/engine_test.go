@@ -425,3 +425,36 @@ func TestDecideAllocs(t *testing.T) {
 }
 
 func denycacheConfig(maxKeys int) denycache.Config { return denycache.Config{MaxKeys: maxKeys} }
+
+// TestEmptyMaterialIsMissing: an empty Material is no key, not one bucket
+// shared by every caller without a key (nor a key without a hash tag).
+func TestEmptyMaterialIsMissing(t *testing.T) {
+	t.Parallel()
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "deny", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
+		{Name: "skip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: engine.SkipMissingKey},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var d engine.Decision
+	e.Decide(context.Background(), []engine.Input{{Material: ""}, {Material: ""}}, &d)
+	if d.Allowed || !d.Rules[0].MissingKey || d.Rules[0].Key != "" {
+		t.Errorf("Decide(\"\", \"\") = allowed %v, rule 0 %+v; want denied for a missing key", d.Allowed, d.Rules[0])
+	}
+	e.Decide(context.Background(), []engine.Input{{Material: "alice"}, {Material: ""}}, &d)
+	if !d.Allowed || !d.Rules[1].Skipped || d.Rules[1].Key != "" {
+		t.Errorf("Decide(alice, \"\") = allowed %v, rule 1 %+v; want allowed, rule 1 skipped", d.Allowed, d.Rules[1])
+	}
+	if err := e.ResetInputs(context.Background(), []engine.Input{{Material: ""}, {Material: ""}}); err != nil {
+		t.Errorf("ResetInputs(\"\", \"\") = %v, want nil (nothing to reset)", err)
+	}
+	if mem.Len() != 1 {
+		t.Errorf("memstore holds %d keys, want 1 (alice's)", mem.Len())
+	}
+}
