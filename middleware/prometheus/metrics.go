@@ -1,0 +1,237 @@
+package promlimit
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// DefaultBuckets are the latency histogram's upper bounds in seconds, from
+// 50µs (an in-process decision, a deny-cache hit) to 1s (a timeout).
+var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// Config configures [Metrics]. Only Rules is required.
+type Config struct {
+	// Rules names the rules whose decisions are counted per rule: every
+	// rule of the Middlewares and Engines that report to the Metrics
+	// (those derived with With included). Names are those of
+	// engine.Rule.Name (1 to 64 characters from [A-Za-z0-9_.-]); a name
+	// listed twice counts once. A decision about a rule not listed here is
+	// counted in redlimit_unlisted_rule_decisions_total.
+	Rules []string
+
+	// Buckets are the upper bounds, in seconds and increasing, of the
+	// latency histogram. Default [DefaultBuckets].
+	Buckets []float64
+}
+
+// Metrics counts redlimit's decisions for Prometheus. It is a
+// [prometheus.Collector]: register it once. Build it with [New]; it is
+// safe for concurrent use. Its methods [Metrics.HTTP], [Metrics.Engine]
+// and [Metrics.RefundError] are the hooks of middleware.Config,
+// engine.Config and redisstore.Config.
+type Metrics struct {
+	decisions  *prometheus.CounterVec
+	rules      *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	unlisted   prometheus.Counter
+	refunds    prometheus.Counter
+	denials    prometheus.CounterFunc
+	stalled    prometheus.GaugeFunc
+	byDecision [len(sources)][len(decisionOutcomes)]prometheus.Counter
+	bySource   [len(sources)]prometheus.Observer
+	byRule     map[string]*[len(ruleOutcomes)]prometheus.Counter
+	mu         sync.Mutex
+	watched    []*engine.Engine
+	collectors []prometheus.Collector
+}
+
+var _ prometheus.Collector = (*Metrics)(nil)
+
+// New returns Metrics for the rules cfg names, every series at zero.
+// Invalid configuration is an *[algorithms.ConfigError] naming the field.
+func New(cfg Config) (*Metrics, error) {
+	if len(cfg.Rules) == 0 {
+		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must name at least one rule"}
+	}
+	for _, name := range cfg.Rules {
+		if !validName(name) {
+			return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold rule names of 1-64 characters from [A-Za-z0-9_.-], got " + quote(name)}
+		}
+	}
+	if cfg.Buckets == nil {
+		cfg.Buckets = DefaultBuckets
+	}
+	if err := validBuckets(cfg.Buckets); err != nil {
+		return nil, err
+	}
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "redlimit_decisions_total",
+			Help: "Rate-limit decisions (one per request), by the backend that decided and outcome.",
+		}, []string{"source", "outcome"}),
+		rules: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "redlimit_rule_decisions_total",
+			Help: "Each rule's part of the rate-limit decisions, by rule and the rule's own outcome.",
+		}, []string{"rule", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "redlimit_decision_duration_seconds",
+			Help:    "Time spent deciding a request, backend call included, by the backend that decided.",
+			Buckets: cfg.Buckets,
+		}, []string{"source"}),
+		unlisted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redlimit_unlisted_rule_decisions_total",
+			Help: "Rule decisions about rules the metrics were not configured with (not counted per rule).",
+		}),
+		refunds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redlimit_refund_errors_total",
+			Help: "Refunds that failed on a Redis Cluster or Ring: their units stay consumed until the key expires.",
+		}),
+		byRule: make(map[string]*[len(ruleOutcomes)]prometheus.Counter, len(cfg.Rules)),
+	}
+	m.denials = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "redlimit_local_denials_total",
+		Help: "Requests the local deny cache denied without a backend call.",
+	}, m.localDenials)
+	m.stalled = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "redlimit_stalled_backend_calls",
+		Help: "Backend calls that outlived the timeout and still run in the background.",
+	}, m.stalledCalls)
+	for s, source := range sources {
+		for o, outcome := range decisionOutcomes {
+			m.byDecision[s][o] = m.decisions.WithLabelValues(source, outcome)
+		}
+		m.bySource[s] = m.latency.WithLabelValues(source)
+	}
+	for _, name := range cfg.Rules {
+		if m.byRule[name] != nil {
+			continue
+		}
+		var c [len(ruleOutcomes)]prometheus.Counter
+		for o, outcome := range ruleOutcomes {
+			c[o] = m.rules.WithLabelValues(name, outcome)
+		}
+		m.byRule[name] = &c
+	}
+	m.collectors = []prometheus.Collector{m.decisions, m.rules, m.latency, m.unlisted, m.refunds, m.denials, m.stalled}
+	return m, nil
+}
+
+// Observe counts d. It allocates nothing.
+func (m *Metrics) Observe(d *engine.Decision) {
+	s := sourceOf(d)
+	m.byDecision[s][decisionOutcome(d)].Inc()
+	m.bySource[s].Observe(d.Latency.Seconds())
+	for i := range d.Rules {
+		rd := &d.Rules[i]
+		c := m.byRule[rd.Name]
+		if c == nil {
+			m.unlisted.Inc()
+			continue
+		}
+		c[ruleOutcome(d, rd)].Inc()
+	}
+}
+
+// HTTP is Observe with the signature of middleware.Config.OnDecision.
+func (m *Metrics) HTTP(_ *http.Request, d *engine.Decision) { m.Observe(d) }
+
+// Engine is Observe with the signature of engine.Config.OnDecision.
+func (m *Metrics) Engine(_ context.Context, d *engine.Decision) { m.Observe(d) }
+
+// RefundError counts a failed refund; it has the signature of
+// redisstore.Config.OnRefundError. It ignores err: log it there if you
+// need it.
+func (m *Metrics) RefundError(error) { m.refunds.Inc() }
+
+// Watch adds e's deny-cache hits (engine.Engine.LocalDenials) and stalled
+// backend calls (engine.Engine.Stalled) to the metrics, read at each
+// scrape. Engines derived from one New (with With, or a
+// middleware.Middleware's Engine and those of the Middlewares derived from
+// it) share both: watch one of them.
+func (m *Metrics) Watch(e *engine.Engine) {
+	if e == nil {
+		return
+	}
+	m.mu.Lock()
+	m.watched = append(m.watched, e)
+	m.mu.Unlock()
+}
+
+func (m *Metrics) localDenials() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n uint64
+	for _, e := range m.watched {
+		n += e.LocalDenials()
+	}
+	return float64(n)
+}
+
+func (m *Metrics) stalledCalls() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, e := range m.watched {
+		n += e.Stalled()
+	}
+	return float64(n)
+}
+
+// Describe implements [prometheus.Collector].
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements [prometheus.Collector].
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors {
+		c.Collect(ch)
+	}
+}
+
+func validBuckets(b []float64) error {
+	if len(b) == 0 {
+		return &algorithms.ConfigError{Field: "Config.Buckets", Reason: "must hold at least one bound"}
+	}
+	for i, v := range b {
+		if math.IsNaN(v) || math.IsInf(v, -1) || (math.IsInf(v, 1) && i != len(b)-1) {
+			return &algorithms.ConfigError{Field: "Config.Buckets", Reason: "must hold finite bounds (+Inf last only)"}
+		}
+		if i > 0 && v <= b[i-1] {
+			return &algorithms.ConfigError{Field: "Config.Buckets", Reason: "must be strictly increasing"}
+		}
+	}
+	return nil
+}
+
+// validName is engine.Rule.Name's rule: 1 to 64 characters from
+// [A-Za-z0-9_.-].
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return strconv.Quote(s)
+}
