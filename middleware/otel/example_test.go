@@ -1,0 +1,72 @@
+package otellimit_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
+	otellimit "github.com/redlimit/redlimit/middleware/otel"
+)
+
+// The middleware reports every decision to the metrics, recorded with the
+// service's MeterProvider (here the SDK's, read by a ManualReader; in a
+// service, the one its exporter is set up with).
+func Example() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	metrics, err := otellimit.New(provider, otellimit.Config{Rules: []string{"user"}})
+	if err != nil {
+		panic(err)
+	}
+	defer metrics.Close()
+
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	mw, err := middleware.New(mem, middleware.Config{
+		OnDecision: metrics.HTTP,
+		Rules: []middleware.Rule{{
+			Name: "user", Key: keyfunc.Header("X-User-ID"),
+			Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer mw.Close()
+	metrics.Watch(mw.Engine()) // deny-cache hits and stalled calls
+
+	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 3 {
+		r := httptest.NewRequest("GET", "/api/profile", nil)
+		r.Header.Set("X-User-ID", "alice")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "redlimit.rule.decisions" {
+			for _, dp := range sum.DataPoints {
+				rule, _ := dp.Attributes.Value("redlimit.rule")
+				outcome, _ := dp.Attributes.Value("redlimit.outcome")
+				fmt.Printf("%s rule=%s outcome=%s: %d\n", m.Name, rule.AsString(), outcome.AsString(), dp.Value)
+			}
+		}
+	}
+	// Unordered output:
+	// redlimit.rule.decisions rule=user outcome=allowed: 2
+	// redlimit.rule.decisions rule=user outcome=denied: 1
+}
