@@ -1,33 +1,44 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
+# Nested modules with their own go.mod (./... of the main module skips them).
+# example/peerbench is left to make peerbench: it measures, it does not test.
+MODULES     := middleware/prometheus middleware/otel
 
 .PHONY: test lint fmt vet tidy deps bench fuzz
 
 ## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included)
 test: fmt vet deps
 	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
+	for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 ## lint: gofmt, go vet, go.mod tidy, and staticcheck
 lint: fmt vet tidy
 	$(GO) run $(STATICCHECK) $(PKGS)
+	for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 fmt:
 	@out=$$(gofmt -l . | grep -v '^testdata/' || true); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 ## deps: fail when a package that needs no Redis compiles go-redis or the Lua scripts
-## (only algorithms/redisstore may import them; see docs/architecture.md)
+## (only algorithms/redisstore may import them; see docs/architecture.md), nor the metrics adapters
 NOREDIS := ./algorithms ./algorithms/memstore ./algorithms/denycache ./keyfunc ./headers ./middleware/...
 deps:
 	@out=$$($(GO) list -deps $(NOREDIS) | grep -e '^github.com/redis/go-redis' -e '^github.com/redlimit/redlimit/lua$$' || true); \
 	if [ -n "$$out" ]; then echo "packages of $(NOREDIS) must not depend on:"; echo "$$out"; exit 1; fi
+	@for m in $(MODULES); do \
+	  out=$$(cd $$m && $(GO) list -deps . | grep -e '^github.com/redis/go-redis' -e '^github.com/redlimit/redlimit/lua$$' || true); \
+	  if [ -n "$$out" ]; then echo "the package of $$m must not depend on:"; echo "$$out"; exit 1; fi; \
+	done
 
-## tidy: fail when go.mod or go.sum is not what go mod tidy would write
+## tidy: fail when a go.mod or go.sum (the main module's, the nested modules') is not what go mod tidy would write
 tidy:
 	$(GO) mod tidy -diff
+	for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff) || exit 1; done
 
 ## bench: every benchmark, once, with allocations
 bench:
