@@ -11,8 +11,10 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/engine"
 	otellimit "github.com/redlimit/redlimit/middleware/otel"
 )
 
@@ -69,4 +71,51 @@ func Example() {
 	// Unordered output:
 	// redlimit.rule.decisions rule=user outcome=allowed: 2
 	// redlimit.rule.decisions rule=user outcome=denied: 1
+}
+
+// A caller of the engine (a job queue, the key-first API) gives
+// Metrics.Engine to engine.Config.OnDecision; a Redis Cluster store gives
+// Metrics.RefundError to redisstore.Config.OnRefundError.
+func ExampleMetrics_Engine() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	metrics, err := otellimit.New(provider, otellimit.Config{Rules: []string{"tenant"}})
+	if err != nil {
+		panic(err)
+	}
+	defer metrics.Close()
+	_ = redisstore.Config{OnRefundError: metrics.RefundError} // then redisstore.New(client, cfg)
+
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{
+		OnDecision: metrics.Engine,
+		Rules:      []engine.Rule{{Name: "tenant", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(1)}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	e.Allow(context.Background(), "acme")
+	e.Allow(context.Background(), "acme")
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "redlimit.decisions" {
+			for _, dp := range sum.DataPoints {
+				source, _ := dp.Attributes.Value("redlimit.source")
+				outcome, _ := dp.Attributes.Value("redlimit.outcome")
+				fmt.Printf("%s source=%s outcome=%s: %d\n", m.Name, source.AsString(), outcome.AsString(), dp.Value)
+			}
+		}
+	}
+	// Unordered output:
+	// redlimit.decisions source=primary outcome=allowed: 1
+	// redlimit.decisions source=primary outcome=denied: 1
 }

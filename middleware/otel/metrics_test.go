@@ -62,7 +62,7 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]float64 {
 	key := func(name string, attrs attribute.Set) string {
 		var kv []string
 		for _, a := range attrs.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		return name + "{" + strings.Join(kv, ",") + "}"
 	}
