@@ -10,10 +10,10 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-type outcome uint8
+type verdict uint8
 
 const (
-	pass outcome = iota
+	pass verdict = iota
 	deny
 	fail // FailClosed
 )
@@ -68,7 +68,7 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 // build fills s.checks from in. It returns deny for a missing key under
 // DenyMissingKey and for a negative cost, and applies the error policy to
 // a failed Input and to an unknown limit.
-func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision) outcome {
+func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision) verdict {
 	for i := range e.rules {
 		rule := &e.rules[i]
 		rd := &d.Rules[i]
@@ -129,7 +129,7 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 }
 
 // evaluate asks the backend (or the fallback) and applies shadow rules.
-func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) outcome {
+func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict {
 	backend, src := s.backend, SourcePrimary
 	if s.health != nil && s.health.down.Load() {
 		backend, src = s.fallback, SourceFallback
@@ -185,7 +185,7 @@ func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) outcome
 
 // chargeLive re-runs the non-shadow checks of a request whose shadow rules
 // denied, so the live rules are charged as if the shadow rules did not exist.
-func (s *shared) chargeLive(ctx context.Context, backend algorithms.Backend, sc *scratch, d *Decision) outcome {
+func (s *shared) chargeLive(ctx context.Context, backend algorithms.Backend, sc *scratch, d *Decision) verdict {
 	var checks []algorithms.Check
 	var idx []int
 	for j, i := range sc.index {
@@ -224,7 +224,7 @@ func (s *shared) call(ctx context.Context, b algorithms.Backend, checks []algori
 }
 
 // policyFor applies the error policy to err.
-func (s *shared) policyFor(d *Decision, err error) outcome {
+func (s *shared) policyFor(d *Decision, err error) verdict {
 	d.Err = err
 	d.Source = SourceNone
 	for i := range d.Rules {

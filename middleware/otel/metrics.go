@@ -53,9 +53,9 @@ type Metrics struct {
 
 	// Options carrying pre-built attribute sets, one slice each so that
 	// passing them allocates nothing.
-	byDecision [len(sources)][len(decisionOutcomes)][]metric.AddOption
-	bySource   [len(sources)][]metric.RecordOption
-	byRule     map[string]*[len(ruleOutcomes)][]metric.AddOption
+	byDecision [numSources][numDecisionOutcomes][]metric.AddOption
+	bySource   [numSources][]metric.RecordOption
+	byRule     map[string]*[len(engine.Outcomes)][]metric.AddOption
 
 	mu      sync.Mutex
 	watched []*engine.Engine
@@ -83,7 +83,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		return nil, err
 	}
 	meter := provider.Meter(ScopeName)
-	m := &Metrics{byRule: make(map[string]*[len(ruleOutcomes)][]metric.AddOption, len(cfg.Rules))}
+	m := &Metrics{byRule: make(map[string]*[len(engine.Outcomes)][]metric.AddOption, len(cfg.Rules))}
 	var errs [7]error
 	m.decisions, errs[0] = meter.Int64Counter("redlimit.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Rate-limit decisions (one per request), by the backend that decided and outcome."))
@@ -114,9 +114,11 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		return nil, err
 	}
 	m.reg = reg
-	for s, source := range sources {
+	for s := range numSources {
+		source := engine.Source(s).String()
 		src := attribute.String("redlimit.source", source)
-		for o, outcome := range decisionOutcomes {
+		for o := range numDecisionOutcomes {
+			outcome := engine.Outcome(o).String()
 			set := attribute.NewSet(src, attribute.String("redlimit.outcome", outcome))
 			m.byDecision[s][o] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
@@ -126,10 +128,10 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		if m.byRule[name] != nil {
 			continue
 		}
-		var opts [len(ruleOutcomes)][]metric.AddOption
+		var opts [len(engine.Outcomes)][]metric.AddOption
 		rule := attribute.String("redlimit.rule", name)
-		for o, outcome := range ruleOutcomes {
-			set := attribute.NewSet(rule, attribute.String("redlimit.outcome", outcome))
+		for o, outcome := range engine.Outcomes {
+			set := attribute.NewSet(rule, attribute.String("redlimit.outcome", outcome.String()))
 			opts[o] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
 		m.byRule[name] = &opts
@@ -140,8 +142,8 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 // Record records d; ctx goes to the instruments (exemplars). It builds no
 // attribute set.
 func (m *Metrics) Record(ctx context.Context, d *engine.Decision) {
-	s := sourceOf(d)
-	m.decisions.Add(ctx, 1, m.byDecision[s][decisionOutcome(d)]...)
+	s := d.Source
+	m.decisions.Add(ctx, 1, m.byDecision[s][d.Outcome()]...)
 	m.latency.Record(ctx, d.Latency.Seconds(), m.bySource[s]...)
 	for i := range d.Rules {
 		rd := &d.Rules[i]
@@ -150,7 +152,7 @@ func (m *Metrics) Record(ctx context.Context, d *engine.Decision) {
 			m.unlisted.Add(ctx, 1)
 			continue
 		}
-		m.rules.Add(ctx, 1, opts[ruleOutcome(d, rd)]...)
+		m.rules.Add(ctx, 1, opts[d.RuleOutcome(i)]...)
 	}
 }
 

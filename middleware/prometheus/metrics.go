@@ -45,9 +45,9 @@ type Metrics struct {
 	refunds    prometheus.Counter
 	denials    prometheus.CounterFunc
 	stalled    prometheus.GaugeFunc
-	byDecision [len(sources)][len(decisionOutcomes)]prometheus.Counter
-	bySource   [len(sources)]prometheus.Observer
-	byRule     map[string]*[len(ruleOutcomes)]prometheus.Counter
+	byDecision [numSources][numDecisionOutcomes]prometheus.Counter
+	bySource   [numSources]prometheus.Observer
+	byRule     map[string]*[len(engine.Outcomes)]prometheus.Counter
 	mu         sync.Mutex
 	watched    []*engine.Engine
 	collectors []prometheus.Collector
@@ -94,7 +94,7 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "redlimit_refund_errors_total",
 			Help: "Refunds that failed on a Redis Cluster or Ring: their units stay consumed until the key expires.",
 		}),
-		byRule: make(map[string]*[len(ruleOutcomes)]prometheus.Counter, len(cfg.Rules)),
+		byRule: make(map[string]*[len(engine.Outcomes)]prometheus.Counter, len(cfg.Rules)),
 	}
 	m.denials = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "redlimit_local_denials_total",
@@ -104,8 +104,10 @@ func New(cfg Config) (*Metrics, error) {
 		Name: "redlimit_stalled_backend_calls",
 		Help: "Backend calls that outlived the timeout and still run in the background.",
 	}, m.stalledCalls)
-	for s, source := range sources {
-		for o, outcome := range decisionOutcomes {
+	for s := range numSources {
+		source := engine.Source(s).String()
+		for o := range numDecisionOutcomes {
+			outcome := engine.Outcome(o).String()
 			m.byDecision[s][o] = m.decisions.WithLabelValues(source, outcome)
 		}
 		m.bySource[s] = m.latency.WithLabelValues(source)
@@ -114,9 +116,9 @@ func New(cfg Config) (*Metrics, error) {
 		if m.byRule[name] != nil {
 			continue
 		}
-		var c [len(ruleOutcomes)]prometheus.Counter
-		for o, outcome := range ruleOutcomes {
-			c[o] = m.rules.WithLabelValues(name, outcome)
+		var c [len(engine.Outcomes)]prometheus.Counter
+		for o, outcome := range engine.Outcomes {
+			c[o] = m.rules.WithLabelValues(name, outcome.String())
 		}
 		m.byRule[name] = &c
 	}
@@ -126,8 +128,8 @@ func New(cfg Config) (*Metrics, error) {
 
 // Observe counts d. It allocates nothing.
 func (m *Metrics) Observe(d *engine.Decision) {
-	s := sourceOf(d)
-	m.byDecision[s][decisionOutcome(d)].Inc()
+	s := d.Source
+	m.byDecision[s][d.Outcome()].Inc()
 	m.bySource[s].Observe(d.Latency.Seconds())
 	for i := range d.Rules {
 		rd := &d.Rules[i]
@@ -136,7 +138,7 @@ func (m *Metrics) Observe(d *engine.Decision) {
 			m.unlisted.Inc()
 			continue
 		}
-		c[ruleOutcome(d, rd)].Inc()
+		c[d.RuleOutcome(i)].Inc()
 	}
 }
 
