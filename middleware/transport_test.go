@@ -236,7 +236,11 @@ func TestTransportNotSent(t *testing.T) {
 	ctx2, cancel2 := context.WithCancelCause(context.Background())
 	e2, err := engine.New(newMemory(t, clock.Now), engine.Config{
 		Rules: []engine.Rule{{Name: "slow", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1).WithBurst(1)}},
-		Sleep: func(ctx context.Context, d time.Duration) error { cancel2(cause); <-ctx.Done(); return context.Cause(ctx) },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			cancel2(cause)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
