@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"google.golang.org/grpc"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -87,4 +89,74 @@ func Example() {
 	// OK, remaining [1]
 	// OK, remaining [0]
 	// ResourceExhausted retry-after [30]
+}
+
+// Key funcs compose as in keyfunc: one bucket per method and client
+// (Join), and the API key when there is one, else the client address
+// (Or). Behind a load balancer, Peer reads x-forwarded-for, but only from
+// the proxies it trusts.
+func ExampleJoin() {
+	proxies, err := keyfunc.ParseTrustedProxies("10.0.0.0/8")
+	if err != nil {
+		panic(err)
+	}
+	client, err := grpclimit.Peer(keyfunc.IPConfig{TrustedProxies: proxies})
+	if err != nil {
+		panic(err)
+	}
+	perMethod := grpclimit.Join(grpclimit.Method(), client)
+	keyOrClient := grpclimit.Or(grpclimit.Join(grpclimit.Const("key"), grpclimit.Metadata("x-api-key")), client)
+
+	// A call through the load balancer 10.0.0.2, and one straight from a
+	// client that forges the forwarding metadata.
+	viaProxy := callFrom("10.0.0.2:40000", "x-forwarded-for", "198.51.100.7")
+	forged := callFrom("203.0.113.9:40000", "x-forwarded-for", "198.51.100.7", "x-api-key", "k-123")
+	for _, ctx := range []context.Context{viaProxy, forged} {
+		a, _ := perMethod(ctx, "/shop.Orders/Create")
+		b, _ := keyOrClient(ctx, "/shop.Orders/Create")
+		fmt.Println(a, "|", b)
+	}
+	// Output:
+	// /shop.Orders/Create:198.51.100.7 | 198.51.100.7
+	// /shop.Orders/Create:203.0.113.9 | key:k-123
+}
+
+// callFrom returns the context of a call from the TCP peer addr carrying
+// the metadata pairs kv, as a server sees it.
+func callFrom(addr string, kv ...string) context.Context {
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr))})
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(kv...))
+}
+
+// Decide decides a call as the interceptors would, for code that limits
+// inside a handler: here a method that takes one unit per call from a
+// per-client budget of 1 a minute.
+func ExampleLimiter_Decide() {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "export", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	client, err := grpclimit.Peer(keyfunc.IPConfig{})
+	if err != nil {
+		panic(err)
+	}
+	l, err := grpclimit.New(e, grpclimit.Config{Keys: []grpclimit.Func{client}})
+	if err != nil {
+		panic(err)
+	}
+	ctx := callFrom("203.0.113.9:40000")
+	for range 2 {
+		d, err := l.Decide(ctx, "/reports.Reports/Export")
+		fmt.Println(d.Allowed, d.Rules[0].Key, status.Code(err))
+	}
+	// Output:
+	// true rate:export:gcra:{203.0.113.9} OK
+	// false rate:export:gcra:{203.0.113.9} ResourceExhausted
 }
