@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,9 +13,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
@@ -287,5 +291,46 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := grpclimit.Peer(keyfunc.IPConfig{IPv4Prefix: 40}); !errors.Is(err, algorithms.ErrInvalidConfig) {
 		t.Errorf("Peer with an invalid IPConfig: %v", err)
+	}
+}
+
+// TestBufconn: over an in-memory bufconn listener the peer has no IP
+// address: a Peer rule finds no key and its MissingKey applies (denied,
+// or skipped so that the method rule still limits).
+func TestBufconn(t *testing.T) {
+	peerFn, err := grpclimit.Peer(keyfunc.IPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		missing engine.MissingKey
+		want    []codes.Code
+	}{
+		{engine.DenyMissingKey, []codes.Code{codes.Unauthenticated, codes.Unauthenticated}},
+		{engine.SkipMissingKey, []codes.Code{codes.OK, codes.ResourceExhausted}},
+	} {
+		e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+			{Name: "peer", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10), MissingKey: tc.missing},
+			{Name: "method", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
+		}})
+		l := newLimiter(t, e, grpclimit.Config{Keys: []grpclimit.Func{peerFn, grpclimit.Method()}, MissingKeyCode: codes.Unauthenticated})
+		lis := bufconn.Listen(1 << 20)
+		srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary))
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+		go srv.Serve(lis)
+		t.Cleanup(srv.Stop)
+		conn, err := grpc.NewClient("passthrough:///bufnet",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		c := healthpb.NewHealthClient(conn)
+		for i, want := range tc.want {
+			if code, _, _ := check(context.Background(), c); code != want {
+				t.Errorf("MissingKey %v, call %d: %v, want %v", tc.missing, i, code, want)
+			}
+		}
 	}
 }
