@@ -84,10 +84,8 @@ func Peer(cfg keyfunc.IPConfig) (Func, error) {
 		}
 		r := &http.Request{RemoteAddr: peerAddr(p.Addr)}
 		if mdKey != "" {
-			if md, ok := metadata.FromIncomingContext(ctx); ok {
-				if v := md[mdKey]; len(v) > 0 {
-					r.Header = http.Header{hdrKey: v}
-				}
+			if v := metadata.ValueFromIncomingContext(ctx, mdKey); len(v) > 0 {
+				r.Header = http.Header{hdrKey: v}
 			}
 		}
 		k, err := ip(r)
@@ -136,8 +134,7 @@ func Metadata(name string) Func {
 	fn := "Metadata(" + strconv.Quote(key) + ")"
 	absent, empty := noKey(fn, "key absent"), noKey(fn, "value empty")
 	return func(ctx context.Context, _ string) (string, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		v := md[key]
+		v := metadata.ValueFromIncomingContext(ctx, key)
 		switch {
 		case len(v) == 0:
 			return "", absent

@@ -246,7 +246,27 @@ func (l *Limiter) metadata(s *scratch) metadata.MD {
 	}
 	md := make(metadata.MD, len(s.hdr))
 	for k, v := range s.hdr {
-		md[strings.ToLower(k)] = v
+		md[mdKey(k)] = v
 	}
 	return md
+}
+
+// mdKey returns the metadata key of a header field headers.Writer writes:
+// its name in lower case, as gRPC requires.
+func mdKey(h string) string {
+	switch h {
+	case "X-Ratelimit-Limit":
+		return "x-ratelimit-limit"
+	case "X-Ratelimit-Remaining":
+		return "x-ratelimit-remaining"
+	case "X-Ratelimit-Reset":
+		return "x-ratelimit-reset"
+	case "Retry-After":
+		return "retry-after"
+	case "Ratelimit-Policy":
+		return "ratelimit-policy"
+	case "Ratelimit":
+		return "ratelimit"
+	}
+	return strings.ToLower(h)
 }

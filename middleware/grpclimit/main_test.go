@@ -85,14 +85,18 @@ func newLimiter(t testing.TB, e *engine.Engine, cfg grpclimit.Config) *grpclimit
 
 // serve starts a real gRPC server with l's interceptors and the health
 // service on a loopback TCP listener, and returns a client connected to
-// it. Both stop when t ends.
+// it. Both stop when t ends. A nil l serves without interceptors.
 func serve(t testing.TB, l *grpclimit.Limiter) healthpb.HealthClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
+	var opts []grpc.ServerOption
+	if l != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(l.Unary), grpc.ChainStreamInterceptor(l.Stream))
+	}
+	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
