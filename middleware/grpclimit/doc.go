@@ -4,6 +4,18 @@
 // module of its own (github.com/redlimit/redlimit/middleware/grpclimit),
 // so that the redlimit module does not require gRPC.
 //
+// # Mounting
+//
+// Build a [Limiter] with [New] and pass its method values to the server:
+//
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(limiter.Unary),
+//		grpc.ChainStreamInterceptor(limiter.Stream),
+//	)
+//
+// Put it after authentication interceptors when a rule is keyed by what
+// they establish, before the ones that do costly work.
+//
 // # Keys
 //
 // A [Limiter] takes one [Func] per rule of its engine, in rule order:
@@ -34,8 +46,8 @@
 //     out when the call can never pass), is sent as trailer metadata: a
 //     refused call is a trailers-only response, one frame. A client reads
 //     it with grpc.Trailer.
-//   - Denied for a missing key (engine.DenyMissingKey): Config.
-//     MissingKeyCode, codes.ResourceExhausted by default; set
+//   - Denied for a missing key (engine.DenyMissingKey):
+//     Config.MissingKeyCode, codes.ResourceExhausted by default; set
 //     codes.Unauthenticated for rules keyed by a credential. No metadata:
 //     no rule was decided.
 //   - Not decided under engine.FailClosed (the backend failed):
