@@ -3,16 +3,17 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
 # Nested modules with their own go.mod (./... of the main module skips them).
 # example/peerbench is left to make peerbench: it measures, it does not test.
-MODULES     := middleware/prometheus middleware/otel
+MODULES     := middleware/grpclimit middleware/prometheus middleware/otel
 
 .PHONY: test lint fmt vet tidy deps bench fuzz
 
-## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included)
+## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included),
+## then the nested modules' (gRPC interceptors, metrics adapters: each its own go.mod)
 test: fmt vet deps
 	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
 	for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
-## lint: gofmt, go vet, go.mod tidy, and staticcheck
+## lint: gofmt, go vet, go.mod tidy, and staticcheck, in the module and in the nested modules
 lint: fmt vet tidy
 	$(GO) run $(STATICCHECK) $(PKGS)
 	for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
@@ -25,7 +26,7 @@ vet:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 ## deps: fail when a package that needs no Redis compiles go-redis or the Lua scripts
-## (only algorithms/redisstore may import them; see docs/architecture.md), nor the metrics adapters
+## (only algorithms/redisstore may import them; see docs/architecture.md), nor the nested modules
 NOREDIS := ./algorithms ./algorithms/memstore ./algorithms/denycache ./keyfunc ./headers ./middleware/...
 deps:
 	@out=$$($(GO) list -deps $(NOREDIS) | grep -e '^github.com/redis/go-redis' -e '^github.com/redlimit/redlimit/lua$$' || true); \

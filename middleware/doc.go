@@ -81,4 +81,14 @@
 // reported, its headers are written, but it never denies: the request goes
 // through and the Decision says it would have been denied. Roll out a new
 // limit in shadow mode, watch the hook, then enforce it.
+//
+// # Outbound requests
+//
+// [Transport] is an http.RoundTripper that paces a client by an engine's
+// rules: each request waits (engine.Engine.WaitInputs) until allowed, keyed
+// by host by default, and a request that cannot be allowed in time is not
+// sent. On a redisstore backend, every instance paces together.
+//
+// gRPC servers are limited by the interceptors of the nested module
+// github.com/redlimit/redlimit/middleware/grpclimit, on the same engine.
 package middleware

@@ -423,3 +423,46 @@ func ExampleRule_limitFunc() {
 	//     redlimit: rule "plan": LimitFunc failed: unknown plan "gold"
 	// initech on gold: 503 limit="" remaining=""
 }
+
+// An outbound pacer: a client that sends at most 10 requests a second to
+// each host, one every 100ms, from any number of goroutines (and, on a
+// redisstore, from every instance together). The clock is injected here
+// so the output is exact; a service leaves Now and Sleep unset.
+func ExampleNewTransport() {
+	start := time.Unix(1_700_000_000, 0)
+	now := start
+	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{
+		Rules: []engine.Rule{{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10).WithBurst(1)}},
+		Sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil },
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	pacer, err := middleware.NewTransport(e, middleware.TransportConfig{}) // keyed by host
+	if err != nil {
+		panic(err)
+	}
+	client := &http.Client{Transport: pacer}
+
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Printf("%s at +%v\n", r.URL.Path, now.Sub(start))
+	}))
+	defer partner.Close()
+	for _, path := range []string{"/a", "/b", "/c", "/d"} {
+		resp, err := client.Get(partner.URL + path)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+	}
+	// Output:
+	// /a at +0s
+	// /b at +100ms
+	// /c at +200ms
+	// /d at +300ms
+}

@@ -63,7 +63,11 @@ const (
 	flightAbandoned
 )
 
-var flights = sync.Pool{New: func() any { return &flight{done: make(chan error, 1)} }}
+// flights recycles flights, but not their channel: each flight gets a
+// channel of its own, so that none outlives the goroutines that used it
+// (under testing/synctest a channel belongs to the bubble that made it,
+// and a pooled one would reach a goroutine outside).
+var flights = sync.Pool{New: func() any { return new(flight) }}
 
 // bounded calls b.Allow and returns when it does or when ctx is done,
 // whichever comes first: the backend's client may not honour the context's
@@ -84,6 +88,7 @@ func (s *shared) bounded(ctx context.Context, b algorithms.Backend, checks []alg
 		return engineErr(errStalled)
 	}
 	f := flights.Get().(*flight)
+	f.done = make(chan error, 1)
 	f.state.Store(flightRunning)
 	f.checks = append(f.checks[:0], checks...)
 	if cap(f.results) < len(results) {
@@ -132,6 +137,7 @@ func land(f *flight, results []algorithms.Result, err error) error {
 		copy(results, f.results)
 	}
 	clear(f.checks) // drop the keys: the pool must not keep them alive
+	f.done = nil
 	flights.Put(f)
 	return err
 }

@@ -245,3 +245,15 @@ func (e *Engine) Close() error {
 // Engines derived from the same New: a gauge for metrics. It stays 0 for a
 // backend that honours deadlines or runs in process.
 func (e *Engine) Stalled() int64 { return e.s.stalled.Load() }
+
+// RuleNames returns the names of e's rules, in rule order: the order of
+// the Inputs that Decide, WaitInputs, PeekInputs and ResetInputs take. An
+// adapter checks against it, when it is built, that it produces one Input
+// per rule.
+func (e *Engine) RuleNames() []string {
+	names := make([]string, len(e.rules))
+	for i := range e.rules {
+		names[i] = e.rules[i].Name
+	}
+	return names
+}

@@ -232,3 +232,23 @@ func ExampleRule_limitFunc() {
 	// globex: allowed=true limit=100/1m0s remaining=99 err=<nil>
 	// initech: allowed=true limit=0/0s remaining=0 err=redlimit: rule "plan": LimitFunc failed: no plan for "initech"
 }
+
+// An adapter (an RPC interceptor, a client transport) checks when it is
+// built that it produces one Input per rule, in this order.
+func ExampleEngine_RuleNames() {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10)},
+		{Name: "user", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(100)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	fmt.Println(e.RuleNames())
+	// Output:
+	// [ip user]
+}

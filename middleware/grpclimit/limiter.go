@@ -1,0 +1,272 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// Config configures a [Limiter]. Only Keys is required.
+type Config struct {
+	// Keys holds one Func per rule of the engine, in the engine's rule
+	// order (engine.Engine.RuleNames): Keys[i] gives the key material of
+	// rule i for each call.
+	Keys []Func
+
+	// Exempt, when set, exempts a call from every rule: it is neither
+	// charged nor decided, and costs no backend call. For health checks
+	// and internal callers. It must be safe for concurrent use.
+	Exempt func(ctx context.Context, method string) bool
+
+	// Metadata selects the rate-limit metadata, as headers.Writer selects
+	// HTTP headers (the zero value: x-ratelimit-limit,
+	// x-ratelimit-remaining, x-ratelimit-reset as Unix seconds, and
+	// retry-after on a denial). headers.None sends none.
+	Metadata headers.Writer
+
+	// MissingKeyCode is the status code of a call denied because a rule
+	// found no key for it (engine.DenyMissingKey) and no rule denied it by
+	// rate. The zero value means codes.ResourceExhausted;
+	// codes.Unauthenticated suits rules keyed by a credential (an API key
+	// in the metadata).
+	MissingKeyCode codes.Code
+
+	// Now is the clock of the epoch x-ratelimit-reset (default time.Now).
+	// The engine's backend keeps its own clock.
+	Now func() time.Time
+}
+
+// Limiter limits gRPC calls by the rules of an [engine.Engine]: its
+// [Limiter.Unary] and [Limiter.Stream] methods are server interceptors.
+// Build it with [New]; it is safe for concurrent use.
+type Limiter struct {
+	engine  *engine.Engine
+	cfg     Config
+	missing codes.Code
+	pool    sync.Pool // *scratch
+}
+
+type scratch struct {
+	in       []engine.Input
+	dec      engine.Decision
+	policies []headers.Policy
+	hdr      http.Header
+}
+
+// New returns a Limiter deciding calls with e, configured by cfg. An
+// invalid configuration is an *[algorithms.ConfigError] naming the field:
+// a nil e, Keys not holding one non-nil Func per rule of e, an unknown
+// Metadata style, or a MissingKeyCode that is not an error code.
+func New(e *engine.Engine, cfg Config) (*Limiter, error) {
+	if e == nil {
+		return nil, &algorithms.ConfigError{Field: "engine", Reason: "must not be nil"}
+	}
+	names := e.RuleNames()
+	if len(cfg.Keys) != len(names) {
+		return nil, &algorithms.ConfigError{Field: "Config.Keys", Reason: "must hold one Func per rule of the engine, in order (" + strings.Join(names, ", ") + "): want " + strconv.Itoa(len(names)) + ", got " + strconv.Itoa(len(cfg.Keys))}
+	}
+	for i, k := range cfg.Keys {
+		if k == nil {
+			return nil, &algorithms.ConfigError{Rule: names[i], Field: "Config.Keys[" + strconv.Itoa(i) + "]", Reason: "must not be nil"}
+		}
+	}
+	if err := cfg.Metadata.Validate(); err != nil {
+		return nil, err
+	}
+	missing := cfg.MissingKeyCode
+	switch {
+	case missing == codes.OK:
+		missing = codes.ResourceExhausted
+	case missing > codes.Unauthenticated:
+		return nil, &algorithms.ConfigError{Field: "Config.MissingKeyCode", Reason: "must be a gRPC error code, got " + strconv.Itoa(int(missing))}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Keys = append([]Func(nil), cfg.Keys...)
+	l := &Limiter{engine: e, cfg: cfg, missing: missing}
+	n := len(names)
+	l.pool.New = func() any { return &scratch{in: make([]engine.Input, n), hdr: http.Header{}} }
+	return l, nil
+}
+
+// Engine returns the engine l decides with: code outside the interceptors
+// can Peek or Reset the same buckets by key material.
+func (l *Limiter) Engine() *engine.Engine { return l.engine }
+
+// Unary is a grpc.UnaryServerInterceptor: pass the method value,
+// grpc.ChainUnaryInterceptor(l.Unary). An allowed call reaches handler
+// with the rate-limit state in its header metadata; a refused one gets the
+// status and trailer metadata described in the package documentation.
+func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	md, err := l.decide(ctx, info.FullMethod)
+	if err != nil {
+		if md != nil {
+			grpc.SetTrailer(ctx, md) // fails only outside a server call
+		}
+		return nil, err
+	}
+	if md != nil {
+		grpc.SetHeader(ctx, md)
+	}
+	return handler(ctx, req)
+}
+
+// Stream is a grpc.StreamServerInterceptor: pass the method value,
+// grpc.ChainStreamInterceptor(l.Stream). A stream is decided once, when it
+// opens, as one unit; its messages are not counted.
+func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	md, err := l.decide(ss.Context(), info.FullMethod)
+	if err != nil {
+		if md != nil {
+			ss.SetTrailer(md)
+		}
+		return err
+	}
+	if md != nil {
+		ss.SetHeader(md)
+	}
+	return handler(srv, ss)
+}
+
+// Decide decides one call of method with ctx's peer and metadata, as the
+// interceptors do, and returns the Decision (the caller's) and the error
+// the interceptors would answer with (nil when allowed): for code that
+// decides inside a handler, or for a client-side check.
+func (l *Limiter) Decide(ctx context.Context, method string) (*engine.Decision, error) {
+	s := l.pool.Get().(*scratch)
+	defer l.put(s)
+	l.run(ctx, method, s)
+	return s.dec.Clone(), l.refusal(&s.dec)
+}
+
+// decide decides one call and returns the metadata to send (nil for none)
+// and the status error of a refused call.
+func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, error) {
+	s := l.pool.Get().(*scratch)
+	defer l.put(s)
+	l.run(ctx, method, s)
+	return l.metadata(s), l.refusal(&s.dec)
+}
+
+func (l *Limiter) put(s *scratch) {
+	clear(s.in)
+	clear(s.hdr)
+	l.pool.Put(s)
+}
+
+// run builds one Input per rule and decides them into s.dec.
+func (l *Limiter) run(ctx context.Context, method string, s *scratch) {
+	exempt := l.cfg.Exempt != nil && l.cfg.Exempt(ctx, method)
+	for i, key := range l.cfg.Keys {
+		x := &s.in[i]
+		if exempt {
+			*x = engine.Input{Exempt: true}
+			continue
+		}
+		k, err := key(ctx, method)
+		switch {
+		case err == nil:
+			*x = engine.Input{Material: k}
+		case errors.Is(err, keyfunc.ErrNoKey):
+			*x = engine.Input{Missing: true}
+		default:
+			*x = engine.Input{Err: err}
+		}
+	}
+	l.engine.Decide(ctx, s.in, &s.dec)
+}
+
+// refusal returns the status error of a refused decision, nil for an
+// allowed one.
+func (l *Limiter) refusal(d *engine.Decision) error {
+	switch {
+	case d.Allowed:
+		return nil
+	case d.Failed:
+		return errUnavailable
+	}
+	var names []string
+	for i := range d.Rules {
+		rd := &d.Rules[i]
+		switch {
+		case rd.Shadow:
+		case rd.MissingKey:
+			// the engine stops at a missing key, before any backend call:
+			// no rule denied the call by rate
+			return status.Error(l.missing, "redlimit: no key for rule "+strconv.Quote(rd.Name))
+		case rd.Evaluated && !rd.Result.Allowed:
+			names = append(names, strconv.Quote(rd.Name))
+		}
+	}
+	if len(names) == 0 {
+		return errExhausted
+	}
+	return status.Error(codes.ResourceExhausted, "redlimit: rate limit exceeded (rule "+strings.Join(names, ", ")+")")
+}
+
+var (
+	errUnavailable = status.Error(codes.Unavailable, "redlimit: rate limiter unavailable")
+	errExhausted   = status.Error(codes.ResourceExhausted, "redlimit: rate limit exceeded")
+)
+
+// metadata returns the rate-limit state of s.dec as metadata, or nil when
+// no rule was evaluated or Metadata is headers.None.
+func (l *Limiter) metadata(s *scratch) metadata.MD {
+	if l.cfg.Metadata.Style == headers.None || s.dec.Failed {
+		return nil
+	}
+	d := &s.dec
+	s.policies = s.policies[:0]
+	for i := range d.Rules {
+		if rd := &d.Rules[i]; rd.Evaluated {
+			s.policies = append(s.policies, headers.Policy{Name: rd.Name, Window: rd.Window(), Result: rd.Result})
+		}
+	}
+	if len(s.policies) == 0 {
+		return nil
+	}
+	l.cfg.Metadata.Write(s.hdr, l.cfg.Now(), s.policies)
+	if d.Allowed && d.WouldDeny {
+		delete(s.hdr, "Retry-After") // shadow denials: the call is not refused
+	}
+	md := make(metadata.MD, len(s.hdr))
+	for k, v := range s.hdr {
+		md[mdKey(k)] = v
+	}
+	return md
+}
+
+// mdKey returns the metadata key of a header field headers.Writer writes:
+// its name in lower case, as gRPC requires.
+func mdKey(h string) string {
+	switch h {
+	case "X-Ratelimit-Limit":
+		return "x-ratelimit-limit"
+	case "X-Ratelimit-Remaining":
+		return "x-ratelimit-remaining"
+	case "X-Ratelimit-Reset":
+		return "x-ratelimit-reset"
+	case "Retry-After":
+		return "retry-after"
+	case "Ratelimit-Policy":
+		return "ratelimit-policy"
+	case "Ratelimit":
+		return "ratelimit"
+	}
+	return strings.ToLower(h)
+}
