@@ -14,6 +14,7 @@ package lua
 
 import (
 	"embed"
+	"strconv"
 	"strings"
 )
 
@@ -25,9 +26,10 @@ var files embed.FS
 var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra"}
 
 var (
-	multi  string
-	single = map[string]string{}
-	batch  = map[string]string{}
+	multi    string
+	batchAll string
+	single   = map[string]string{}
+	batch    = map[string]string{}
 )
 
 // fast holds the flat fast path that starts an algorithm's one-check
@@ -38,15 +40,21 @@ func init() {
 	prelude := source("prelude")
 	var b strings.Builder
 	b.WriteString(prelude)
-	for _, name := range algorithmNames {
+	var checks, writes strings.Builder
+	for i, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
 		general := prelude + alg + "local check = " + name + "\n" + source("one")
 		single[name] = source("now") + fast[name] + general
-		batch[name] = prelude + alg + "local check = " + name + "\n" + source("batch")
+		id := strconv.Itoa(i + 1)
+		batch[name] = prelude + alg + "local checks, writes = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}\n" + source("batch")
+		checks.WriteString(name + ", ")
+		writes.WriteString(name + "_write, ")
 	}
+	all := b.String()
 	b.WriteString(source("dispatch"))
 	multi = b.String()
+	batchAll = all + "local checks, writes = {" + checks.String() + "}, {" + writes.String() + "}\n" + source("batch")
 }
 
 // source returns the contents of name.lua.
@@ -71,16 +79,22 @@ func Multi() string { return multi }
 // defining any function. It returns "" for an unknown name.
 func Single(algorithm string) string { return single[algorithm] }
 
-// Batch returns the script that decides several one-check calls of the
-// algorithm named algorithm, one after another, each as [Single]'s script
-// would decide it alone (see batch.lua). It returns "" for an unknown name.
+// Batch returns the script that decides several calls whose checks are
+// all of the algorithm named algorithm, one after another, each as its own
+// script ([Single] for one check, [Multi] for several) would decide it
+// alone (see batch.lua). It returns "" for an unknown name.
 func Batch(algorithm string) string { return batch[algorithm] }
+
+// BatchAll returns the script that decides several calls of any
+// algorithms, as [Batch] does: it holds all five, so that a queue of
+// mixed calls costs one script.
+func BatchAll() string { return batchAll }
 
 // Scripts lists every script redlimit runs, for SCRIPT LOAD ahead of
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi}
+	s := []string{multi, batchAll}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

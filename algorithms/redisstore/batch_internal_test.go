@@ -89,7 +89,8 @@ func executionOrder(calls []queued) []int {
 			ps[j] = calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
 		}
 		s, keys, args := decideRequest(q.checks, ps, 0, markers{})
-		cs[i] = &call{script: s, keys: keys, args: args, batch: batchable(s, keys)}
+		cs[i] = &call{script: s, keys: keys, args: args}
+		cs[i].batch, cs[i].n = batchKind(s, keys, args)
 		index[cs[i]] = i
 	}
 	var order []int
