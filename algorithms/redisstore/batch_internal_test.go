@@ -27,6 +27,21 @@ type queued struct {
 	ctx    context.Context
 	at     time.Time
 	checks []algorithms.Check
+	m      *markers // set: decided with these marker keys, as a sharded client would
+}
+
+// allow decides q on b: Allow, or with q.m a decide call with its markers
+// at q.at.
+func (q queued) allow(ctx context.Context, b *Store, res []algorithms.Result) error {
+	if q.m == nil {
+		return b.Allow(ctx, q.checks, res)
+	}
+	ps := make([]calc.Params, len(q.checks))
+	for j, c := range q.checks {
+		ps[j] = calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
+	}
+	_, err := b.decide(ctx, nil, q.checks, ps, res, q.at.UnixMicro(), *q.m)
+	return err
 }
 
 // allowQueued makes the calls, in order, queue behind b's pipeline with
@@ -51,7 +66,7 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 			ctx = context.Background()
 		}
 		results[i] = make([]algorithms.Result, len(c.checks))
-		wg.Go(func() { errs[i] = b.Allow(ctx, c.checks, results[i]) })
+		wg.Go(func() { errs[i] = c.allow(ctx, b, results[i]) })
 		for {
 			p.mu.Lock()
 			n := len(p.queue)
@@ -81,6 +96,13 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 // executionOrder returns the order in which one pipeline decides calls: the
 // order of the units it sends.
 func executionOrder(calls []queued) []int {
+	order, _ := batchedCalls(calls)
+	return order
+}
+
+// batchedCalls returns executionOrder, and how many calls of several
+// checks and how many calls with marker keys a batch script decides.
+func batchedCalls(calls []queued) (order []int, tally struct{ multi, marked int }) {
 	cs := make([]*call, len(calls))
 	index := map[*call]int{}
 	for i, q := range calls {
@@ -88,18 +110,27 @@ func executionOrder(calls []queued) []int {
 		for j, c := range q.checks {
 			ps[j] = calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
 		}
-		s, keys, args := decideRequest(q.checks, ps, 0, markers{})
+		var m markers
+		if q.m != nil {
+			m = *q.m
+		}
+		s, keys, args := decideRequest(q.checks, ps, 0, m)
 		cs[i] = &call{script: s, keys: keys, args: args}
 		cs[i].batch, cs[i].n = batchKind(s, keys, args)
 		index[cs[i]] = i
 	}
-	var order []int
 	for _, u := range units(cs) {
 		for _, c := range u.calls {
 			order = append(order, index[c])
+			if len(u.calls) > 1 && c.n > 1 {
+				tally.multi++
+			}
+			if len(u.calls) > 1 && len(c.keys) > c.n {
+				tally.marked++
+			}
 		}
 	}
-	return order
+	return order, tally
 }
 
 // miniStore returns a Store on a fresh miniredis, on a clock of its own.
@@ -152,10 +183,12 @@ func dumpState(mr *miniredis.Miniredis) string {
 
 // TestBatchDifferential: random workloads (one to three rules, every
 // algorithm, costs up to capacity+1, time going forward and back) sent as
-// queues of 1 to 12 calls, so that the one-check calls of each algorithm
-// are decided by batch scripts, give the Results, the stored state and the
-// TTLs that the same calls give one by one, each its own script, in the
-// order the pipeline decided them.
+// queues of 1 to 12 calls, so that they are decided by batch scripts (of
+// one algorithm, or mixed; one check or several; for a third of the seeds
+// with the marker keys of a sharded client, pending markers and commit
+// markers), give the Results, the stored state and the TTLs that the same
+// calls give one by one, each its own script, in the order the pipeline
+// decided them.
 func TestBatchDifferential(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(12) {
@@ -171,21 +204,35 @@ func TestBatchDifferential(t *testing.T) {
 					work[i].Checks = work[i].Checks[:1]
 				}
 			}
+			var multi, marked int // calls decided in batches
+			several := slices.ContainsFunc(work, func(c backendtest.Call) bool { return len(c.Checks) > 1 })
 			for len(work) > 0 {
 				n := min(len(work), 1+rng.IntN(12))
 				chunk := make([]queued, n)
 				for i, c := range work[:n] {
 					chunk[i] = queued{at: c.At, checks: c.Checks}
+					if seed%3 == 2 {
+						// as a sharded client sends them: pending
+						// markers, or the part of a call spanning slots
+						m := &markers{sharded: true}
+						if rng.IntN(2) == 0 {
+							m.commit, m.window = commitKey(c.Checks[0].Key, fmt.Sprint(len(work), "-", i)), 60_000
+						}
+						chunk[i].m = m
+					}
 				}
 				work = work[n:]
 				got, errs := allowQueued(t, batched, bclock, chunk)
+				_, tally := batchedCalls(chunk)
+				multi += tally.multi
+				marked += tally.marked
 				for _, i := range executionOrder(chunk) {
 					if errs[i] != nil {
 						t.Fatalf("batched call %d: %v", i, errs[i])
 					}
 					aclock.T = chunk[i].at
 					want := make([]algorithms.Result, len(chunk[i].checks))
-					if err := alone.Allow(context.Background(), chunk[i].checks, want); err != nil {
+					if err := chunk[i].allow(context.Background(), alone, want); err != nil {
 						t.Fatal(err)
 					}
 					if !slices.Equal(got[i], want) {
@@ -200,6 +247,9 @@ func TestBatchDifferential(t *testing.T) {
 				if g, w := dumpState(bmr), dumpState(amr); g != w {
 					t.Fatalf("state batched:\n%s\nalone:\n%s", g, w)
 				}
+			}
+			if several && multi == 0 || seed%3 == 2 && marked == 0 {
+				t.Errorf("batched: %d calls of several checks, %d with markers; want some of each kind the seed makes", multi, marked)
 			}
 		})
 	}
