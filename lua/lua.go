@@ -34,7 +34,12 @@ var (
 
 // fast holds the flat fast path that starts an algorithm's one-check
 // script, for the algorithms that have one.
-var fast = map[string]string{"gcra": source("gcra_one")}
+var fast = map[string]string{
+	"fixed_window":   source("fixed_window_one"),
+	"sliding_window": source("sliding_window_one"),
+	"token_bucket":   source("token_bucket_one"),
+	"gcra":           source("gcra_one"),
+}
 
 func init() {
 	prelude := source("prelude")
