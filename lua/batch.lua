@@ -90,6 +90,77 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
+-- GCRA's one-check calls (modes 0 and 2) are decided as gcra_one.lua
+-- decides them, flat, with each key's TAT read once and written once while
+-- calls of that kind follow one another: tats holds the TAT as stored
+-- (false: no state) of the keys read, dirty the PX in ms of those to
+-- write, in order. A call of another kind, or a case the flat path does
+-- not decide, first writes them all (flush) and forgets them. Writing a
+-- key's TAT at the end of such a run leaves the state that writing it at
+-- each call would: the last value written, and the same expiry (the time
+-- of the commands of a script is the time it started, since Redis 7).
+local tats, dirty, order = {}, {}, {}
+
+local function flush()
+  for i = 1, #order do
+    local key = order[i]
+    redis.call('SET', key, tats[key], 'PX', dirty[key])
+  end
+  tats, dirty, order = {}, {}, {}
+end
+
+-- gcra_fast decides the GCRA call of key if it is the common case (see
+-- gcra_one.lua), writing its 4 integers at reply[o+1], and reports
+-- whether it did.
+local function gcra_fast(key, pending, a, now, o)
+  local v = tats[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    tats[key] = v
+  end
+  local t = v and tonumber(v)
+  if v and not t then return false end
+  local floor = math.floor
+  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local full = cap * u
+  local diff = 0
+  if t and t >= now then diff = (t - now) * r end
+  if diff > full then return false end
+  local remaining = floor((full - diff) / u)
+  local nxt = diff + cost * u
+  if cost > cap or nxt > full then
+    local allowed = 0
+    if pending and redis.call('EXISTS', pending) == 1 then allowed = 2 end
+    local retry = 0
+    if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, floor((diff + r - 1) / r)
+    return true
+  end
+  -- gcra_write(key, nxt, r, now), deferred
+  local tat, b = string.format('%.0f', now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format('%.0f', b) .. ':' .. string.format('%.0f', r) end
+  local reset = floor((nxt + r - 1) / r)
+  tats[key] = tat
+  if not dirty[key] then order[#order + 1] = key end
+  dirty[key] = string.format('%.0f', floor((reset + 999) / 1000))
+  remaining = floor((full - nxt) / u)
+  if remaining < 0 then remaining = 0 end
+  reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = 1, remaining, 0, reset
+  return true
+end
+
+-- one decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], at reply[o+1].
+local function one(n, now, mode, k, a, o)
+  if n == 1 and mode ~= 3 and ARGV[a] == '5' then
+    local pending
+    if mode == 2 then pending = KEYS[k + 1] end
+    if gcra_fast(KEYS[k], pending, a, now, o) then return end
+  end
+  if #order > 0 or next(tats) then flush() end
+  decide(n, now, mode, k, a, o)
+end
+
 local k, a, o = 1, 1, 0
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -101,7 +172,7 @@ while a <= #ARGV do
     now = t
   end
   reply[o + 1] = 1
-  if not pcall(decide, n, now, mode, k, a + 3, o + 1) then
+  if not pcall(one, n, now, mode, k, a + 3, o + 1) then
     for i = o + 1, o + 4 * n + 1 do reply[i] = 0 end
   end
   reply[o + 4 * n + 2] = now
@@ -112,4 +183,5 @@ while a <= #ARGV do
   if mode == 3 then k = k + 1 end
   o = o + 4 * n + 2
 end
+flush()
 return reply

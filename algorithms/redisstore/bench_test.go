@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -201,6 +202,7 @@ func BenchmarkScripts(b *testing.B) {
 			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), lua.Batch(a.String()), k, k, batched(k, a)})
 		}
 		benches = append(benches, bench{a.String() + "/batch_all=16", lua.BatchAll(), 16, 16, batched(16, a)})
+		benches = append(benches, bench{a.String() + "/batch=16/one_key", lua.Batch(a.String()), 16, 16, batched(16, a)})
 	}
 	for _, k := range []int{4, 16} {
 		// k calls of three rules each, as the middleware's layered rules
@@ -220,6 +222,9 @@ func BenchmarkScripts(b *testing.B) {
 			keys := make([]string, sc.keys)
 			for i := range keys {
 				keys[i] = prefix + sc.name + ":{k}" + strconv.Itoa(i)
+				if strings.HasSuffix(sc.name, "/one_key") { // every call on one key
+					keys[i] = prefix + sc.name + ":{k}"
+				}
 			}
 			if err := s.Run(ctx, client, keys, sc.args...).Err(); err != nil {
 				b.Fatal(err)
