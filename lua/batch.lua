@@ -100,6 +100,9 @@ end
 -- each call would: the last value written, and the same expiry (the time
 -- of the commands of a script is the time it started, since Redis 7).
 local tats, dirty, order = {}, {}, {}
+-- intf formats the integers written: '%d' (faster) where Lua's C long
+-- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
+local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 
 local function flush()
   for i = 1, #order do
@@ -137,12 +140,12 @@ local function gcra_fast(key, pending, a, now, o)
     return true
   end
   -- gcra_write(key, nxt, r, now), deferred
-  local tat, b = string.format('%.0f', now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format('%.0f', b) .. ':' .. string.format('%.0f', r) end
+  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
   local reset = floor((nxt + r - 1) / r)
   tats[key] = tat
   if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = string.format('%.0f', floor((reset + 999) / 1000))
+  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
   remaining = floor((full - nxt) / u)
   if remaining < 0 then remaining = 0 end
   reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = 1, remaining, 0, reset

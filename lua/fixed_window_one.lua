@@ -5,6 +5,9 @@
 -- general script after it, which reads the key again (nothing is written
 -- before). now.lua has read now.
 if not KEYS[2] then
+  -- intf formats the integers written: '%d' (faster) where Lua's C long
+  -- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
+  local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
   local v = redis.call('HMGET', KEYS[1], 's', 'e', 'c', 'w')
   local period = tonumber(ARGV[3])
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
@@ -28,11 +31,11 @@ if not KEYS[2] then
     -- fixed_window_write(KEYS[1], start, stop, count, now); a window
     -- already stored keeps its start and end
     if same then
-      redis.call('HSET', KEYS[1], 'c', string.format('%.0f', count))
+      redis.call('HSET', KEYS[1], 'c', string.format(intf, count))
     else
-      redis.call('HSET', KEYS[1], 's', string.format('%.0f', start), 'e', string.format('%.0f', stop), 'c', string.format('%.0f', count))
+      redis.call('HSET', KEYS[1], 's', string.format(intf, start), 'e', string.format(intf, stop), 'c', string.format(intf, count))
     end
-    redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.floor((stop - now + 999) / 1000)))
+    redis.call('PEXPIRE', KEYS[1], string.format(intf, math.floor((stop - now + 999) / 1000)))
     return {1, cap - count, 0, stop - now, now}
   end
 end

@@ -6,6 +6,9 @@
 -- only then: each definition costs on every call that reaches it).
 -- now.lua has read now.
 if not KEYS[2] then
+  -- intf formats the integers written: '%d' (faster) where Lua's C long
+  -- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
+  local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
   local v = redis.call('GET', KEYS[1])
   local a = v and tonumber(v)
   if not v or a then
@@ -22,10 +25,10 @@ if not KEYS[2] then
         return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r), now}
       end
       -- gcra_write(KEYS[1], nxt, r, now)
-      local tat, b = string.format('%.0f', now + floor(nxt / r)), nxt % r
-      if b ~= 0 then tat = tat .. ':' .. string.format('%.0f', b) .. ':' .. string.format('%.0f', r) end
+      local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+      if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
       local reset = floor((nxt + r - 1) / r)
-      redis.call('SET', KEYS[1], tat, 'PX', string.format('%.0f', floor((reset + 999) / 1000)))
+      redis.call('SET', KEYS[1], tat, 'PX', string.format(intf, floor((reset + 999) / 1000)))
       remaining = floor((full - nxt) / u)
       if remaining < 0 then remaining = 0 end
       return {1, remaining, 0, reset, now}

@@ -7,6 +7,9 @@
 -- after it, which reads the key again (nothing is written before).
 -- now.lua has read now.
 if not KEYS[2] then
+  -- intf formats the integers written: '%d' (faster) where Lua's C long
+  -- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
+  local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
   local v = redis.call('HMGET', KEYS[1], 's', 'e', 'c', 'p', 'w')
   local period = tonumber(ARGV[3])
   local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
@@ -42,9 +45,9 @@ if not KEYS[2] then
       if reset < 0 then reset = 0 end
       if not pass then return {0, left, 0, reset, now} end
       -- sliding_window_write(KEYS[1], start, period, cur, prev, reset)
-      redis.call('HSET', KEYS[1], 's', string.format('%.0f', start), 'e', string.format('%.0f', start + period),
-        'c', string.format('%.0f', cur), 'p', string.format('%.0f', prev))
-      redis.call('PEXPIRE', KEYS[1], string.format('%.0f', floor((reset + 999) / 1000)))
+      redis.call('HSET', KEYS[1], 's', string.format(intf, start), 'e', string.format(intf, start + period),
+        'c', string.format(intf, cur), 'p', string.format(intf, prev))
+      redis.call('PEXPIRE', KEYS[1], string.format(intf, floor((reset + 999) / 1000)))
       return {1, left, 0, reset, now}
     end
   end

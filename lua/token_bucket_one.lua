@@ -6,6 +6,9 @@
 -- it, which reads the key again (nothing is written before). now.lua has
 -- read now.
 if not KEYS[2] then
+  -- intf formats the integers written: '%d' (faster) where Lua's C long
+  -- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
+  local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
   local v = redis.call('HMGET', KEYS[1], 'm', 'r', 'ts')
   local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -28,8 +31,8 @@ if not KEYS[2] then
     end
     -- token_bucket_write(KEYS[1], nxt, r, now, reset)
     local reset = floor((nxt + r - 1) / r)
-    redis.call('HSET', KEYS[1], 'm', string.format('%.0f', nxt), 'r', string.format('%.0f', r), 'ts', string.format('%.0f', now))
-    redis.call('PEXPIRE', KEYS[1], string.format('%.0f', floor((reset + 999) / 1000)))
+    redis.call('HSET', KEYS[1], 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+    redis.call('PEXPIRE', KEYS[1], string.format(intf, floor((reset + 999) / 1000)))
     remaining = floor((full - nxt) / u)
     if remaining < 0 then remaining = 0 end
     return {1, remaining, 0, reset, now}
