@@ -1,11 +1,12 @@
 // Package lua holds redlimit's Lua sources, one file per algorithm, embedded
 // with go:embed. It has no logic: package redisstore runs [Single] scripts
-// (one check) and the [Multi] script (several checks, refunds) through
-// EVALSHA.
+// (one check), the [Multi] script (several checks, refunds), and for calls
+// that queue the batch scripts ([Batch], [BatchAll]) through EVALSHA.
 //
 // The sources are meant to be read: prelude.lua documents what every
-// algorithm file defines, one.lua and dispatch.lua their calling convention
-// (KEYS, ARGV, reply), each algorithm file its state.
+// algorithm file defines, one.lua, dispatch.lua and batch.lua their calling
+// convention (KEYS, ARGV, reply), each algorithm file its state, and each
+// <algorithm>_one.lua the flat fast path that starts its one-check script.
 //
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel
@@ -33,7 +34,8 @@ var (
 )
 
 // fast holds the flat fast path that starts an algorithm's one-check
-// script, for the algorithms that have one.
+// script, for the algorithms that have one (not the sliding log, whose
+// common case is already a handful of sorted-set commands).
 var fast = map[string]string{
 	"fixed_window":   source("fixed_window_one"),
 	"sliding_window": source("sliding_window_one"),
@@ -79,9 +81,10 @@ func Multi() string { return multi }
 // algorithm ("gcra", as algorithms.Algorithm.String names it): the
 // prelude, that algorithm alone and the entry point of one.lua. A script's
 // cost in Redis grows with its size (each call creates every function it
-// defines), so one check runs only the code it needs; GCRA's starts with a
-// flat fast path (gcra_one.lua) that decides the common case without
-// defining any function. It returns "" for an unknown name.
+// defines), so one check runs only the code it needs, and every
+// algorithm's but the sliding log's starts with a flat fast path
+// (gcra_one.lua, ...) that decides the common case without defining any
+// function. It returns "" for an unknown name.
 func Single(algorithm string) string { return single[algorithm] }
 
 // Batch returns the script that decides several calls whose checks are
