@@ -1,9 +1,10 @@
 -- Batch: several decide calls, queued behind the round trips in flight,
 -- decided in one script, one call after another. The Go side joins it as
--- prelude, the algorithm file(s), a line defining `checks` and `writes`
--- (the algorithms' functions by number, as in dispatch.lua: only the
--- script's own algorithm in a batch of one algorithm, all five in a mixed
--- batch), then this file.
+-- prelude, fast.lua, the algorithm file(s) and the fast paths that are
+-- functions (<algorithm>_one.lua), a line defining `checks`, `writes` and
+-- `fasts` (the algorithms' functions by number, as in dispatch.lua: only
+-- the script's own algorithm in a batch of one algorithm, all five in a
+-- mixed batch), then this file.
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks
@@ -100,9 +101,6 @@ end
 -- each call would: the last value written, and the same expiry (the time
 -- of the commands of a script is the time it started, since Redis 7).
 local tats, dirty, order = {}, {}, {}
--- intf formats the integers written: '%d' (faster) where Lua's C long
--- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
-local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 
 local function flush()
   for i = 1, #order do
@@ -154,11 +152,25 @@ end
 
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1].
+-- The one-check calls of the other algorithms that have a flat fast path
+-- (fasts, by number) are decided by it when it decides them.
 local function one(n, now, mode, k, a, o)
-  if n == 1 and mode ~= 3 and ARGV[a] == '5' then
-    local pending
-    if mode == 2 then pending = KEYS[k + 1] end
-    if gcra_fast(KEYS[k], pending, a, now, o) then return end
+  if n == 1 and mode ~= 3 then
+    local alg = tonumber(ARGV[a])
+    if alg == 5 then
+      local pending
+      if mode == 2 then pending = KEYS[k + 1] end
+      if gcra_fast(KEYS[k], pending, a, now, o) then return end
+    elseif fasts[alg] then
+      if tats[KEYS[k]] ~= nil then flush() end
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now)
+      if allowed then
+        if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
+        if remaining < 0 then remaining = 0 end
+        reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+        return
+      end
+    end
   end
   if #order > 0 or next(tats) then flush() end
   decide(n, now, mode, k, a, o)

@@ -4,11 +4,8 @@
 -- replies as one.lua does; any other case falls through to the general
 -- script after it (the functions of the prelude and gcra.lua are defined
 -- only then: each definition costs on every call that reaches it).
--- now.lua has read now.
+-- now.lua has read now, fast.lua defined intf.
 if not KEYS[2] then
-  -- intf formats the integers written: '%d' (faster) where Lua's C long
-  -- holds 2^53, else '%.0f'; both write an integer below 2^53 alike.
-  local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
   local v = redis.call('GET', KEYS[1])
   local a = v and tonumber(v)
   if not v or a then

@@ -35,33 +35,51 @@ var (
 
 // fast holds the flat fast path that starts an algorithm's one-check
 // script, for the algorithms that have one (not the sliding log, whose
-// common case is already a handful of sorted-set commands).
+// common case is already a handful of sorted-set commands): GCRA's is
+// flat code, the others' a function (<name>_fast), which batch scripts
+// call too.
 var fast = map[string]string{
-	"fixed_window":   source("fixed_window_one"),
-	"sliding_window": source("sliding_window_one"),
-	"token_bucket":   source("token_bucket_one"),
+	"fixed_window":   source("fixed_window_one") + "local fast = fixed_window_fast\n" + source("one_fast"),
+	"sliding_window": source("sliding_window_one") + "local fast = sliding_window_fast\n" + source("one_fast"),
+	"token_bucket":   source("token_bucket_one") + "local fast = token_bucket_fast\n" + source("one_fast"),
 	"gcra":           source("gcra_one"),
 }
+
+// fastFuncs names the algorithms whose fast path is a function.
+var fastFuncs = map[string]bool{"fixed_window": true, "sliding_window": true, "token_bucket": true}
 
 func init() {
 	prelude := source("prelude")
 	var b strings.Builder
 	b.WriteString(prelude)
-	var checks, writes strings.Builder
+	var checks, writes, fasts, fastDefs strings.Builder
 	for i, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
 		general := prelude + alg + "local check = " + name + "\n" + source("one")
-		single[name] = source("now") + fast[name] + general
+		single[name] = source("now")
+		if fast[name] != "" {
+			single[name] += source("fast") + fast[name]
+		}
+		single[name] += general
 		id := strconv.Itoa(i + 1)
-		batch[name] = prelude + alg + "local checks, writes = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}\n" + source("batch")
+		entry := "local checks, writes, fasts = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}, {}\n"
+		def := ""
+		if fastFuncs[name] {
+			def = source(name + "_one")
+			entry = "local checks, writes, fasts = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}, {[" + id + "] = " + name + "_fast}\n"
+			fastDefs.WriteString(def)
+			fasts.WriteString("[" + id + "] = " + name + "_fast, ")
+		}
+		batch[name] = prelude + source("fast") + alg + def + entry + source("batch")
 		checks.WriteString(name + ", ")
 		writes.WriteString(name + "_write, ")
 	}
 	all := b.String()
 	b.WriteString(source("dispatch"))
 	multi = b.String()
-	batchAll = all + "local checks, writes = {" + checks.String() + "}, {" + writes.String() + "}\n" + source("batch")
+	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +
+		"local checks, writes, fasts = {" + checks.String() + "}, {" + writes.String() + "}, {" + fasts.String() + "}\n" + source("batch")
 }
 
 // source returns the contents of name.lua.
