@@ -290,6 +290,51 @@ func TestBatchDeniedCallChargesNothing(t *testing.T) {
 	}
 }
 
+// TestBatchDeniedLayeredCallChargesNothing: in one mixed batch, a call of
+// two rules that one rule denies charges neither rule's key, and the
+// one-check calls of other algorithms around it on those keys are decided
+// as if it had not been sent; so does the part of a call spanning slots
+// (commit and pending markers), which sets no marker when denied.
+func TestBatchDeniedLayeredCallChargesNothing(t *testing.T) {
+	t.Parallel()
+	b, clock, mr := miniStore(t, 1)
+	clock.T = backendtest.T0
+	limit := algorithms.PerHour(10)
+	a := algorithms.Check{Key: "{a}", Algorithm: algorithms.GCRA, Limit: limit}
+	w := algorithms.Check{Key: "{w}", Algorithm: algorithms.FixedWindow, Limit: limit}
+	cost := func(c algorithms.Check, n int64) algorithms.Check { c.Cost = n; return c }
+	part := &markers{sharded: true, commit: "{a}:commit:x", window: 60_000}
+	calls := []queued{
+		{checks: []algorithms.Check{cost(a, 4)}},
+		{checks: []algorithms.Check{cost(w, 1), cost(a, 7)}},                              // a: 4 + 7 > 10, denied: w not charged
+		{checks: []algorithms.Check{cost(w, 3)}},                                          // 3 of 10
+		{checks: []algorithms.Check{cost(a, 1), cost(w, 8)}, at: backendtest.T0, m: part}, // w: 3 + 8 > 10, denied: no markers
+		{checks: []algorithms.Check{cost(a, 6)}},                                          // 4 + 6 = 10: allowed
+		{checks: []algorithms.Check{cost(w, 7)}},                                          // 3 + 7 = 10: allowed
+	}
+	if _, tally := batchedCalls(calls); tally.multi != 2 || tally.marked != 1 {
+		t.Fatalf("batched %+v, want both calls of two checks, one with markers, in the batch", tally)
+	}
+	res, errs := allowQueued(t, b, clock, calls)
+	want := [][]bool{{true}, {true, false}, {true}, {true, false}, {true}, {true}}
+	for i := range want {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		for j, allowed := range want[i] {
+			if res[i][j].Allowed != allowed {
+				t.Errorf("call %d check %d: %+v, want allowed %v", i, j, res[i][j], allowed)
+			}
+		}
+	}
+	if res[4][0].Remaining != 0 || res[5][0].Remaining != 0 {
+		t.Errorf("last calls: %+v, %+v; want 0 remaining each: a denied call charged a key", res[4][0], res[5][0])
+	}
+	if got := mr.Keys(); !slices.Equal(got, []string{"{a}", "{w}"}) {
+		t.Errorf("keys %v, want only {a} and {w}: a denied part set markers", got)
+	}
+}
+
 // TestBatchErrors: in a batch, a key of another type fails its own call
 // with ErrKeyState and the key in the error, and no other; a call whose
 // context has ended is dropped, unsent; a SCRIPT FLUSH before the batch is
