@@ -91,9 +91,9 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- GCRA's one-check calls (modes 0 and 2) are decided as gcra_one.lua
--- decides them, flat, with each key's TAT read once and written once while
--- calls of that kind follow one another: tats holds the TAT as stored
+-- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
+-- gcra_one.lua decides one check, flat, with each key's TAT read once and
+-- written once while calls of that kind follow one another: tats holds the TAT as stored
 -- (false: no state) of the keys read, dirty the PX in ms of those to
 -- write, in order. A call of another kind, or a case the flat path does
 -- not decide, first writes them all (flush) and forgets them. Writing a
@@ -110,58 +110,99 @@ local function flush()
   tats, dirty, order = {}, {}, {}
 end
 
--- gcra_fast decides the GCRA call of key if it is the common case (see
--- gcra_one.lua), writing its 4 integers at reply[o+1], and reports
--- whether it did.
-local function gcra_fast(key, pending, a, now, o)
+-- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
+-- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
+-- returns nothing if that is not the common case (see gcra_one.lua); else
+-- allowed, remaining, retry_after, reset_after, then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt and r to
+-- write.
+local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
     v = redis.call('GET', key)
     tats[key] = v
   end
   local t = v and tonumber(v)
-  if v and not t then return false end
+  if v and not t then return end
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local full = cap * u
   local diff = 0
   if t and t >= now then diff = (t - now) * r end
-  if diff > full then return false end
-  local remaining = floor((full - diff) / u)
+  if diff > full then return end
+  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
+  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
   local nxt = diff + cost * u
-  if cost > cap or nxt > full then
-    local allowed = 0
-    if pending and redis.call('EXISTS', pending) == 1 then allowed = 2 end
-    local retry = 0
-    if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, floor((diff + r - 1) / r)
-    return true
-  end
-  -- gcra_write(key, nxt, r, now), deferred
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r
+end
+
+-- gcra_defer is gcra_write(key, nxt, r, now), deferred: the TAT, full in
+-- reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now)
+  local floor = math.floor
   local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  local reset = floor((nxt + r - 1) / r)
   tats[key] = tat
   if not dirty[key] then order[#order + 1] = key end
   dirty[key] = string.format(intf, floor((reset + 999) / 1000))
-  remaining = floor((full - nxt) / u)
-  if remaining < 0 then remaining = 0 end
-  reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = 1, remaining, 0, reset
+end
+
+-- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
+-- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
+-- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
+-- not the common case, and then it has written nothing.
+local function gcra_call(n, now, mode, k, a, o)
+  if n == 1 then
+    local allowed, remaining, retry, reset, _, _, nxt, r = gcra_eval(KEYS[k], a, now)
+    if not allowed then return false end
+    if allowed == 1 then
+      gcra_defer(KEYS[k], nxt, r, reset, now)
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return true
+  end
+  local out, all = {}, true
+  for i = 1, n do
+    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
+    if not e[1] then return false end
+    if e[1] ~= 1 then all = false end
+    out[i] = e
+  end
+  for i = 1, n do
+    local e, p = out[i], o + 4 * (i - 1)
+    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
+    if all then
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now)
+    elseif allowed == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      remaining, reset = e[5], e[6]
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
+  end
   return true
 end
 
 -- one decides the call of n checks whose first key is KEYS[k] and first
--- check's ARGV starts at ARGV[a], at reply[o+1].
--- The one-check calls of the other algorithms that have a flat fast path
--- (fasts, by number) are decided by it when it decides them.
+-- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
+-- through gcra_call, one-check calls of the other algorithms that have a
+-- flat fast path (fasts, by number) through it, when they decide them.
 local function one(n, now, mode, k, a, o)
-  if n == 1 and mode ~= 3 then
+  if mode ~= 3 then
     local alg = tonumber(ARGV[a])
-    if alg == 5 then
-      local pending
-      if mode == 2 then pending = KEYS[k + 1] end
-      if gcra_fast(KEYS[k], pending, a, now, o) then return end
-    elseif fasts[alg] then
+    local gcra = alg == 5
+    for i = 2, n do
+      if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
+    end
+    if gcra then
+      if gcra_call(n, now, mode, k, a, o) then return end
+    elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
       local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now)
       if allowed then
