@@ -1,27 +1,225 @@
--- Batch: several one-check calls of one algorithm, queued behind the round
--- trips in flight, decided in one script, one call after another. The Go
--- side joins it as prelude, algorithm, a line naming the algorithm's
--- function `check`, then this file, as for one.lua.
+-- Batch: several decide calls, queued behind the round trips in flight,
+-- decided in one script, one call after another. The Go side joins it as
+-- prelude, fast.lua, the algorithm file(s) and the fast paths that are
+-- functions (<algorithm>_one.lua), a line defining `checks`, `writes` and
+-- `fasts` (the algorithms' functions by number, as in dispatch.lua: only
+-- the script's own algorithm in a batch of one algorithm, all five in a
+-- mixed batch), then this file.
 --
--- KEYS[i]          the storage key of call i (one server: no markers)
--- ARGV[6(i-1)+1..] call i's ARGV of one.lua: now µs (0: the server clock),
---                  capacity, period µs, r, u, cost
+-- ARGV, for each call in turn:
+--   n                  its number of checks
+--   now                in µs; 0 means the Redis server clock (TIME)
+--   mode               0 one server, 2 a sharded client (Redis Cluster,
+--                      Ring), 3 one part of a call spanning slots (as
+--                      dispatch.lua's modes)
+--   6 per check        algorithm (1 fixed_window ... 5 gcra), capacity,
+--                      period µs, r, u, cost
+--   mode 3 only        the refund window in ms
+-- KEYS, for each call in turn: its n storage keys; modes 2 and 3: their
+-- pending markers; mode 3: the call's commit marker (as dispatch.lua's).
 --
--- Reply: for each call, six integers: 1 and call i's reply of one.lua
--- (allowed, remaining, retry_after µs, reset_after µs, now µs), or 0 and
--- five zeros when call i raised an error (a key of another type, state it
--- cannot read): the Go side then runs that call's one-check script alone,
--- which replies the error itself.
+-- Reply, for each call in turn: a status, then 4n+1 integers: 1 and the
+-- call's reply as dispatch.lua's decide would give it (one.lua's for one
+-- check: the same integers), or 0 and zeros when the call raised an error
+-- (a key of another type, state it cannot read): the Go side then runs
+-- the call's own script alone, which replies the error itself.
 --
--- Each call is decided exactly as one.lua decides it: atomically (a script
--- runs alone), writing only when it is allowed, so a denied call charges
--- nothing and does not stop the calls after it. Calls on the server clock
--- share one TIME, read when the first of them is decided.
+-- Each call is decided exactly as its own script (one.lua for one check,
+-- dispatch.lua for several) would decide it alone at that point:
+-- atomically (a script runs alone) and all-or-nothing, writing only when
+-- every check of the call passes, so a denied call charges nothing and
+-- does not stop the calls after it. Calls on the server clock share one
+-- TIME, read when the first of them is decided. Every key of a batch is
+-- in one hash slot (the Go side groups calls by slot on a cluster).
 local t
 local reply = {}
-for i = 1, #KEYS do
-  local o = 6 * (i - 1)
-  local now = tonumber(ARGV[o + 1])
+
+-- decide decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
+local function decide(n, now, mode, k, a, o)
+  if n == 1 then
+    local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+    if allowed == 1 then
+      if mode == 3 then
+        local w = ARGV[a + 6]
+        redis.call('SET', KEYS[k + 2], '1', 'PX', w)
+        redis.call('SET', KEYS[k + 1], '1', 'PX', w)
+      end
+    elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return
+  end
+  -- several checks: dispatch.lua's decide
+  local all = true
+  local pending = {}
+  for i = 1, n do
+    local c = a + 6 * (i - 1)
+    local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+    if out[1] == 0 then all = false end
+    pending[i] = out
+    local p = o + (i - 1) * 4
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = out[1], out[2], out[3], out[4]
+  end
+  for i = 1, n do
+    local c = a + 6 * (i - 1)
+    local p = o + (i - 1) * 4
+    if all then
+      writes[tonumber(ARGV[c])](KEYS[k + i - 1], unpack(pending[i], 5))
+    elseif reply[p + 1] == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      local cap = tonumber(ARGV[c + 1])
+      local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+      reply[p + 2], reply[p + 4] = remaining, reset
+    end
+    if reply[p + 2] < 0 then reply[p + 2] = 0 end
+    if reply[p + 1] == 0 and mode ~= 0 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      reply[p + 1] = 2
+    end
+  end
+  if all and mode == 3 then
+    local w = ARGV[a + 6 * n]
+    redis.call('SET', KEYS[k + 2 * n], '1', 'PX', w)
+    for i = 1, n do
+      redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
+    end
+  end
+end
+
+-- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
+-- gcra_one.lua decides one check, flat, with each key's TAT read once and
+-- written once while calls of that kind follow one another: tats holds the TAT as stored
+-- (false: no state) of the keys read, dirty the PX in ms of those to
+-- write, in order. A call of another kind, or a case the flat path does
+-- not decide, first writes them all (flush) and forgets them. Writing a
+-- key's TAT at the end of such a run leaves the state that writing it at
+-- each call would: the last value written, and the same expiry (the time
+-- of the commands of a script is the time it started, since Redis 7).
+local tats, dirty, order = {}, {}, {}
+
+local function flush()
+  for i = 1, #order do
+    local key = order[i]
+    redis.call('SET', key, tats[key], 'PX', dirty[key])
+  end
+  tats, dirty, order = {}, {}, {}
+end
+
+-- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
+-- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
+-- returns nothing if that is not the common case (see gcra_one.lua); else
+-- allowed, remaining, retry_after, reset_after, then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt and r to
+-- write.
+local function gcra_eval(key, a, now)
+  local v = tats[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    tats[key] = v
+  end
+  local t = v and tonumber(v)
+  if v and not t then return end
+  local floor = math.floor
+  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local full = cap * u
+  local diff = 0
+  if t and t >= now then diff = (t - now) * r end
+  if diff > full then return end
+  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
+  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
+  local nxt = diff + cost * u
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r
+end
+
+-- gcra_defer is gcra_write(key, nxt, r, now), deferred: the TAT, full in
+-- reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now)
+  local floor = math.floor
+  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  tats[key] = tat
+  if not dirty[key] then order[#order + 1] = key end
+  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
+end
+
+-- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
+-- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
+-- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
+-- not the common case, and then it has written nothing.
+local function gcra_call(n, now, mode, k, a, o)
+  if n == 1 then
+    local allowed, remaining, retry, reset, _, _, nxt, r = gcra_eval(KEYS[k], a, now)
+    if not allowed then return false end
+    if allowed == 1 then
+      gcra_defer(KEYS[k], nxt, r, reset, now)
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return true
+  end
+  local out, all = {}, true
+  for i = 1, n do
+    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
+    if not e[1] then return false end
+    if e[1] ~= 1 then all = false end
+    out[i] = e
+  end
+  for i = 1, n do
+    local e, p = out[i], o + 4 * (i - 1)
+    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
+    if all then
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now)
+    elseif allowed == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      remaining, reset = e[5], e[6]
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
+  end
+  return true
+end
+
+-- one decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
+-- through gcra_call, one-check calls of the other algorithms that have a
+-- flat fast path (fasts, by number) through it, when they decide them.
+local function one(n, now, mode, k, a, o)
+  if mode ~= 3 then
+    local alg = tonumber(ARGV[a])
+    local gcra = alg == 5
+    for i = 2, n do
+      if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
+    end
+    if gcra then
+      if gcra_call(n, now, mode, k, a, o) then return end
+    elseif n == 1 and fasts[alg] then
+      if tats[KEYS[k]] ~= nil then flush() end
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now)
+      if allowed then
+        if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
+        if remaining < 0 then remaining = 0 end
+        reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+        return
+      end
+    end
+  end
+  if #order > 0 or next(tats) then flush() end
+  decide(n, now, mode, k, a, o)
+end
+
+local k, a, o = 1, 1, 0
+while a <= #ARGV do
+  local n, now, mode = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   if now == 0 then
     if not t then
       local tt = redis.call('TIME')
@@ -29,13 +227,17 @@ for i = 1, #KEYS do
     end
     now = t
   end
-  local ok, allowed, remaining, retry, reset = pcall(check, KEYS[i], tonumber(ARGV[o + 2]),
-    tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), now, true)
-  if ok then
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5], reply[o + 6] = 1, allowed, remaining, retry, reset, now
-  else
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4], reply[o + 5], reply[o + 6] = 0, 0, 0, 0, 0, 0
+  reply[o + 1] = 1
+  if not pcall(one, n, now, mode, k, a + 3, o + 1) then
+    for i = o + 1, o + 4 * n + 1 do reply[i] = 0 end
   end
+  reply[o + 4 * n + 2] = now
+  a = a + 3 + 6 * n
+  if mode == 3 then a = a + 1 end
+  k = k + n
+  if mode ~= 0 then k = k + n end
+  if mode == 3 then k = k + 1 end
+  o = o + 4 * n + 2
 end
+flush()
 return reply

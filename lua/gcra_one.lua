@@ -4,7 +4,7 @@
 -- replies as one.lua does; any other case falls through to the general
 -- script after it (the functions of the prelude and gcra.lua are defined
 -- only then: each definition costs on every call that reaches it).
--- now.lua has read now.
+-- now.lua has read now, fast.lua defined intf.
 if not KEYS[2] then
   local v = redis.call('GET', KEYS[1])
   local a = v and tonumber(v)
@@ -22,10 +22,10 @@ if not KEYS[2] then
         return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r), now}
       end
       -- gcra_write(KEYS[1], nxt, r, now)
-      local tat, b = string.format('%.0f', now + floor(nxt / r)), nxt % r
-      if b ~= 0 then tat = tat .. ':' .. string.format('%.0f', b) .. ':' .. string.format('%.0f', r) end
+      local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+      if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
       local reset = floor((nxt + r - 1) / r)
-      redis.call('SET', KEYS[1], tat, 'PX', string.format('%.0f', floor((reset + 999) / 1000)))
+      redis.call('SET', KEYS[1], tat, 'PX', string.format(intf, floor((reset + 999) / 1000)))
       remaining = floor((full - nxt) / u)
       if remaining < 0 then remaining = 0 end
       return {1, remaining, 0, reset, now}

@@ -1,11 +1,12 @@
 // Package lua holds redlimit's Lua sources, one file per algorithm, embedded
 // with go:embed. It has no logic: package redisstore runs [Single] scripts
-// (one check) and the [Multi] script (several checks, refunds) through
-// EVALSHA.
+// (one check), the [Multi] script (several checks, refunds), and for calls
+// that queue the batch scripts ([Batch], [BatchAll]) through EVALSHA.
 //
 // The sources are meant to be read: prelude.lua documents what every
-// algorithm file defines, one.lua and dispatch.lua their calling convention
-// (KEYS, ARGV, reply), each algorithm file its state.
+// algorithm file defines, one.lua, dispatch.lua and batch.lua their calling
+// convention (KEYS, ARGV, reply), each algorithm file its state, and each
+// <algorithm>_one.lua the flat fast path that starts its one-check script.
 //
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel
@@ -14,6 +15,7 @@ package lua
 
 import (
 	"embed"
+	"strconv"
 	"strings"
 )
 
@@ -25,28 +27,59 @@ var files embed.FS
 var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra"}
 
 var (
-	multi  string
-	single = map[string]string{}
-	batch  = map[string]string{}
+	multi    string
+	batchAll string
+	single   = map[string]string{}
+	batch    = map[string]string{}
 )
 
 // fast holds the flat fast path that starts an algorithm's one-check
-// script, for the algorithms that have one.
-var fast = map[string]string{"gcra": source("gcra_one")}
+// script, for the algorithms that have one (not the sliding log, whose
+// common case is already a handful of sorted-set commands): GCRA's is
+// flat code, the others' a function (<name>_fast), which batch scripts
+// call too.
+var fast = map[string]string{
+	"fixed_window":   source("fixed_window_one") + "local fast = fixed_window_fast\n" + source("one_fast"),
+	"sliding_window": source("sliding_window_one") + "local fast = sliding_window_fast\n" + source("one_fast"),
+	"token_bucket":   source("token_bucket_one") + "local fast = token_bucket_fast\n" + source("one_fast"),
+	"gcra":           source("gcra_one"),
+}
+
+// fastFuncs names the algorithms whose fast path is a function.
+var fastFuncs = map[string]bool{"fixed_window": true, "sliding_window": true, "token_bucket": true}
 
 func init() {
 	prelude := source("prelude")
 	var b strings.Builder
 	b.WriteString(prelude)
-	for _, name := range algorithmNames {
+	var checks, writes, fasts, fastDefs strings.Builder
+	for i, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
 		general := prelude + alg + "local check = " + name + "\n" + source("one")
-		single[name] = source("now") + fast[name] + general
-		batch[name] = prelude + alg + "local check = " + name + "\n" + source("batch")
+		single[name] = source("now")
+		if fast[name] != "" {
+			single[name] += source("fast") + fast[name]
+		}
+		single[name] += general
+		id := strconv.Itoa(i + 1)
+		entry := "local checks, writes, fasts = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}, {}\n"
+		def := ""
+		if fastFuncs[name] {
+			def = source(name + "_one")
+			entry = "local checks, writes, fasts = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}, {[" + id + "] = " + name + "_fast}\n"
+			fastDefs.WriteString(def)
+			fasts.WriteString("[" + id + "] = " + name + "_fast, ")
+		}
+		batch[name] = prelude + source("fast") + alg + def + entry + source("batch")
+		checks.WriteString(name + ", ")
+		writes.WriteString(name + "_write, ")
 	}
+	all := b.String()
 	b.WriteString(source("dispatch"))
 	multi = b.String()
+	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +
+		"local checks, writes, fasts = {" + checks.String() + "}, {" + writes.String() + "}, {" + fasts.String() + "}\n" + source("batch")
 }
 
 // source returns the contents of name.lua.
@@ -66,21 +99,28 @@ func Multi() string { return multi }
 // algorithm ("gcra", as algorithms.Algorithm.String names it): the
 // prelude, that algorithm alone and the entry point of one.lua. A script's
 // cost in Redis grows with its size (each call creates every function it
-// defines), so one check runs only the code it needs; GCRA's starts with a
-// flat fast path (gcra_one.lua) that decides the common case without
-// defining any function. It returns "" for an unknown name.
+// defines), so one check runs only the code it needs, and every
+// algorithm's but the sliding log's starts with a flat fast path
+// (gcra_one.lua, ...) that decides the common case without defining any
+// function. It returns "" for an unknown name.
 func Single(algorithm string) string { return single[algorithm] }
 
-// Batch returns the script that decides several one-check calls of the
-// algorithm named algorithm, one after another, each as [Single]'s script
-// would decide it alone (see batch.lua). It returns "" for an unknown name.
+// Batch returns the script that decides several calls whose checks are
+// all of the algorithm named algorithm, one after another, each as its own
+// script ([Single] for one check, [Multi] for several) would decide it
+// alone (see batch.lua). It returns "" for an unknown name.
 func Batch(algorithm string) string { return batch[algorithm] }
+
+// BatchAll returns the script that decides several calls of any
+// algorithms, as [Batch] does: it holds all five, so that a queue of
+// mixed calls costs one script.
+func BatchAll() string { return batchAll }
 
 // Scripts lists every script redlimit runs, for SCRIPT LOAD ahead of
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi}
+	s := []string{multi, batchAll}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

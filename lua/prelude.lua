@@ -1,7 +1,8 @@
 -- redlimit's scripts: each is this prelude, one or all of the algorithm
 -- files, then an entry point. one.lua decides one check (the common case)
 -- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five.
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,57 +12,81 @@ import (
 	"github.com/redlimit/redlimit/lua"
 )
 
-// Batched decisions. When calls queue behind the round trips in flight on
-// one server, the pipeline that sends the queue carries, for the one-check
-// calls of each algorithm, one EVALSHA of that algorithm's batch script
-// ([lua.Batch]) instead of one EVALSHA per call. The script decides the
-// calls one after another, each exactly as its own one-check script would
-// decide it alone at that point: atomically, writing only when it is
-// allowed, with the same Results, state and TTL. Redis then pays the fixed
-// cost of a script (and of reading the clock) once per batch instead of
-// once per call. Calls of several checks, and calls on a cluster or a Ring
-// (which carry marker keys), keep one EVALSHA each in the same pipeline.
+// Batched decisions. When calls queue behind the round trips in flight,
+// the pipeline that sends the queue decides the queued decide calls of one
+// server (on a cluster, of one hash slot) with one EVALSHA of a batch
+// script ([lua.Batch] when every check of the batch is of one algorithm,
+// [lua.BatchAll] otherwise) instead of one EVALSHA per call. The script
+// decides the calls one after another, each exactly as its own script
+// (one-check or dispatch) would decide it alone at that point: atomically
+// and all-or-nothing, writing only when every check of the call passes,
+// with the same Results, state, TTLs and marker keys. Redis then pays the
+// fixed cost of a script (and of reading the clock) once per batch instead
+// of once per call. Refunds keep one EVALSHA each.
 //
-// A call whose check raises an error in the batch script (a key of another
-// type, state it cannot read) does not fail the others: the script reports
-// it, and the call then runs its own one-check script alone, which replies
-// the error with the same classification as always ([algorithms.ErrKeyState]
-// or not).
+// A call that raises an error in the batch script (a key of another type,
+// state it cannot read) does not fail the others: the script reports it,
+// and the call then runs its own script alone, which replies the error
+// with the same classification as always ([algorithms.ErrKeyState] or
+// not).
 
 // maxBatchCalls bounds the calls one batch script decides, so that one
 // script does not hold the server for long: a longer queue is cut into
 // several batches, sent in the same pipeline.
 const maxBatchCalls = 64
 
-// batchScripts, indexed by Algorithm, decide several one-check calls.
-var batchScripts = func() (s [algorithms.GCRA + 1]*redis.Script) {
-	for _, a := range algorithms.Algorithms {
-		s[a] = redis.NewScript(lua.Batch(a.String()))
-	}
-	return s
-}()
+// batchScripts, indexed by Algorithm, decide calls whose checks are all of
+// that algorithm; batchAllScript decides calls of any algorithms.
+var (
+	batchScripts = func() (s [algorithms.GCRA + 1]*redis.Script) {
+		for _, a := range algorithms.Algorithms {
+			s[a] = redis.NewScript(lua.Batch(a.String()))
+		}
+		return s
+	}()
+	batchAllScript = redis.NewScript(lua.BatchAll())
+)
 
-// batchWidth is the reply of one call in a batch: a status, then the five
-// integers of a one-check reply.
-const batchWidth = 6
+// mixed is the batch kind of a call whose checks are of several algorithms.
+const mixed = -1
 
 // errAlone answers a call that raised an error in a batch script: it is
 // run again alone, to reply its own error.
 var errAlone = errors.New("redlimit: call failed in a batch")
 
-// batchable returns the index in batchScripts of the script that can decide
-// a call of s with keys in a batch, or -1: a one-check script without
-// marker keys.
-func batchable(s *redis.Script, keys []string) int {
-	if len(keys) != 1 {
-		return -1
+// batchKind returns how a call of s with keys and args is decided in a
+// batch: 0 if it is not (a refund), the Algorithm of its checks if they are
+// all of one, else mixed; and its number of checks.
+func batchKind(s *redis.Script, keys []string, args []any) (kind, n int) {
+	if s == script {
+		mode, _ := args[1].(int)
+		switch mode {
+		case modeDecide:
+			n = len(keys)
+		case modeDecideSharded:
+			n = len(keys) / 2
+		case modeDecidePart:
+			n = (len(keys) - 1) / 2
+		default:
+			return 0, 0
+		}
+		for i := range n {
+			a, _ := args[2+6*i].(int64)
+			switch {
+			case i == 0:
+				kind = int(a)
+			case int(a) != kind:
+				kind = mixed
+			}
+		}
+		return kind, n
 	}
-	for i, one := range oneScripts {
+	for a, one := range oneScripts {
 		if one == s && one != nil {
-			return i
+			return a, 1
 		}
 	}
-	return -1
+	return 0, 0
 }
 
 // unit is one script of a pipeline: a call alone, or a batch of calls.
@@ -74,22 +99,23 @@ type unit struct {
 }
 
 // units groups live calls into the scripts of one pipeline: the batchable
-// calls of each algorithm into batches of up to maxBatchCalls (a batch of
-// one is the call's own script), every other call alone, in queue order
-// of each group's first call.
+// calls of each hash slot (of the server, when not on a cluster) into
+// batches of up to maxBatchCalls (a batch of one is the call's own
+// script), every other call alone, in queue order of each group's first
+// call.
 func units(live []*call) []unit {
-	var open [algorithms.GCRA + 1]int // index+1 in us of the batch filling up
+	open := map[int]int{} // slot -> index+1 in us of the batch filling up
 	us := make([]unit, 0, len(live))
 	for _, c := range live {
-		if c.batch < 0 {
+		if c.batch == 0 {
 			us = append(us, unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
 			continue
 		}
-		j := open[c.batch] - 1
+		j := open[c.slot] - 1
 		if j < 0 || len(us[j].calls) == maxBatchCalls {
 			us = append(us, unit{calls: make([]*call, 0, 8)})
 			j = len(us) - 1
-			open[c.batch] = j + 1
+			open[c.slot] = j + 1
 		}
 		us[j].calls = append(us[j].calls, c)
 	}
@@ -103,12 +129,33 @@ func units(live []*call) []unit {
 			u.script, u.keys, u.args = c.script, c.keys, c.args
 			continue
 		}
-		u.script = batchScripts[u.calls[0].batch]
-		u.keys = make([]string, 0, len(u.calls))
-		u.args = make([]any, 0, 6*len(u.calls))
+		u.script = batchAllScript
+		if k := u.calls[0].batch; k != mixed && !slices.ContainsFunc(u.calls, func(c *call) bool { return c.batch != k }) {
+			u.script = batchScripts[k]
+		}
+		var nk, na int
 		for _, c := range u.calls {
-			u.keys = append(u.keys, c.keys[0])
-			u.args = append(u.args, c.args...)
+			nk += len(c.keys)
+			na += 3 + len(c.args)
+		}
+		u.keys = make([]string, 0, nk)
+		u.args = make([]any, 0, na)
+		for _, c := range u.calls {
+			u.keys = append(u.keys, c.keys...)
+			if c.script == script {
+				// now, mode, checks[, window]: dispatch's ARGV
+				u.args = append(append(u.args, c.n), c.args...)
+				continue
+			}
+			// now, checks[, window]: one.lua's ARGV; its keys say its mode
+			mode := modeDecide
+			switch len(c.keys) {
+			case 2:
+				mode = modeDecideSharded
+			case 3:
+				mode = modeDecidePart
+			}
+			u.args = append(append(u.args, 1, c.args[0], mode, c.batch), c.args[1:]...)
 		}
 	}
 	return us
@@ -123,18 +170,25 @@ func (u *unit) answer() {
 		c.done <- struct{}{}
 		return
 	}
-	if err == nil && len(vals) != batchWidth*len(u.calls) {
-		err = fmt.Errorf("batch script reply has %d values, want %d", len(vals), batchWidth*len(u.calls))
+	want := 0
+	for _, c := range u.calls {
+		want += 4*c.n + 2
 	}
-	for i, c := range u.calls {
+	if err == nil && len(vals) != want {
+		err = fmt.Errorf("batch script reply has %d values, want %d", len(vals), want)
+	}
+	o := 0
+	for _, c := range u.calls {
+		w := 4*c.n + 2
 		switch {
 		case err != nil:
 			c.err = err
-		case vals[batchWidth*i] == 1:
-			c.vals = vals[batchWidth*i+1 : batchWidth*(i+1)]
+		case vals[o] == 1:
+			c.vals = vals[o+1 : o+w]
 		default:
 			c.err = errAlone
 		}
+		o += w
 		c.done <- struct{}{}
 	}
 }
@@ -142,7 +196,7 @@ func (u *unit) answer() {
 // sources maps each script the backend runs to its source, which
 // evalCmd sends when the server answers NOSCRIPT.
 var sources = func() map[*redis.Script]string {
-	m := map[*redis.Script]string{script: lua.Multi()}
+	m := map[*redis.Script]string{script: lua.Multi(), batchAllScript: lua.BatchAll()}
 	for _, a := range algorithms.Algorithms {
 		m[oneScripts[a]] = lua.Single(a.String())
 		m[batchScripts[a]] = lua.Batch(a.String())

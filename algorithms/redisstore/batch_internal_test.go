@@ -27,6 +27,21 @@ type queued struct {
 	ctx    context.Context
 	at     time.Time
 	checks []algorithms.Check
+	m      *markers // set: decided with these marker keys, as a sharded client would
+}
+
+// allow decides q on b: Allow, or with q.m a decide call with its markers
+// at q.at.
+func (q queued) allow(ctx context.Context, b *Store, res []algorithms.Result) error {
+	if q.m == nil {
+		return b.Allow(ctx, q.checks, res)
+	}
+	ps := make([]calc.Params, len(q.checks))
+	for j, c := range q.checks {
+		ps[j] = calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
+	}
+	_, err := b.decide(ctx, nil, q.checks, ps, res, q.at.UnixMicro(), *q.m)
+	return err
 }
 
 // allowQueued makes the calls, in order, queue behind b's pipeline with
@@ -51,7 +66,7 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 			ctx = context.Background()
 		}
 		results[i] = make([]algorithms.Result, len(c.checks))
-		wg.Go(func() { errs[i] = b.Allow(ctx, c.checks, results[i]) })
+		wg.Go(func() { errs[i] = c.allow(ctx, b, results[i]) })
 		for {
 			p.mu.Lock()
 			n := len(p.queue)
@@ -81,6 +96,13 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 // executionOrder returns the order in which one pipeline decides calls: the
 // order of the units it sends.
 func executionOrder(calls []queued) []int {
+	order, _ := batchedCalls(calls)
+	return order
+}
+
+// batchedCalls returns executionOrder, and how many calls of several
+// checks and how many calls with marker keys a batch script decides.
+func batchedCalls(calls []queued) (order []int, tally struct{ multi, marked int }) {
 	cs := make([]*call, len(calls))
 	index := map[*call]int{}
 	for i, q := range calls {
@@ -88,17 +110,27 @@ func executionOrder(calls []queued) []int {
 		for j, c := range q.checks {
 			ps[j] = calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
 		}
-		s, keys, args := decideRequest(q.checks, ps, 0, markers{})
-		cs[i] = &call{script: s, keys: keys, args: args, batch: batchable(s, keys)}
+		var m markers
+		if q.m != nil {
+			m = *q.m
+		}
+		s, keys, args := decideRequest(q.checks, ps, 0, m)
+		cs[i] = &call{script: s, keys: keys, args: args}
+		cs[i].batch, cs[i].n = batchKind(s, keys, args)
 		index[cs[i]] = i
 	}
-	var order []int
 	for _, u := range units(cs) {
 		for _, c := range u.calls {
 			order = append(order, index[c])
+			if len(u.calls) > 1 && c.n > 1 {
+				tally.multi++
+			}
+			if len(u.calls) > 1 && len(c.keys) > c.n {
+				tally.marked++
+			}
 		}
 	}
-	return order
+	return order, tally
 }
 
 // miniStore returns a Store on a fresh miniredis, on a clock of its own.
@@ -151,13 +183,16 @@ func dumpState(mr *miniredis.Miniredis) string {
 
 // TestBatchDifferential: random workloads (one to three rules, every
 // algorithm, costs up to capacity+1, time going forward and back) sent as
-// queues of 1 to 12 calls, so that the one-check calls of each algorithm
-// are decided by batch scripts, give the Results, the stored state and the
-// TTLs that the same calls give one by one, each its own script, in the
-// order the pipeline decided them.
+// queues of 1 to 12 calls, so that they are decided by batch scripts (of
+// one algorithm, or mixed; one check or several; for a third of the seeds
+// with the marker keys of a sharded client, pending markers and commit
+// markers; for four seeds with GCRA rules only, one of them with markers),
+// give the Results, the stored state and the TTLs that the same
+// calls give one by one, each its own script, in the order the pipeline
+// decided them.
 func TestBatchDifferential(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(12) {
+	for seed := range uint64(16) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			batched, bclock, bmr := miniStore(t, 1)
@@ -165,26 +200,48 @@ func TestBatchDifferential(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			work := backendtest.RandomWorkload(seed, 300)
 			if seed%2 == 0 {
-				// one rule, one check per call: every call is batchable
+				// one rule, one check per call
 				for i := range work {
 					work[i].Checks = work[i].Checks[:1]
 				}
 			}
+			if seed >= 12 {
+				// every rule GCRA, whose calls batches decide flat
+				for i := range work {
+					for j := range work[i].Checks {
+						work[i].Checks[j].Algorithm = algorithms.GCRA
+					}
+				}
+			}
+			var multi, marked int // calls decided in batches
+			several := slices.ContainsFunc(work, func(c backendtest.Call) bool { return len(c.Checks) > 1 })
 			for len(work) > 0 {
 				n := min(len(work), 1+rng.IntN(12))
 				chunk := make([]queued, n)
 				for i, c := range work[:n] {
 					chunk[i] = queued{at: c.At, checks: c.Checks}
+					if seed%3 == 2 || seed == 13 {
+						// as a sharded client sends them: pending
+						// markers, or the part of a call spanning slots
+						m := &markers{sharded: true}
+						if rng.IntN(2) == 0 {
+							m.commit, m.window = commitKey(c.Checks[0].Key, fmt.Sprint(len(work), "-", i)), 60_000
+						}
+						chunk[i].m = m
+					}
 				}
 				work = work[n:]
 				got, errs := allowQueued(t, batched, bclock, chunk)
+				_, tally := batchedCalls(chunk)
+				multi += tally.multi
+				marked += tally.marked
 				for _, i := range executionOrder(chunk) {
 					if errs[i] != nil {
 						t.Fatalf("batched call %d: %v", i, errs[i])
 					}
 					aclock.T = chunk[i].at
 					want := make([]algorithms.Result, len(chunk[i].checks))
-					if err := alone.Allow(context.Background(), chunk[i].checks, want); err != nil {
+					if err := chunk[i].allow(context.Background(), alone, want); err != nil {
 						t.Fatal(err)
 					}
 					if !slices.Equal(got[i], want) {
@@ -199,6 +256,9 @@ func TestBatchDifferential(t *testing.T) {
 				if g, w := dumpState(bmr), dumpState(amr); g != w {
 					t.Fatalf("state batched:\n%s\nalone:\n%s", g, w)
 				}
+			}
+			if several && multi == 0 || (seed%3 == 2 || seed == 13) && marked == 0 {
+				t.Errorf("batched: %d calls of several checks, %d with markers; want some of each kind the seed makes", multi, marked)
 			}
 		})
 	}
@@ -236,6 +296,51 @@ func TestBatchDeniedCallChargesNothing(t *testing.T) {
 		if v, _ := mr.Get(k); v != fmt.Sprint(backendtest.T0.Add(time.Hour).UnixMicro()) {
 			t.Errorf("%s: TAT %s, want T0+1h", k, v)
 		}
+	}
+}
+
+// TestBatchDeniedLayeredCallChargesNothing: in one mixed batch, a call of
+// two rules that one rule denies charges neither rule's key, and the
+// one-check calls of other algorithms around it on those keys are decided
+// as if it had not been sent; so does the part of a call spanning slots
+// (commit and pending markers), which sets no marker when denied.
+func TestBatchDeniedLayeredCallChargesNothing(t *testing.T) {
+	t.Parallel()
+	b, clock, mr := miniStore(t, 1)
+	clock.T = backendtest.T0
+	limit := algorithms.PerHour(10)
+	a := algorithms.Check{Key: "{a}", Algorithm: algorithms.GCRA, Limit: limit}
+	w := algorithms.Check{Key: "{w}", Algorithm: algorithms.FixedWindow, Limit: limit}
+	cost := func(c algorithms.Check, n int64) algorithms.Check { c.Cost = n; return c }
+	part := &markers{sharded: true, commit: "{a}:commit:x", window: 60_000}
+	calls := []queued{
+		{checks: []algorithms.Check{cost(a, 4)}},
+		{checks: []algorithms.Check{cost(w, 1), cost(a, 7)}},                              // a: 4 + 7 > 10, denied: w not charged
+		{checks: []algorithms.Check{cost(w, 3)}},                                          // 3 of 10
+		{checks: []algorithms.Check{cost(a, 1), cost(w, 8)}, at: backendtest.T0, m: part}, // w: 3 + 8 > 10, denied: no markers
+		{checks: []algorithms.Check{cost(a, 6)}},                                          // 4 + 6 = 10: allowed
+		{checks: []algorithms.Check{cost(w, 7)}},                                          // 3 + 7 = 10: allowed
+	}
+	if _, tally := batchedCalls(calls); tally.multi != 2 || tally.marked != 1 {
+		t.Fatalf("batched %+v, want both calls of two checks, one with markers, in the batch", tally)
+	}
+	res, errs := allowQueued(t, b, clock, calls)
+	want := [][]bool{{true}, {true, false}, {true}, {true, false}, {true}, {true}}
+	for i := range want {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		for j, allowed := range want[i] {
+			if res[i][j].Allowed != allowed {
+				t.Errorf("call %d check %d: %+v, want allowed %v", i, j, res[i][j], allowed)
+			}
+		}
+	}
+	if res[4][0].Remaining != 0 || res[5][0].Remaining != 0 {
+		t.Errorf("last calls: %+v, %+v; want 0 remaining each: a denied call charged a key", res[4][0], res[5][0])
+	}
+	if got := mr.Keys(); !slices.Equal(got, []string{"{a}", "{w}"}) {
+		t.Errorf("keys %v, want only {a} and {w}: a denied part set markers", got)
 	}
 }
 

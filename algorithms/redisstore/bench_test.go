@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,15 +185,31 @@ func BenchmarkScripts(b *testing.B) {
 		{"return_1", "return 1", 1, 1, nil},
 		{"flat_gcra", flatGCRA, 1, 1, []any{1, 1_000_000, 1}},
 	}
+	// batched returns batch.lua's ARGV of k calls, each of the checks algs.
+	batched := func(k int, algs ...algorithms.Algorithm) []any {
+		var args []any
+		for range k {
+			args = append(args, len(algs), 0, 0) // checks, server clock, one server
+			for _, a := range algs {
+				args = append(args, int(a), capacity(a), period(a), 1, 1, 1)
+			}
+		}
+		return args
+	}
 	for _, a := range algorithms.Algorithms {
 		benches = append(benches, bench{a.String(), lua.Single(a.String()), 1, 1, one(a)})
 		for _, k := range []int{4, 16, 64} {
-			var args []any
-			for range k {
-				args = append(args, one(a)...)
-			}
-			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), lua.Batch(a.String()), k, k, args})
+			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), lua.Batch(a.String()), k, k, batched(k, a)})
 		}
+		benches = append(benches, bench{a.String() + "/batch_all=16", lua.BatchAll(), 16, 16, batched(16, a)})
+		benches = append(benches, bench{a.String() + "/batch=16/one_key", lua.Batch(a.String()), 16, 16, batched(16, a)})
+	}
+	for _, k := range []int{4, 16} {
+		// k calls of three rules each, as the middleware's layered rules
+		benches = append(benches,
+			bench{"gcra×3/batch=" + strconv.Itoa(k), lua.Batch("gcra"), 3 * k, 3 * k, batched(k, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+			bench{"gcra+token_bucket+sliding_window/batch_all=" + strconv.Itoa(k), lua.BatchAll(), 3 * k, 3 * k,
+				batched(k, algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)})
 	}
 	benches = append(benches,
 		bench{"dispatch/gcra×3", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
@@ -205,6 +222,9 @@ func BenchmarkScripts(b *testing.B) {
 			keys := make([]string, sc.keys)
 			for i := range keys {
 				keys[i] = prefix + sc.name + ":{k}" + strconv.Itoa(i)
+				if strings.HasSuffix(sc.name, "/one_key") { // every call on one key
+					keys[i] = prefix + sc.name + ":{k}"
+				}
 			}
 			if err := s.Run(ctx, client, keys, sc.args...).Err(); err != nil {
 				b.Fatal(err)

@@ -401,10 +401,11 @@ func TestCluster(t *testing.T) {
 	// 32 goroutines make layered calls whose rules live in different slots;
 	// the inner rule allows 10. The outer rule (each algorithm in turn) is
 	// charged for exactly the allowed calls: the refunds undo every commit
-	// of a denied call, under races.
+	// of a denied call, under races. Unpipelined, so that every call sends
+	// its own scripts (BatchExactness covers batches).
 	t.Run("ConcurrentLayered", func(t *testing.T) {
 		now := midHour()
-		b, _ := redisstore.New(client, redisstore.Config{Now: now})
+		b, _ := redisstore.New(client, redisstore.Config{Now: now, Pipelines: -1})
 		loadScript(t, cl)
 		resetStats(t, cl)
 		for i, alg := range algorithms.Algorithms {
@@ -421,6 +422,66 @@ func TestCluster(t *testing.T) {
 		evalsha, eval := scriptCalls(t, cl)
 		if want := int64(5*320*2 + 5 + 5*310); evalsha+eval != want {
 			t.Errorf("%d EVALSHA + %d EVAL, want %d: 2 per call, 1 per single call, 1 refund per denial", evalsha, eval, want)
+		}
+	})
+
+	// Batches on the cluster: with one round trip in flight per backend,
+	// most calls queue and the queue is decided by one batch script per
+	// hash slot. 64 goroutines on two clients hammer one key: exactly the
+	// limit is allowed, for every algorithm. Then layered calls whose two
+	// rules live in two slots (parts with commit markers, refunds of the
+	// parts that committed when the other slot denied): the inner rule
+	// allows exactly 10, and the outer one is charged for exactly those.
+	t.Run("BatchExactness", func(t *testing.T) {
+		var cfg redisstore.Config
+		cfg.Pipelines = 1
+		cfg.Now = midHour()
+		var backends []algorithms.Backend
+		for range 2 {
+			b, err := redisstore.New(cl.Client(t), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			backends = append(backends, b)
+		}
+		loadScript(t, cl)
+		resetStats(t, cl)
+		for alg, limit := range exactLimits() {
+			key := prefix + "batch:" + alg.String() + ":{hot}"
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 64 {
+				wg.Go(func() {
+					res := make([]algorithms.Result, 1)
+					for range 5 {
+						if err := backends[g%2].Allow(ctx, []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit}}, res); err != nil {
+							t.Error(err)
+							return
+						}
+						if res[0].Allowed {
+							allowed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if allowed.Load() != 100 {
+				t.Errorf("%v: allowed %d of 320, want exactly 100", alg, allowed.Load())
+			}
+		}
+		evalsha, eval := scriptCalls(t, cl)
+		t.Logf("5×320 one-check calls: %d EVALSHA, %d EVAL", evalsha, eval)
+		if evalsha+eval >= 5*320 {
+			t.Errorf("%d scripts for %d calls: not batched", evalsha+eval, 5*320)
+		}
+		for i, alg := range algorithms.Algorithms {
+			outer := algorithms.Check{Key: fmt.Sprintf("%sbatch-layered:%s:{outer%d}", prefix, alg, i), Algorithm: alg, Limit: algorithms.PerHour(1000)}
+			inner := algorithms.Check{Key: fmt.Sprintf("%sbatch-layered:%s:{inner%d}", prefix, alg, i), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}
+			requireSlots(t, outer.Key, inner.Key)
+			allowed, remaining := hammerLayered(t, backends[i%2], outer, inner)
+			if allowed != 10 || remaining != 1000-11 {
+				t.Errorf("%v outer: allowed %d (want 10); remaining %d (want %d)", alg, allowed, remaining, 1000-11)
+			}
 		}
 	})
 
@@ -975,6 +1036,56 @@ func TestRing(t *testing.T) {
 		owner, _ := ring.GetShardClientForKey(c.Key)
 		if n, err := owner.Exists(ctx, c.Key).Result(); err != nil || n != 1 {
 			t.Errorf("%s is not on its shard %s: EXISTS = %d, %v", c.Key, owner.Options().Addr, n, err)
+		}
+	}
+
+	// Batches per shard: with one round trip in flight per shard, 64
+	// goroutines on two backends hammer one key, and layered calls span
+	// both shards: exactly the limit is allowed, for every algorithm, and
+	// the denied layered calls' refunds leave the outer rule charged for
+	// exactly the allowed ones.
+	var backends []algorithms.Backend
+	for range 2 {
+		b, err := redisstore.New(ring, redisstore.Config{Pipelines: 1, Now: midHour()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		backends = append(backends, b)
+	}
+	for i, alg := range algorithms.Algorithms {
+		key := prefix + "batch:" + alg.String() + ":{hot}"
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 64 {
+			wg.Go(func() {
+				res := make([]algorithms.Result, 1)
+				for range 5 {
+					if err := backends[g%2].Allow(ctx, []algorithms.Check{{Key: key, Algorithm: alg, Limit: algorithms.PerHour(100)}}, res); err != nil {
+						t.Error(err)
+						return
+					}
+					if res[0].Allowed {
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if allowed.Load() != 100 {
+			t.Errorf("ring, %v: allowed %d of 320, want exactly 100", alg, allowed.Load())
+		}
+		outer := algorithms.Check{Key: fmt.Sprintf("%sbatch-layered:%s:{0}", prefix, alg), Algorithm: alg, Limit: algorithms.PerHour(1000)}
+		inner := algorithms.Check{Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}
+		oc, _ := ring.GetShardClientForKey(outer.Key)
+		for j := 1; inner.Key == ""; j++ {
+			k := fmt.Sprintf("%sbatch-layered:%s:{%d}", prefix, alg, j)
+			if c, err := ring.GetShardClientForKey(k); err == nil && c != oc {
+				inner.Key = k
+			}
+		}
+		allowed2, remaining := hammerLayered(t, backends[i%2], outer, inner)
+		if allowed2 != 10 || remaining != 1000-11 {
+			t.Errorf("ring, %v outer: allowed %d (want 10); remaining %d (want %d)", alg, allowed2, remaining, 1000-11)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 // Sentinel (failover) client, a Redis Cluster or a Ring.
 //
 // One check runs the script of its algorithm alone ([lua.Single]), several
-// run [lua.Multi]. go-redis's Script.Run falls back to EVAL when the
+// run [lua.Multi]; calls that queue are decided by batch scripts (see
+// Pipelining). go-redis's Script.Run falls back to EVAL when the
 // server answers NOSCRIPT, which loads the script again, so SCRIPT FLUSH,
 // a restart or a failover to a replica with an empty script cache is
 // invisible to callers.
@@ -16,16 +17,32 @@
 //
 // # Pipelining
 //
-// On a *redis.Client or a *redis.ClusterClient, concurrent calls share
-// round trips. A call that finds fewer than [Config].Pipelines round trips
-// in flight ([DefaultPipelines] by default) sends its EVALSHA at once, from
-// its own goroutine, exactly as without pipelining: a lone caller pays
-// nothing. Calls that find them all in flight queue, and the first round
-// trip to come back sends the whole queue (up to 256 scripts) as one
-// pipeline; on a cluster, go-redis splits it by node and writes to the
-// nodes concurrently. Each script is still one atomic EVALSHA; only the
-// writes and reads are shared. Other clients (a Ring, a type that embeds
-// a client, an AutoPipeliner, a Pipeliner) are not pipelined.
+// On a *redis.Client, a *redis.ClusterClient and each shard of a
+// *redis.Ring, concurrent calls share round trips. A call that finds fewer
+// than [Config].Pipelines round trips in flight ([DefaultPipelines] by
+// default) sends its EVALSHA at once, from its own goroutine, exactly as
+// without pipelining: a lone caller pays nothing. Calls that find them all
+// in flight queue, and the first round trip to come back sends the whole
+// queue (up to 256 calls) as one pipeline; on a cluster, go-redis splits
+// it by node and writes to the nodes concurrently. Other clients (a type
+// that embeds a client, an AutoPipeliner, a Pipeliner) are not pipelined.
+//
+// Queued calls are also batched: in the pipeline, the decide calls of one
+// server (on a cluster, of one hash slot) go as one EVALSHA of a batch
+// script ([lua.Batch] when all their checks are of one algorithm,
+// [lua.BatchAll] otherwise), up to 64 calls each, which decides them in
+// queue order, each exactly as its own script would at that point:
+// atomically and all-or-nothing, writing only when all its checks pass,
+// with the same Results, state, TTLs and marker keys. A denied call
+// charges nothing and does not stop the calls after it. The server pays a
+// script's fixed cost once per batch, and a run of GCRA calls on one key
+// reads and writes that key once. Refunds are not batched. A call whose
+// check raises an error in the batch (a key of another type) is reported
+// by the script and runs its own script alone, which replies its error: it
+// fails alone, classified as before. A queued call returns by its
+// context's deadline, and is dropped unsent if that deadline passed before
+// the pipeline is written; after a SCRIPT FLUSH the batch is sent again as
+// EVAL.
 //
 // # Client options and deadlines
 //

@@ -22,8 +22,9 @@ const maxBatch = 256
 // empty only while inflight is max, and whoever ends a round trip hands
 // its place to a goroutine that sends the queue, if there is one.
 type pipeline struct {
-	client pipeClient
-	max    int
+	client  pipeClient
+	max     int
+	cluster bool // calls are batched per hash slot
 
 	mu       sync.Mutex
 	queue    []*call // not empty only while max round trips are in flight
@@ -45,7 +46,9 @@ type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	batch  int // index in batchScripts of a batch script that can decide it, or -1
+	batch  int // its batch kind (see batchKind), 0 if it is not batched
+	n      int // with batch: its number of checks
+	slot   int // with batch, on a cluster: the hash slot of its keys
 
 	vals []int64
 	err  error
@@ -66,7 +69,10 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	}
 	c := calls.Get().(*call)
 	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
-	c.batch = batchable(script, keys)
+	c.batch, c.n = batchKind(script, keys, args)
+	if p.cluster && c.batch != 0 {
+		c.slot = HashSlot(keys[0])
+	}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,7 +51,9 @@ type Store struct {
 	now           func() time.Time
 	onRefundError func(error)
 	shards        sharder   // nil: every key on one server
-	pipe          *pipeline // nil: no pipelining
+	pipe          *pipeline // nil: no pipelining on the client itself
+	nodePipes     int       // on a Ring, > 0: the Pipelines of each shard's pipeline
+	pipes         sync.Map  // on a Ring: a shard's *redis.Client -> its *pipeline
 }
 
 var _ algorithms.DeadlineHonourer = (*Store)(nil)
@@ -83,11 +86,16 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 		return nil, &algorithms.ConfigError{Field: "client", Reason: "must not be nil"}
 	}
 	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
-	if c, ok := pipelinable(client); ok && cfg.Pipelines >= 0 {
-		b.pipe = &pipeline{client: c, max: cfg.Pipelines}
-		if b.pipe.max == 0 {
-			b.pipe.max = DefaultPipelines
-		}
+	max := cfg.Pipelines
+	if max == 0 {
+		max = DefaultPipelines
+	}
+	if c, ok := pipelinable(client); ok && max > 0 {
+		_, cluster := client.(*redis.ClusterClient)
+		b.pipe = &pipeline{client: c, max: max, cluster: cluster}
+	}
+	if _, ok := client.(*redis.Ring); ok && max > 0 {
+		b.nodePipes = max
 	}
 	return b, nil
 }
@@ -118,8 +126,9 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 
 // pipelinable returns client as a pipeClient if the backend pipelines on
 // it: a *redis.Client (Sentinel included) or a cluster client. Not a Ring
-// (scripts go to each shard's own client), nor a client that batches
-// already (an AutoPipeliner), nor a Pipeliner or a Tx.
+// (scripts go to each shard's own client, which has a pipeline of its
+// own), nor a client that batches already (an AutoPipeliner), nor a
+// Pipeliner or a Tx.
 func pipelinable(client redis.Scripter) (pipeClient, bool) {
 	switch c := client.(type) {
 	case *redis.Client:
@@ -136,6 +145,8 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 	var vals []int64
 	var err error
 	switch {
+	case node != nil && b.nodePipes > 0:
+		vals, err = b.nodePipe(node).run(ctx, s, keys, args)
 	case node != nil:
 		vals, err = s.Run(ctx, node, keys, args...).Int64Slice()
 	case b.pipe != nil:
@@ -150,6 +161,15 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 		return nil, &algorithms.BackendError{Backend: "redis", Err: err}
 	}
 	return vals, nil
+}
+
+// nodePipe returns the pipeline of node, a Ring's shard.
+func (b *Store) nodePipe(node *redis.Client) *pipeline {
+	if p, ok := b.pipes.Load(node); ok {
+		return p.(*pipeline)
+	}
+	p, _ := b.pipes.LoadOrStore(node, &pipeline{client: node, max: b.nodePipes})
+	return p.(*pipeline)
 }
 
 // keyState reports whether err, a script's reply, concerns the state

@@ -1,0 +1,39 @@
+-- Token bucket, one check, the common case written flat: a key that holds
+-- no state, or state written under the same refill r at or before now
+-- whose debt is at most one full bucket. token_bucket_fast makes
+-- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
+-- u, cost) at now with its arithmetic, inline, and returns allowed,
+-- remaining, retry_after, reset_after as one.lua replies them; in any
+-- other case it returns nothing and writes nothing, and the general code
+-- decides (it defines no function, and is defined before them). intf
+-- (fast.lua) formats integers.
+local function token_bucket_fast(key, b, now)
+  local v = redis.call('HMGET', key, 'm', 'r', 'ts')
+  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local cap, r, u, cost = tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  local full = cap * u
+  local diff
+  if not ts then
+    diff = 0
+  elseif m and rs == r and now >= ts then
+    diff = 0
+    if (now - ts) * r < m then diff = m - (now - ts) * r end
+    if diff > full then diff = nil end
+  end
+  if diff then
+    local floor = math.floor
+    local remaining = floor((full - diff) / u)
+    if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
+    local nxt = diff + cost * u
+    if nxt > full then
+      return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)
+    end
+    -- token_bucket_write(key, nxt, r, now, reset)
+    local reset = floor((nxt + r - 1) / r)
+    redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+    redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+    remaining = floor((full - nxt) / u)
+    if remaining < 0 then remaining = 0 end
+    return 1, remaining, 0, reset
+  end
+end
