@@ -71,12 +71,12 @@ func goBlocks(md string) []string {
 			return out
 		}
 		md = md[start+len("```go\n"):]
-		end := strings.Index(md, "```")
+		end := strings.Index(md, "\n```") // a fence starts its line
 		if end < 0 {
 			return out
 		}
-		out = append(out, md[:end])
-		md = md[end+3:]
+		out = append(out, md[:end+1])
+		md = md[end+4:]
 	}
 }
 
