@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // PerIP returns a Middleware with one rule, named "ip", that limits each
@@ -48,21 +49,19 @@ func PerIP(backend algorithms.Backend, alg algorithms.Algorithm, limit algorithm
 // (see [keyfunc.Header]). An empty or invalid header name is an
 // *[algorithms.ConfigError]. See [PerIP] for the rest.
 func PerHeader(backend algorithms.Backend, name string, alg algorithms.Algorithm, limit algorithms.Limit, opts ...Option) (*Middleware, error) {
-	switch {
-	case name == "":
-		return nil, &algorithms.ConfigError{Field: "PerHeader name", Reason: "must not be empty"}
-	case !validHeaderName(name):
-		return nil, &algorithms.ConfigError{Field: "PerHeader name", Reason: quote(name) + " is not a valid header field name"}
+	key, err := header(name)
+	if err != nil {
+		return nil, err
 	}
 	rule := strings.ToLower(name)
-	if len(rule) > 64 || strings.ContainsFunc(rule, notInRuleName) {
+	if !engine.ValidRuleName(rule) {
 		rule = "header"
 	}
 	s, err := newShortcut(false, rule, opts)
 	if err != nil {
 		return nil, err
 	}
-	return s.build(backend, keyfunc.Header(name), alg, limit)
+	return s.build(backend, key, alg, limit)
 }
 
 // PerUser returns a Middleware with one rule, named "user", that limits
@@ -160,25 +159,22 @@ func (s *shortcut) build(backend algorithms.Backend, key keyfunc.Func, alg algor
 	return New(backend, cfg)
 }
 
-// validHeaderName reports whether name is a token (RFC 9110, section 5.1),
-// the only header field names a request can carry.
-func validHeaderName(name string) bool {
-	for i := range len(name) {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
+// header returns keyfunc.Header(name), or the *algorithms.ConfigError with
+// which keyfunc.Header refuses a name that can never be a header's, naming
+// PerHeader's argument.
+func header(name string) (f keyfunc.Func, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			ce, ok := v.(*algorithms.ConfigError)
+			if !ok {
+				panic(v)
+			}
+			c := *ce
+			c.Field = "PerHeader name"
+			err = &c
 		}
-	}
-	return true
-}
-
-// notInRuleName reports whether c, from a header field name in lower
-// case, cannot be part of a rule name.
-func notInRuleName(c rune) bool {
-	return !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-')
+	}()
+	return keyfunc.Header(name), nil
 }
 
 // quote quotes s for an error message, cut to a readable length.

@@ -84,7 +84,10 @@ const (
 	SkipMissingKey
 )
 
-func validName(s string) bool {
+// ValidRuleName reports whether name can name a rule: 1 to 64 characters
+// from [A-Za-z0-9_.-]. Adapters that take rule names (metrics) check them
+// with it.
+func ValidRuleName(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
@@ -109,7 +112,7 @@ func compile(prefix string, r Rule) (compiled, error) {
 		return compiled{}, &algorithms.ConfigError{Rule: name, Field: field, Reason: reason}
 	}
 	switch {
-	case !validName(r.Name):
+	case !ValidRuleName(r.Name):
 		return fail("Name", "must be 1-64 characters from [A-Za-z0-9_.-], got "+quote(r.Name))
 	case r.MissingKey > SkipMissingKey:
 		return fail("MissingKey", "unknown value")

@@ -62,7 +62,7 @@ func New(cfg Config) (*Metrics, error) {
 		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must name at least one rule"}
 	}
 	for _, name := range cfg.Rules {
-		if !validName(name) {
+		if !engine.ValidRuleName(name) {
 			return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold rule names of 1-64 characters from [A-Za-z0-9_.-], got " + quote(name)}
 		}
 	}
@@ -214,21 +214,6 @@ func validBuckets(b []float64) error {
 		}
 	}
 	return nil
-}
-
-// validName is engine.Rule.Name's rule: 1 to 64 characters from
-// [A-Za-z0-9_.-].
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func quote(s string) string {
