@@ -3,7 +3,6 @@ package middleware
 import (
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -175,12 +174,4 @@ func header(name string) (f keyfunc.Func, err error) {
 		}
 	}()
 	return keyfunc.Header(name), nil
-}
-
-// quote quotes s for an error message, cut to a readable length.
-func quote(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
-	}
-	return strconv.Quote(s)
 }
