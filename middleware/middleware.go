@@ -27,7 +27,9 @@ func (m *Middleware) LocalDenials() uint64 { return m.engine.LocalDenials() }
 // backend, deny cache and fallback: code outside a handler can Allow, Wait,
 // Peek or Reset the same buckets by key material (engine.Engine.Allow).
 // Resetting through it also clears m's deny cache, so a reset client is
-// allowed at once by m.
+// allowed at once by m. Config.OnDecision hears of HTTP requests only:
+// decisions made through the engine directly reach no hook (the engine
+// has no request to give it).
 func (m *Middleware) Engine() *engine.Engine { return m.engine }
 
 // Close stops the fallback probe, if one runs, for m and the Middlewares
