@@ -33,23 +33,45 @@ func Join(fns ...Func) Func {
 	}
 	fns = append([]Func(nil), fns...) // the caller may reuse its slice
 	return func(r *http.Request) (string, error) {
-		var b strings.Builder
-		for i, fn := range fns {
+		var buf [4]string
+		parts := buf[:0]
+		for _, fn := range fns {
 			k, err := fn(r)
 			if err != nil {
 				return "", err
 			}
-			if i > 0 {
-				b.WriteByte(':')
-			}
-			if i == len(fns)-1 {
-				b.WriteString(k)
-			} else {
-				writeJoinPart(&b, k)
-			}
+			parts = append(parts, k)
 		}
-		return b.String(), nil
+		return JoinKeys(parts...), nil
 	}
+}
+
+// JoinKeys joins key material parts as [Join] does: ":" between them, and
+// in every part but the last ":" written "%3A" and "%" written "%25", so
+// that no two different lists of parts give the same key. Adapters that
+// compose keys from other inputs (gRPC metadata, a job's fields) use it to
+// share buckets with Join. It returns "" for no part.
+func JoinKeys(parts ...string) string {
+	n := 0
+	for i, k := range parts {
+		n += len(k) + 1
+		if i < len(parts)-1 {
+			n += 2 * (strings.Count(k, ":") + strings.Count(k, "%"))
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, k := range parts {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		if i == len(parts)-1 {
+			b.WriteString(k)
+		} else {
+			writeJoinPart(&b, k)
+		}
+	}
+	return b.String()
 }
 
 // Or returns a Func whose key is the key of the first of fns that finds one:

@@ -151,3 +151,38 @@ func TestConst(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinKeys: JoinKeys encodes parts exactly as Join does, and Join
+// allocates only its result.
+func TestJoinKeys(t *testing.T) {
+	for _, tc := range []struct {
+		parts []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b:c"}, "a:b:c"},
+		{[]string{"a:b", "c"}, "a%3Ab:c"},
+		{[]string{"50%", "x", "::1"}, "50%25:x:::1"},
+	} {
+		if got := JoinKeys(tc.parts...); got != tc.want {
+			t.Errorf("JoinKeys(%q) = %q, want %q", tc.parts, got, tc.want)
+		}
+		if len(tc.parts) < 2 {
+			continue
+		}
+		var fns []Func
+		for _, p := range tc.parts {
+			fns = append(fns, Const(p))
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		if got, err := Join(fns...)(r); err != nil || got != tc.want {
+			t.Errorf("Join(%q) = %q, %v; want %q", tc.parts, got, err, tc.want)
+		}
+	}
+	join := Join(Const("route"), Const("user:1"), Const("203.0.113.7"))
+	r := httptest.NewRequest("GET", "/", nil)
+	if n := testing.AllocsPerRun(100, func() { join(r) }); n > 1 {
+		t.Errorf("Join allocates %v times per call, want at most 1 (its result)", n)
+	}
+}

@@ -173,35 +173,16 @@ func Join(fns ...Func) Func {
 	}
 	fns = append([]Func(nil), fns...)
 	return func(ctx context.Context, method string) (string, error) {
-		var b strings.Builder
-		for i, fn := range fns {
+		var buf [4]string
+		parts := buf[:0]
+		for _, fn := range fns {
 			k, err := fn(ctx, method)
 			if err != nil {
 				return "", err
 			}
-			if i > 0 {
-				b.WriteByte(':')
-			}
-			if i == len(fns)-1 {
-				b.WriteString(k)
-				break
-			}
-			for {
-				j := strings.IndexAny(k, ":%")
-				if j < 0 {
-					b.WriteString(k)
-					break
-				}
-				b.WriteString(k[:j])
-				if k[j] == ':' {
-					b.WriteString("%3A")
-				} else {
-					b.WriteString("%25")
-				}
-				k = k[j+1:]
-			}
+			parts = append(parts, k)
 		}
-		return b.String(), nil
+		return keyfunc.JoinKeys(parts...), nil
 	}
 }
 
