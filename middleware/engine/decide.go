@@ -130,41 +130,11 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 
 // evaluate asks the backend (or the fallback) and applies shadow rules.
 func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict {
-	backend, src := s.backend, SourcePrimary
-	if s.health != nil && s.health.down.Load() {
-		backend, src = s.fallback, SourceFallback
-	}
-	err := s.call(ctx, backend, sc.checks, sc.results)
-	if err != nil && src == SourcePrimary && s.health != nil {
-		// A request whose client has gone (its context canceled) says
-		// nothing about the backend, nor does unusable state under one
-		// of its keys (another algorithm's, a stray key): fall back for
-		// it alone.
-		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
-			s.health.failed(err)
-		}
-		backend, src = s.fallback, SourceFallback
-		d.Err = err
-		err = s.call(ctx, backend, sc.checks, sc.results)
-	}
+	backend, err := s.ask(ctx, sc.checks, sc.results, d)
 	if err != nil {
 		return s.policyFor(d, err)
 	}
-	d.Source = src
-	live, shadowDenied := true, false
-	for j, i := range sc.index {
-		rd := &d.Rules[i]
-		res := sc.results[j]
-		rd.Evaluated = res.Limit != 0
-		rd.Result = res
-		if rd.Evaluated && !res.Allowed {
-			if rd.Shadow {
-				shadowDenied = true
-			} else {
-				live = false
-			}
-		}
-	}
+	live, shadowDenied := record(d, sc.index, sc.results)
 	if shadowDenied {
 		d.WouldDeny = true
 	}
@@ -181,6 +151,56 @@ func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict
 	}
 	d.Allowed = true
 	return pass
+}
+
+// ask asks the primary about checks, or the fallback while the primary is
+// down or when the primary fails on this call (switching to the fallback
+// unless the failure says nothing of the primary's health), and sets
+// d.Source (and d.Err to a primary failure the fallback answered). It
+// returns the backend that answered.
+func (s *shared) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, d *Decision) (algorithms.Backend, error) {
+	backend, src := s.backend, SourcePrimary
+	if s.health != nil && s.health.down.Load() {
+		backend, src = s.fallback, SourceFallback
+	}
+	err := s.call(ctx, backend, checks, results)
+	if err != nil && src == SourcePrimary && s.health != nil {
+		// A request whose client has gone (its context canceled) says
+		// nothing about the backend, nor does unusable state under one
+		// of its keys (another algorithm's, a stray key): fall back for
+		// it alone.
+		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
+			s.health.failed(err)
+		}
+		backend, src = s.fallback, SourceFallback
+		d.Err = err
+		err = s.call(ctx, backend, checks, results)
+	}
+	if err == nil {
+		d.Source = src
+	}
+	return backend, err
+}
+
+// record copies the results of the rules in index (results[j] is rule
+// index[j]'s) into d and reports whether every live rule passed and
+// whether a shadow rule denied.
+func record(d *Decision, index []int, results []algorithms.Result) (live, shadowDenied bool) {
+	live = true
+	for j, i := range index {
+		rd := &d.Rules[i]
+		res := results[j]
+		rd.Evaluated = res.Limit != 0
+		rd.Result = res
+		if rd.Evaluated && !res.Allowed {
+			if rd.Shadow {
+				shadowDenied = true
+			} else {
+				live = false
+			}
+		}
+	}
+	return live, shadowDenied
 }
 
 // chargeLive re-runs the non-shadow checks of a request whose shadow rules

@@ -270,37 +270,14 @@ func (s *shared) peek(ctx context.Context, sc *scratch, in []Input, d *Decision)
 		sc.results = make([]algorithms.Result, len(sc.checks))
 	}
 	results := sc.results[:len(sc.checks)]
-	backend, src := s.backend, SourcePrimary
-	if s.health != nil && s.health.down.Load() {
-		backend, src = s.fallback, SourceFallback
-	}
-	err := s.call(ctx, backend, sc.checks, results)
-	if err != nil && src == SourcePrimary && s.health != nil {
-		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
-			s.health.failed(err)
-		}
-		backend, src = s.fallback, SourceFallback
-		d.Err = err
-		err = s.call(ctx, backend, sc.checks, results)
-	}
-	if err != nil {
+	if _, err := s.ask(ctx, sc.checks, results, d); err != nil {
 		s.policyFor(d, err)
 		return
 	}
-	d.Source = src
-	d.Allowed = true
-	for j, i := range sc.index {
-		rd := &d.Rules[i]
-		res := results[j]
-		rd.Evaluated = res.Limit != 0
-		rd.Result = res
-		if rd.Evaluated && !res.Allowed {
-			if rd.Shadow {
-				d.WouldDeny = true
-			} else {
-				d.Allowed = false
-			}
-		}
+	live, shadowDenied := record(d, sc.index, results)
+	d.Allowed = live
+	if shadowDenied {
+		d.WouldDeny = true
 	}
 }
 
