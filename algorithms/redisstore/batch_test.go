@@ -1,9 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,33 +36,9 @@ func TestBatchExactness(t *testing.T) {
 				}
 				backends[i] = b
 			}
-			key := prefix + alg.String() + ":{hot}"
-			var allowed, denied atomic.Int64
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for g := range 64 {
-				wg.Go(func() {
-					<-start
-					b := backends[g%2]
-					res := make([]algorithms.Result, 1)
-					for range 5 {
-						err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit}}, res)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if res[0].Allowed {
-							allowed.Add(1)
-						} else {
-							denied.Add(1)
-						}
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			if allowed.Load() != 100 || denied.Load() != 220 {
-				t.Fatalf("%v: allowed %d, denied %d of 320; want exactly 100 allowed", alg, allowed.Load(), denied.Load())
+			allowed, denied := hammerTwo(t, backends, algorithms.Check{Key: prefix + alg.String() + ":{hot}", Algorithm: alg, Limit: limit})
+			if allowed != 100 || denied != 220 {
+				t.Fatalf("%v: allowed %d, denied %d of 320; want exactly 100 allowed", alg, allowed, denied)
 			}
 			// NOSCRIPT answers send a script twice: count calls by keys.
 			t.Logf("320 calls: %d scripts, %d keys, %d round trips", h.cmds.Load(), h.keys.Load(), h.trips.Load())

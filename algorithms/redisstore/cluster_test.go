@@ -447,26 +447,9 @@ func TestCluster(t *testing.T) {
 		loadScript(t, cl)
 		resetStats(t, cl)
 		for alg, limit := range exactLimits() {
-			key := prefix + "batch:" + alg.String() + ":{hot}"
-			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 64 {
-				wg.Go(func() {
-					res := make([]algorithms.Result, 1)
-					for range 5 {
-						if err := backends[g%2].Allow(ctx, []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit}}, res); err != nil {
-							t.Error(err)
-							return
-						}
-						if res[0].Allowed {
-							allowed.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if allowed.Load() != 100 {
-				t.Errorf("%v: allowed %d of 320, want exactly 100", alg, allowed.Load())
+			allowed, _ := hammerTwo(t, backends, algorithms.Check{Key: prefix + "batch:" + alg.String() + ":{hot}", Algorithm: alg, Limit: limit})
+			if allowed != 100 {
+				t.Errorf("%v: allowed %d of 320, want exactly 100", alg, allowed)
 			}
 		}
 		evalsha, eval := scriptCalls(t, cl)
@@ -1053,26 +1036,9 @@ func TestRing(t *testing.T) {
 		backends = append(backends, b)
 	}
 	for i, alg := range algorithms.Algorithms {
-		key := prefix + "batch:" + alg.String() + ":{hot}"
-		var allowed atomic.Int64
-		var wg sync.WaitGroup
-		for g := range 64 {
-			wg.Go(func() {
-				res := make([]algorithms.Result, 1)
-				for range 5 {
-					if err := backends[g%2].Allow(ctx, []algorithms.Check{{Key: key, Algorithm: alg, Limit: algorithms.PerHour(100)}}, res); err != nil {
-						t.Error(err)
-						return
-					}
-					if res[0].Allowed {
-						allowed.Add(1)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if allowed.Load() != 100 {
-			t.Errorf("ring, %v: allowed %d of 320, want exactly 100", alg, allowed.Load())
+		allowed, _ := hammerTwo(t, backends, algorithms.Check{Key: prefix + "batch:" + alg.String() + ":{hot}", Algorithm: alg, Limit: algorithms.PerHour(100)})
+		if allowed != 100 {
+			t.Errorf("ring, %v: allowed %d of 320, want exactly 100", alg, allowed)
 		}
 		outer := algorithms.Check{Key: fmt.Sprintf("%sbatch-layered:%s:{0}", prefix, alg), Algorithm: alg, Limit: algorithms.PerHour(1000)}
 		inner := algorithms.Check{Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(10)}

@@ -63,33 +63,42 @@ func TestConcurrentExactness(t *testing.T) {
 				}
 				backends[i] = b
 			}
-			key := prefix + alg.String() + ":{hot}"
-			var allowed, denied atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 64 {
-				wg.Go(func() {
-					b := backends[g%2]
-					res := make([]algorithms.Result, 1)
-					for range 5 {
-						err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit}}, res)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if res[0].Allowed {
-							allowed.Add(1)
-						} else {
-							denied.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if allowed.Load() != 100 || denied.Load() != 220 {
-				t.Fatalf("%v: allowed %d, denied %d of 320; want exactly 100 allowed", alg, allowed.Load(), denied.Load())
+			allowed, denied := hammerTwo(t, backends, algorithms.Check{Key: prefix + alg.String() + ":{hot}", Algorithm: alg, Limit: limit})
+			if allowed != 100 || denied != 220 {
+				t.Fatalf("%v: allowed %d, denied %d of 320; want exactly 100 allowed", alg, allowed, denied)
 			}
 		})
 	}
+}
+
+// hammerTwo sends check from 64 goroutines, 5 calls each, alternating
+// between two backends (two application instances), all released
+// together, and returns how many calls were allowed and denied.
+func hammerTwo(t *testing.T, backends []algorithms.Backend, check algorithms.Check) (allowed, denied int64) {
+	t.Helper()
+	var a, d atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 64 {
+		wg.Go(func() {
+			<-start
+			res := make([]algorithms.Result, 1)
+			for range 5 {
+				if err := backends[g%2].Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed {
+					a.Add(1)
+				} else {
+					d.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return a.Load(), d.Load()
 }
 
 // TestConcurrentLayeredAllOrNothing: concurrent layered calls where the
