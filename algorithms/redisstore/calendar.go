@@ -34,13 +34,17 @@ func oneScript(alg uint8) *redis.Script {
 }
 
 // prepareCalendars replaces the Params of the calendar checks of checks
-// with their windows around now (µs), or around the store's own clock when
+// with their windows around now (µs), or around the process's clock when
 // now is 0 (the server's clock decides).
-func prepareCalendars(checks []algorithms.Check, ps []calc.Params, now int64) {
+func (b *Store) prepareCalendars(checks []algorithms.Check, ps []calc.Params, now int64) {
 	for i := range checks {
 		if l := &checks[i].Limit; l.Calendar != 0 {
 			if now == 0 {
-				now = time.Now().UnixMicro()
+				clock := b.calendarNow
+				if clock == nil {
+					clock = time.Now
+				}
+				now = clock().UnixMicro()
 			}
 			ps[i] = calc.PrepareCalendar(uint8(l.Calendar), l.Location, l.Rate, checks[i].Cost, now)
 		}
@@ -50,11 +54,11 @@ func prepareCalendars(checks []algorithms.Check, ps []calc.Params, now int64) {
 // skewed reports whether vals, a decide call's reply, says that the
 // server's now was outside the calendar windows sent, and if so prepares
 // the calendar checks again around that now, which it returns.
-func skewed(vals []int64, checks []algorithms.Check, ps []calc.Params) (int64, bool) {
+func (b *Store) skewed(vals []int64, checks []algorithms.Check, ps []calc.Params) (int64, bool) {
 	if len(vals) != 4*len(ps)+1 || vals[0] != 3 {
 		return 0, false
 	}
 	now := vals[len(vals)-1]
-	prepareCalendars(checks, ps, now)
+	b.prepareCalendars(checks, ps, now)
 	return now, true
 }
