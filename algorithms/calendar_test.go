@@ -27,7 +27,7 @@ func TestCalendarValidate(t *testing.T) {
 	}{
 		{algorithms.PerDayIn(10000, berlin), algorithms.FixedWindow, ""},
 		{algorithms.PerWeekIn(1, nil), algorithms.FixedWindow, ""},
-		{algorithms.PerMonthIn(1 << 40, time.UTC), algorithms.FixedWindow, ""},
+		{algorithms.PerMonthIn(1<<40, time.UTC), algorithms.FixedWindow, ""},
 		{algorithms.PerYearIn(5, berlin), algorithms.FixedWindow, ""},
 		{algorithms.PerDayIn(10, berlin), algorithms.GCRA, "redlimit: Limit.Calendar is a fixed window of calendar periods and needs Algorithm fixed_window, got gcra"},
 		{algorithms.PerDayIn(10, berlin), algorithms.SlidingWindow, "redlimit: Limit.Calendar is a fixed window of calendar periods and needs Algorithm fixed_window, got sliding_window"},

@@ -19,6 +19,10 @@ import (
 // capacity (the largest burst) is Burst, or Rate when Burst is zero, and
 // capacity refills continuously at Rate per Period.
 //
+// A calendar quota ([PerDayIn], [PerWeekIn], [PerMonthIn], [PerYearIn])
+// is a FixedWindow Limit whose windows are calendar periods in a time
+// zone: Calendar and Location set, Period zero.
+//
 // Limit is a value type; its zero value is invalid. Build one with
 // [PerSecond], [PerMinute], [PerHour] or a literal, and check it with
 // [Limit.Validate].
