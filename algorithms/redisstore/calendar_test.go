@@ -252,3 +252,30 @@ func equalAny(got []any, want []string) bool {
 	}
 	return true
 }
+
+// TestCalendarConcurrentExactness: 64 goroutines on two instances, one of
+// whose clocks is a year behind the server's (every call of it decided
+// again around the server's now), spend a yearly quota of 100 on the
+// server's clock: exactly 100 calls are allowed.
+func TestCalendarConcurrentExactness(t *testing.T) {
+	srv := redistest.Require(t)
+	t.Parallel()
+	if now := time.Now().UTC(); now.Month() == time.December && now.Day() == 31 {
+		t.Skip("a year's last day: the test could straddle the boundary")
+	}
+	backends := make([]algorithms.Backend, 2)
+	for i := range backends {
+		b, err := redisstore.New(srv.Client(t), redisstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			redisstore.SetCalendarClock(b, func() time.Time { return time.Now().AddDate(-2, 0, 0) })
+		}
+		backends[i] = b
+	}
+	check := algorithms.Check{Key: redistest.Prefix(t) + "year:{hot}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerYearIn(100, nil)}
+	if allowed, denied := hammerTwo(t, backends, check); allowed != 100 || denied != 220 {
+		t.Fatalf("allowed %d, denied %d of 320; want exactly 100 allowed", allowed, denied)
+	}
+}
