@@ -254,7 +254,7 @@ func equalAny(got []any, want []string) bool {
 }
 
 // TestCalendarConcurrentExactness: 64 goroutines on two instances, one of
-// whose clocks is a year behind the server's (every call of it decided
+// whose clocks is two years behind the server's (every call of it decided
 // again around the server's now), spend a yearly quota of 100 on the
 // server's clock: exactly 100 calls are allowed.
 func TestCalendarConcurrentExactness(t *testing.T) {
