@@ -90,7 +90,7 @@ func TestCalendarDifferential(t *testing.T) {
 	}
 	denied := 0
 	for seed := uint64(1); seed <= 40; seed++ {
-		work := backendtest.CalendarWorkload(seed, 150)
+		work := backendtest.CalendarWorkload(seed, 150, true)
 		mem, mc := newMemory(t)
 		mr := miniredis.RunT(t)
 		mr.SetTime(work[0].At)
@@ -148,7 +148,7 @@ func TestCalendarRetryAfterIsExact(t *testing.T) {
 	t.Parallel()
 	probes := 0
 	for seed := uint64(100); seed < 130; seed++ {
-		work := backendtest.CalendarWorkload(seed, 80)
+		work := backendtest.CalendarWorkload(seed, 80, true)
 		b, c := newMemory(t)
 		for i, cl := range work {
 			res := backendtest.Run(t, b, c, "", cl)

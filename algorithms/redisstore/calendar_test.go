@@ -8,6 +8,7 @@ import (
 	"time"
 	_ "time/tzdata" // the tests' zones, whatever the machine holds
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -197,6 +198,44 @@ func TestCalendarCluster(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	// Random calendar workloads (hard boundaries) on keys in two slots: the
+	// cluster, where a call spanning slots is made all-or-nothing by
+	// refunds, answers exactly like a single node (miniredis). Neither
+	// expires keys; time never goes back here and no key changes limit,
+	// since compensation is exact only then: a refund cannot bring back
+	// the state of another limit that its commit replaced (the fixed
+	// window's refund cannot either).
+	t.Run("differential", func(t *testing.T) {
+		crossSlot := 0
+		for seed := uint64(1); seed <= 12; seed++ {
+			onCluster, cc := clusterBackend(t, backendtest.PersistingCluster{ClusterClient: client})
+			single, sc := miniBackend(t, miniredis.RunT(t))
+			prefix := redistest.Prefix(t) + strconv.FormatUint(seed, 10) + ":"
+			var last time.Time
+			for i, step := range backendtest.CalendarWorkload(seed, 120, false) {
+				if step.At.Before(last) {
+					step.At = last
+				}
+				last = step.At
+				if len(step.Checks) > 1 && redisstore.HashSlot(step.Checks[0].Key) != redisstore.HashSlot(step.Checks[len(step.Checks)-1].Key) {
+					crossSlot++
+				}
+				got := backendtest.Run(t, onCluster, cc, prefix, step)
+				want := backendtest.Run(t, single, sc, "", step)
+				for j := range got {
+					if final(got[j]) != want[j] {
+						t.Fatalf("seed %d step %d check %d (%s %v cost %d at %v): cluster %+v, single node %+v",
+							seed, i, j, step.Checks[j].Key, step.Checks[j].Limit, step.Checks[j].Cost, step.At, got[j], want[j])
+					}
+				}
+			}
+		}
+		if crossSlot < 100 {
+			t.Fatalf("only %d cross-slot calls", crossSlot)
+		}
+		t.Logf("%d cross-slot calls", crossSlot)
 	})
 
 	// Skewed by whole days in zones without daylight saving time, so that

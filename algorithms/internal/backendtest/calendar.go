@@ -25,12 +25,12 @@ var calendarStarts = []string{
 
 // CalendarWorkload returns a random sequence of calls of one to three
 // rules keyed on two keys, mostly calendar quotas (a random unit and zone
-// of CalendarZones) and sometimes, on the same key, another limit (another
-// calendar quota or an epoch-aligned fixed window: a change of tier or a
-// redeploy). Time starts near a hard boundary and moves forward by up to
+// of CalendarZones), and with changes, sometimes, on the same key, another
+// limit (another calendar quota or an epoch-aligned fixed window: a change
+// of tier or a redeploy). Time starts near a hard boundary and moves forward by up to
 // three hours, sometimes by up to three days, and sometimes back by up to
 // an hour; costs range from 0 to capacity+1.
-func CalendarWorkload(seed uint64, steps int) []Call {
+func CalendarWorkload(seed uint64, steps int, changes bool) []Call {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	units := []algorithms.CalendarUnit{algorithms.Day, algorithms.Day, algorithms.Week, algorithms.Month, algorithms.Year}
 	limit := func() algorithms.Limit {
@@ -70,7 +70,7 @@ func CalendarWorkload(seed uint64, steps int) []Call {
 				continue
 			}
 			l := r.main
-			if rng.IntN(5) == 0 {
+			if rng.IntN(5) == 0 && changes {
 				l = r.other
 			}
 			c.Checks = append(c.Checks, algorithms.Check{
