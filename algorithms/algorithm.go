@@ -11,7 +11,9 @@ const (
 	// epoch and allows Limit.Rate per window. It is exact within a window, but
 	// a client may spend a whole window's rate just before a boundary and again
 	// just after it: up to 2×Rate within a short interval. State: one small
-	// hash per key.
+	// hash per key. With Limit.Calendar set (a calendar quota, see
+	// [PerDayIn]), the windows are calendar days, weeks, months or years in
+	// Limit.Location instead.
 	FixedWindow Algorithm = iota + 1
 
 	// SlidingLog records every unit in a sorted set and allows Limit.Rate units

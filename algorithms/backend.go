@@ -17,7 +17,9 @@ type Check struct {
 	//
 	//   - FixedWindow: the stored window's count counts until the stored
 	//     window ends or the current window of the new Period ends,
-	//     whichever comes first.
+	//     whichever comes first. A calendar quota's window counts the same
+	//     way, whether the key moves to or from a calendar quota, or to
+	//     another unit or zone: until the earlier of the two windows' ends.
 	//   - SlidingWindow: each stored window's count goes to the window of
 	//     the new Period in which it started (current, previous or none),
 	//     until the stored state would have expired.

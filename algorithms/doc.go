@@ -26,6 +26,13 @@
 // against memstore, against redisstore on miniredis, on a real
 // redis-server and on a Redis Cluster, and through the engine.
 //
+// A [FixedWindow] Limit with Calendar set is a calendar quota: its windows
+// are the calendar days, ISO weeks, months or years of a time zone
+// ([PerDayIn], [PerMonthIn]), computed with the zone's rules by the stores
+// in Go (month lengths, leap days, days of 23 or 25 hours), and decided on
+// the store's clock like any other check. Its Result's ResetAfter, and a
+// denial's RetryAfter, run to the next calendar boundary.
+//
 // # Writing a Backend
 //
 // A Backend validates each call with [ValidateCall] before it stores

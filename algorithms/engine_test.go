@@ -59,7 +59,7 @@ func TestEngineConformance(t *testing.T) {
 			defer e.Close()
 			var d engine.Decision
 			for _, st := range sc.Steps {
-				clock.T = backendtest.T0.Add(st.At)
+				clock.T = sc.Start.Add(st.At)
 				in := make([]engine.Input, len(rules))
 				for i := range in {
 					in[i].Missing = true

@@ -19,6 +19,10 @@ import (
 // capacity (the largest burst) is Burst, or Rate when Burst is zero, and
 // capacity refills continuously at Rate per Period.
 //
+// A calendar quota ([PerDayIn], [PerWeekIn], [PerMonthIn], [PerYearIn])
+// is a FixedWindow Limit whose windows are calendar periods in a time
+// zone: Calendar and Location set, Period zero.
+//
 // Limit is a value type; its zero value is invalid. Build one with
 // [PerSecond], [PerMinute], [PerHour] or a literal, and check it with
 // [Limit.Validate].
@@ -26,6 +30,12 @@ type Limit struct {
 	Rate   int64         // units per Period; must be > 0
 	Period time.Duration // a whole number of microseconds, >= 1µs
 	Burst  int64         // bucket size for TokenBucket and GCRA; 0 means Rate
+
+	// Calendar, when set, makes the limit a calendar quota: Rate units per
+	// calendar day, week, month or year in Location (nil means UTC), for
+	// FixedWindow only, with Period 0. See [CalendarUnit] and [PerDayIn].
+	Calendar CalendarUnit
+	Location *time.Location
 }
 
 // PerSecond returns a Limit of rate units per second.
@@ -50,8 +60,12 @@ func (l Limit) Capacity(a Algorithm) int64 {
 	return l.Rate
 }
 
-// String formats l as "100/1m0s" or "100/1s burst 20".
+// String formats l as "100/1m0s" or "100/1s burst 20", and a calendar
+// quota as "10000/day Europe/Berlin".
 func (l Limit) String() string {
+	if l.Calendar != 0 {
+		return l.calendarString()
+	}
 	s := strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String()
 	if l.Burst != 0 {
 		s += " burst " + strconv.FormatInt(l.Burst, 10)
@@ -74,6 +88,9 @@ const (
 func (l Limit) Validate(a Algorithm) error {
 	if !a.Valid() {
 		return &ConfigError{Field: "Algorithm", Reason: "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got " + a.String()}
+	}
+	if l.Calendar != 0 || l.Location != nil {
+		return l.validateCalendar(a)
 	}
 	switch {
 	case l.Rate <= 0:

@@ -6,8 +6,9 @@
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
 -- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
---                    3 sliding_window, 4 token_bucket, 5 gcra), capacity,
---                    period µs, r, u, cost
+--                    3 sliding_window, 4 token_bucket, 5 gcra, 7 calendar),
+--                    capacity, period µs, r, u, cost (a calendar check:
+--                    capacity, its windows' boundaries s0, s1, s2, cost)
 -- ARGV[3+6n]         mode 3 only: the refund window W in ms
 -- ARGV[3+6n+(i-1)]   mode 1 only: the reset_after µs that the commit of
 --                    check i replied
@@ -19,7 +20,9 @@
 --
 -- Reply: for each check, four integers: allowed (0 denied, 1 allowed, 2
 -- denied while the key's pending marker exists), remaining, retry_after
--- µs, reset_after µs; then one more: the now used, in µs.
+-- µs, reset_after µs; then one more: the now used, in µs. A decide call
+-- with a calendar check whose windows do not hold now replies allowed 3
+-- for every check, decides nothing and writes nothing.
 --
 -- Decide: phase 1 evaluates every check without writing. Only if all pass
 -- does phase 2 write the state each left. If any check denies, nothing is
@@ -58,6 +61,8 @@ end
 local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
 local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
 local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
+-- calendar quotas (calendar.lua): number 7
+checks[7], writes[7], refunds[7] = calendar, calendar_write, calendar_refund
 
 -- args returns check i's algorithm and its parameters after the key.
 local function args(i)
@@ -101,6 +106,19 @@ if mode == '1' then
   end
   reply[4 * n + 1] = now
   return reply
+end
+
+-- A calendar check (7) whose windows do not hold now: nothing is decided;
+-- every check replies allowed 3, then the now (see calendar.lua).
+for i = 1, n do
+  local o = 3 + (i - 1) * 6
+  if ARGV[o] == '7' and calendar_outside(now, tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])) then
+    for j = 1, n do
+      reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 3, 0, 0, 0
+    end
+    reply[4 * n + 1] = now
+    return reply
+  end
 end
 
 -- Phase 1 keeps, for each passing check, what its write needs; phase 2

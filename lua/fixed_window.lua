@@ -35,7 +35,7 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   local count = 0
   if s and now < e and s >= start then
     count, start = c, s
-    if e - s ~= period then
+    if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
       if e < stop then stop = e end
     else
       stop = e -- the current window, or a later one: the clock went back

@@ -1,12 +1,13 @@
 -- Fixed window, one check, the common case written flat: a key that holds
--- no state, or a window stored under the same period. fixed_window_fast
+-- no state, or a window stored under the same period (not a calendar
+-- quota's window of the same length). fixed_window_fast
 -- makes fixed_window's decision as token_bucket_fast does
 -- (token_bucket_one.lua).
 local function fixed_window_fast(key, b, now)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
   local period = tonumber(ARGV[b + 1])
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-  if (not s and not tonumber(v[4])) or (s and e and c and e - s == period) then
+  if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = tonumber(ARGV[b]), tonumber(ARGV[b + 4])
     local start = math.floor(now / period) * period
     local stop = start + period

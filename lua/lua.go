@@ -76,6 +76,7 @@ func init() {
 		writes.WriteString(name + "_write, ")
 	}
 	all := b.String()
+	b.WriteString(source("calendar"))
 	b.WriteString(source("dispatch"))
 	multi = b.String()
 	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +
@@ -96,7 +97,8 @@ func source(name string) string {
 func Multi() string { return multi }
 
 // Single returns the script that decides one check of the algorithm named
-// algorithm ("gcra", as algorithms.Algorithm.String names it): the
+// algorithm ("gcra", as algorithms.Algorithm.String names it, or
+// "calendar" for a calendar quota, see calendar.lua): the
 // prelude, that algorithm alone and the entry point of one.lua. A script's
 // cost in Redis grows with its size (each call creates every function it
 // defines), so one check runs only the code it needs, and every
@@ -124,5 +126,6 @@ func Scripts() []string {
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}
+	s = append(s, single["calendar"])
 	return s
 }

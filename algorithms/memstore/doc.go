@@ -19,6 +19,9 @@
 // store's own time, which never goes back: a key that expired stays
 // expired even if the clock steps back.
 //
+// A calendar quota's windows ([algorithms.PerDayIn]) are computed around
+// the same clock, in the quota's time zone.
+//
 // # Memory
 //
 // [Config].MaxKeys bounds the keys held. A full Store holds at most 128

@@ -106,6 +106,7 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
 	}
 	now := m.now().UnixMicro()
+	prepareCalendars(checks, ps, now)
 	hw := m.expiryTime(now)
 
 	var (

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -72,6 +73,9 @@ func batchKind(s *redis.Script, keys []string, args []any) (kind, n int) {
 		}
 		for i := range n {
 			a, _ := args[2+6*i].(int64)
+			if a == int64(calc.Calendar) {
+				return 0, 0 // calendar calls are not batched
+			}
 			switch {
 			case i == 0:
 				kind = int(a)

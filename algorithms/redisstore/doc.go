@@ -99,6 +99,20 @@
 // the shard that owns each key (one script on a Ring runs on its first
 // key's shard), with the same protocol as on a cluster.
 //
+// # Calendar quotas
+//
+// A calendar quota ([algorithms.Limit].Calendar) is decided on the
+// server's clock like every other check, but Lua knows no time zones: the
+// Store computes, in Go, the calendar window around its own clock and the
+// next one, and sends their boundaries with the check. The script decides
+// with the window that holds the server's now. When the server's now lies
+// outside both (the clocks disagree across a boundary by more than a
+// window), the script decides nothing and replies its now; the Store then
+// computes the windows around that now and decides again, with that now:
+// one more round trip, in that case only. A calendar check runs a script
+// of its own (one check) or the dispatch (several), and is never batched
+// in a pipeline.
+//
 // # Errors
 //
 // A failed script is reported as a *[algorithms.BackendError] with Backend

@@ -1,7 +1,14 @@
 package redisstore
 
+import "time"
+
 // MarkerKeys returns the pending marker of key and a commit marker of a
 // call's part whose first key is key.
 func MarkerKeys(key string) []string {
 	return []string{pendingKey(key), commitKey(key, newCommitID())}
 }
+
+// SetCalendarClock makes b compute calendar windows around clock instead
+// of time.Now when the server's clock decides: tests skew it against the
+// server's.
+func SetCalendarClock(b *Store, clock func() time.Time) { b.calendarNow = clock }

@@ -54,6 +54,10 @@ type Store struct {
 	pipe          *pipeline // nil: no pipelining on the client itself
 	nodePipes     int       // on a Ring, > 0: the Pipelines of each shard's pipeline
 	pipes         sync.Map  // on a Ring: a shard's *redis.Client -> its *pipeline
+
+	// calendarNow is the clock that calendar windows are computed around
+	// when the server's clock decides; nil means time.Now (tests skew it).
+	calendarNow func() time.Time
 }
 
 var _ algorithms.DeadlineHonourer = (*Store)(nil)
@@ -117,6 +121,7 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	if b.now != nil {
 		now = b.now().UnixMicro()
 	}
+	b.prepareCalendars(checks, ps, now)
 	if b.shards == nil {
 		_, err := b.decide(ctx, nil, checks, ps, results, now, markers{})
 		return err
@@ -228,6 +233,13 @@ func (b *Store) decide(ctx context.Context, node *redis.Client, checks []algorit
 	if err != nil {
 		return 0, err
 	}
+	if now, ok := b.skewed(vals, checks, ps); ok {
+		// the server's now is outside the calendar windows sent
+		s, keys, args = decideRequest(checks, ps, now, m)
+		if vals, err = b.run(ctx, node, s, keys, args); err != nil {
+			return 0, err
+		}
+	}
 	return decode(vals, ps, results)
 }
 
@@ -241,11 +253,11 @@ func decideRequest(checks []algorithms.Check, ps []calc.Params, now int64, m mar
 		args := []any{now, p.Cap, p.Period, p.R, p.U, p.Cost}
 		switch {
 		case m.commit != "":
-			return oneScripts[p.Alg], []string{checks[0].Key, pendingKey(checks[0].Key), m.commit}, append(args, m.window)
+			return oneScript(p.Alg), []string{checks[0].Key, pendingKey(checks[0].Key), m.commit}, append(args, m.window)
 		case m.sharded:
-			return oneScripts[p.Alg], []string{checks[0].Key, pendingKey(checks[0].Key)}, args
+			return oneScript(p.Alg), []string{checks[0].Key, pendingKey(checks[0].Key)}, args
 		}
-		return oneScripts[p.Alg], []string{checks[0].Key}, args
+		return oneScript(p.Alg), []string{checks[0].Key}, args
 	}
 	mode, extra := modeDecide, 0
 	switch {

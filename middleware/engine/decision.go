@@ -133,7 +133,8 @@ type RuleDecision struct {
 
 // Window is the time the rule's Limit takes to refill its whole capacity
 // (the IETF RateLimit-Policy w parameter). It is zero when Limit is not
-// set (a RuleDecision built by hand without one: no window is written).
+// set (a RuleDecision built by hand without one: no window is written),
+// and for a calendar quota, whose windows have no fixed length.
 func (rd *RuleDecision) Window() time.Duration {
 	l := rd.Limit
 	if l.Rate <= 0 || !rd.Algorithm.Valid() {

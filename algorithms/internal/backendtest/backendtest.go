@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the vectors' time zones, whatever the machine holds
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,7 +32,9 @@ func vectorsDir() string {
 // The vector format (testdata/vectors/*.txt), one step per line:
 //
 //	scenario <name>
+//	start <RFC 3339 time>
 //	limit <name> <algorithm> rate=<n> period=<duration> [burst=<n>]
+//	limit <name> fixed_window rate=<n> calendar=<day|week|month|year> [zone=<IANA name>]
 //	keys shared
 //	<offset> <check> [<check>...] -> <result> [| <result>...]
 //
@@ -40,7 +43,8 @@ func vectorsDir() string {
 // its own, unless the scenario says "keys shared": then a key is the same
 // whatever limit checks it, and a scenario plays one key whose limit
 // changes. Offsets are durations
-// from T0, a Unix time aligned to a whole day, and may go backwards.
+// from T0, a Unix time aligned to a whole day, or from the scenario's start
+// when it names one, and may go backwards.
 // '#' starts a comment.
 
 // T0 is 2023-11-15T00:00:00Z: aligned to seconds, minutes, hours and days, so
@@ -69,7 +73,8 @@ type CheckSpec struct {
 type Scenario struct {
 	File, Name string
 	Limits     map[string]Limit
-	Shared     bool // keys are shared by the limits
+	Shared     bool      // keys are shared by the limits
+	Start      time.Time // the steps' offsets count from it: T0 unless the scenario says
 	Steps      []Step
 }
 
@@ -111,8 +116,15 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 		}
 		switch fields[0] {
 		case "scenario":
-			cur = &Scenario{File: filepath.Base(path), Name: strings.Join(fields[1:], " "), Limits: map[string]Limit{}}
+			cur = &Scenario{File: filepath.Base(path), Name: strings.Join(fields[1:], " "), Limits: map[string]Limit{}, Start: T0}
 			out = append(out, cur)
+		case "start":
+			if cur == nil || len(fields) != 2 {
+				fail("bad start line: want \"start <RFC 3339 time>\"")
+			}
+			if cur.Start, err = time.Parse(time.RFC3339, fields[1]); err != nil {
+				fail("start: %v", err)
+			}
 		case "keys":
 			if cur == nil || len(fields) != 2 || fields[1] != "shared" {
 				fail("bad keys line: want \"keys shared\"")
@@ -136,6 +148,13 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 					l.Burst, err = strconv.ParseInt(v, 10, 64)
 				case "period":
 					l.Period, err = time.ParseDuration(v)
+				case "calendar":
+					l.Calendar = calendarUnits[v]
+					if l.Calendar == 0 {
+						fail("unknown calendar unit %q", v)
+					}
+				case "zone":
+					l.Location, err = time.LoadLocation(v)
 				default:
 					fail("unknown limit field %q", k)
 				}
@@ -207,6 +226,8 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 	return out
 }
 
+var calendarUnits = map[string]algorithms.CalendarUnit{"day": algorithms.Day, "week": algorithms.Week, "month": algorithms.Month, "year": algorithms.Year}
+
 func indexOf(s []string, v string) int {
 	for i, x := range s {
 		if x == v {
@@ -248,7 +269,7 @@ func Play(t *testing.T, h *Harness, sc *Scenario, print bool) {
 	ctx := context.Background()
 	var printed strings.Builder
 	for _, st := range sc.Steps {
-		now := T0.Add(st.At)
+		now := sc.Start.Add(st.At)
 		h.Clock.T = now
 		if h.Advance != nil {
 			h.Advance(now)

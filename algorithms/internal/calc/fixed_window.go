@@ -9,8 +9,9 @@ package calc
 // (now < end) and started in the current window of the current period (or
 // later: the clock went back, and the key is held at the later window).
 // Under the period it was written with, it counts until the stored end;
-// under another, until the earlier of the stored end and the current
-// window's end. Otherwise the key starts a fresh window. So a change of
+// under another (or a calendar quota's window, which may have the same
+// length but is not aligned to the epoch), until the earlier of the stored
+// end and the current window's end. Otherwise the key starts a fresh window. So a change of
 // period never locks a key for longer than one period of the new limit, and
 // never beyond the stored state's own end (its TTL): a longer period keeps
 // the old count until the old window ends, a shorter one until the current
@@ -21,7 +22,7 @@ func (s *State) fixedWindow(p *Params, now int64, exists, commit bool) Outcome {
 	var count int64
 	if exists && now < s.c && s.a >= start {
 		count, start = s.b, s.a
-		if s.c-s.a != p.Period {
+		if s.c-s.a != p.Period || s.a%p.Period != 0 { // another period, or a calendar window
 			end = min(s.c, end)
 		} else {
 			end = s.c // the current window, or a later one: the clock went back

@@ -42,6 +42,8 @@ func (s *State) Eval(p *Params, now int64, exists, commit bool) Outcome {
 		return s.slidingWindow(p, now, exists, commit)
 	case TokenBucket:
 		return s.tokenBucket(p, now, exists, commit)
+	case Calendar:
+		return s.calendar(p, now, exists, commit)
 	default:
 		return s.gcra(p, now, exists, commit)
 	}
