@@ -65,6 +65,7 @@ const (
 	maxExact       = 1 << 52
 	maxPeriod      = 366 * 24 * time.Hour
 	maxSlidingLog  = 2_000
+	maxConcurrency = 10_000
 	maxCostOrLimit = 1 << 40
 )
 
@@ -95,6 +96,13 @@ func (l Limit) Validate(a Algorithm) error {
 	case FixedWindow, SlidingWindow:
 		if l.Burst != 0 {
 			return fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+		}
+	case Concurrency:
+		if l.Burst != 0 {
+			return fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+		}
+		if l.Rate > maxConcurrency {
+			return fieldErr("Limit.Rate", "must be <= 10000 for concurrency (slots in flight, one sorted-set member each), got ", l.Rate)
 		}
 	case SlidingLog:
 		if l.Burst != 0 {
