@@ -41,9 +41,10 @@ type Check struct {
 
 	// Lease names the slots a [Concurrency] check takes, so that they can
 	// be released and renewed ([Leaser]): an id from 1 to 2^52-1, unique
-	// to the acquisition ([NewLease] draws one). It must be set for
-	// Concurrency checks, and is ignored by the other algorithms. Two
-	// acquisitions with one id on one key share their slots.
+	// to the acquisition ([NewLease] draws one); two acquisitions with one
+	// id on one key share their slots. 0 lets the backend draw one that
+	// nobody knows: the slots are then held until their lease expires.
+	// The other algorithms ignore it.
 	Lease uint64
 }
 
@@ -161,8 +162,8 @@ func ValidateCall(checks []Check, results []Result) error {
 		if c.Cost < 0 {
 			return fieldErr("Cost", "must be >= 0, got ", c.Cost)
 		}
-		if c.Algorithm == Concurrency && (c.Lease == 0 || c.Lease > MaxLease) {
-			return &ConfigError{Field: "Check.Lease", Reason: "must be 1 to 2^52-1 for a concurrency check, got " + strconv.FormatUint(c.Lease, 10)}
+		if c.Algorithm == Concurrency && c.Lease > MaxLease {
+			return &ConfigError{Field: "Check.Lease", Reason: "must be at most 2^52-1, got " + strconv.FormatUint(c.Lease, 10)}
 		}
 	}
 	return nil

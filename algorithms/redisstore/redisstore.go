@@ -114,6 +114,9 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
 		if c.Algorithm == algorithms.Concurrency {
 			ps[i].R = int64(c.Lease) // the script's r (see lua/concurrency.lua)
+			if c.Lease == 0 {
+				ps[i].R = int64(algorithms.NewLease())
+			}
 		}
 	}
 	var now int64
