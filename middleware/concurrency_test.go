@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -150,5 +151,16 @@ func exactInFlight(t *testing.T, client func() redis.Scripter) {
 		if r := d.Rules[0].Result; r.Remaining != n || d.Err != nil {
 			t.Fatalf("instance %d: after the run, Remaining %d (%v), want %d: slots not released", i, r.Remaining, d.Err, n)
 		}
+	}
+}
+
+// TestConcurrencyTransportRefused: a Transport only waits and could never
+// release a slot: an engine with a concurrency rule is refused.
+func TestConcurrencyTransportRefused(t *testing.T) {
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
+	_, err := middleware.NewTransport(mw.Engine(), middleware.TransportConfig{})
+	var ce *algorithms.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "engine" {
+		t.Fatalf("NewTransport = %v, want a *ConfigError naming the engine", err)
 	}
 }

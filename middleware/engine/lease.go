@@ -282,3 +282,8 @@ func (s *shared) checkLeaser(r Rule) error {
 // Holds reports whether d holds slots of concurrency rules (until it is
 // released): what the HTTP middleware asks before its next handler.
 func (d *Decision) Holds() bool { return d.hold != nil }
+
+// Concurrent reports whether a rule of e is a concurrency rule
+// ([algorithms.Concurrency]): an adapter whose requests have no end it
+// can see (an outbound pacer that only waits) refuses such an Engine.
+func (e *Engine) Concurrent() bool { return e.noLeases("") != nil }
