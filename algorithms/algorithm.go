@@ -43,8 +43,11 @@ const (
 	// it is released ([Leaser]) or its lease of Limit.Period expires, so
 	// that the slots of a process that died come back by themselves; a
 	// request takes Cost slots. Every check of this algorithm names a
-	// [Check].Lease. See [InFlight]. State: one sorted-set member per slot
-	// held, Rate at most 10000.
+	// [Check].Lease. See [InFlight]. A denial's RetryAfter is when enough
+	// leases expire for the cost to fit, as for any algorithm the time until
+	// the check passes with no other traffic (no release): an upper bound,
+	// since a slot is usually released sooner. State: one sorted-set member
+	// per slot held, Rate at most 10000.
 	Concurrency
 )
 

@@ -17,7 +17,9 @@ import (
 // 2000 (a full key then takes under 1 MB of Redis memory, which a test
 // checks). For [TokenBucket] and [GCRA] the
 // capacity (the largest burst) is Burst, or Rate when Burst is zero, and
-// capacity refills continuously at Rate per Period.
+// capacity refills continuously at Rate per Period. For [Concurrency], Rate
+// is the slots a key may hold in flight (at most 10000), Period the lease
+// of each slot, and Burst must be zero (see [InFlight]).
 //
 // Limit is a value type; its zero value is invalid. Build one with
 // [PerSecond], [PerMinute], [PerHour] or a literal, and check it with
