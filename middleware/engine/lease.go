@@ -58,6 +58,11 @@ func (s *shared) holdLeases(sc *scratch, d *Decision) {
 		if c.Algorithm != algorithms.Concurrency || !d.Rules[i].Evaluated || !d.Rules[i].Result.Allowed {
 			continue
 		}
+		if d.WouldDeny && d.Rules[i].Shadow {
+			// a shadow rule denied: only the live rules were charged
+			// (chargeLive), and this shadow rule's slot was not taken
+			continue
+		}
 		if h == nil {
 			h = &hold{s: s, backend: s.backend}
 			if d.Source == SourceFallback {

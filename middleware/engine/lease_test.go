@@ -268,3 +268,27 @@ func TestConcurrencyKilledInstance(t *testing.T) {
 }
 
 var _ algorithms.Leaser = (*memstore.Store)(nil)
+
+// TestConcurrencyShadow: a shadow concurrency rule never denies; when it
+// would, the request goes on holding no slot of it, and the live rules'
+// slots only.
+func TestConcurrencyShadow(t *testing.T) {
+	shadow := inFlightRule(1, time.Minute)
+	shadow.Shadow = true
+	live := engine.Rule{Name: "live", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(5, time.Minute)}
+	e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{shadow, live}})
+	ctx := context.Background()
+	a := e.Allow(ctx, "acme")
+	b := e.Allow(ctx, "acme")
+	if !a.Allowed || !b.Allowed || !b.WouldDeny {
+		t.Fatalf("allowed %v %v, would deny %v", a.Allowed, b.Allowed, b.WouldDeny)
+	}
+	if got := b.Leases(); len(got) != 1 || !strings.Contains(got[0].Key, ":live:") {
+		t.Fatalf("the shadow-denied request holds %+v, want the live rule's slot only", got)
+	}
+	a.Release(ctx)
+	b.Release(ctx)
+	if p := e.Peek(ctx, "acme"); p.Rules[0].Result.Remaining != 1 || p.Rules[1].Result.Remaining != 5 {
+		t.Fatalf("after both released: %+v", p.Rules)
+	}
+}
