@@ -234,14 +234,22 @@ func TestConcurrencyKilledInstance(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		cmd.Process.Kill() // if the test failed before killing it
+		<-exited
+	})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || line != "held\n" {
-		cmd.Process.Kill()
 		t.Fatalf("child: %q, %v", line, err)
 	}
 	e := newEngine(t, redisStore(t, srv.Client(t), false), engine.Config{Prefix: prefix, Rules: []engine.Rule{inFlightRule(1, killLease)}})
 	ctx := context.Background()
-	time.Sleep(killLease) // the child renews at 500ms and 1s
+	time.Sleep(killLease + killLease/6) // the child renews every 500ms
 	if p := e.Peek(ctx, "acme"); p.Rules[0].Result.Remaining != 0 {
 		t.Fatalf("the child's slot expired while it renewed it: %+v", p.Rules[0].Result)
 	}
@@ -249,22 +257,23 @@ func TestConcurrencyKilledInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	cmd.Wait()
+	<-exited
+	// The child's last renewal came before the kill, so its lease ends
+	// within killLease of it: a Peek that starts killLease after the kill
+	// must find the slot free (however slow the machine). Until then the
+	// Peeks measure when it came free.
 	var freed time.Duration
 	for {
+		since := time.Since(killed)
 		if p := e.Peek(ctx, "acme"); p.Rules[0].Result.Remaining == 1 {
-			freed = time.Since(killed)
+			freed = since
 			break
-		}
-		if time.Since(killed) > killLease+time.Second {
-			t.Fatalf("the killed child's slot is still taken %v after the kill (lease %v)", time.Since(killed), killLease)
+		} else if since >= killLease {
+			t.Fatalf("the killed child's slot is still taken %v after the kill (lease %v): %+v", since, killLease, p.Rules[0].Result)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("slot free %v after SIGKILL (lease %v)", freed.Round(time.Millisecond), killLease)
-	if freed > killLease+100*time.Millisecond {
-		t.Fatalf("slot free %v after the kill, want within the lease (%v)", freed, killLease)
-	}
+	t.Logf("slot free within %v of SIGKILL (lease %v)", freed.Round(time.Millisecond), killLease)
 }
 
 var _ algorithms.Leaser = (*memstore.Store)(nil)
