@@ -39,10 +39,22 @@ const (
 	// theoretical arrival time. It allows the same traffic as TokenBucket with
 	// the same Limit, with the smallest possible state.
 	GCRA
+
+	// Concurrency limits the requests of a key in flight at once, not their
+	// rate: Limit.Rate slots, each held from the check that takes it until
+	// it is released ([Leaser]) or its lease of Limit.Period expires, so
+	// that the slots of a process that died come back by themselves; a
+	// request takes Cost slots. Every check of this algorithm names a
+	// [Check].Lease. See [InFlight]. A denial's RetryAfter is when enough
+	// leases expire for the cost to fit, as for any algorithm the time until
+	// the check passes with no other traffic (no release): an upper bound,
+	// since a slot is usually released sooner. State: one sorted-set member
+	// per slot held, Rate at most 10000.
+	Concurrency
 )
 
 // Algorithms lists every valid Algorithm, in declaration order.
-var Algorithms = []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, GCRA}
+var Algorithms = []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, GCRA, Concurrency}
 
 var algorithmNames = [...]string{
 	FixedWindow:   "fixed_window",
@@ -50,6 +62,7 @@ var algorithmNames = [...]string{
 	SlidingWindow: "sliding_window",
 	TokenBucket:   "token_bucket",
 	GCRA:          "gcra",
+	Concurrency:   "concurrency",
 }
 
 // String returns the algorithm's name as used in configuration and testdata,
@@ -62,7 +75,7 @@ func (a Algorithm) String() string {
 }
 
 // Valid reports whether a is one of the defined algorithms.
-func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= GCRA }
+func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= Concurrency }
 
 // ParseAlgorithm returns the Algorithm whose [Algorithm.String] is name.
 func ParseAlgorithm(name string) (Algorithm, error) {

@@ -15,6 +15,7 @@ func TestCalcNumbersAlgorithms(t *testing.T) {
 		SlidingWindow: calc.SlidingWindow,
 		TokenBucket:   calc.TokenBucket,
 		GCRA:          calc.GCRA,
+		Concurrency:   calc.Concurrency,
 	} {
 		if uint8(a) != c {
 			t.Errorf("%v is %d, calc numbers it %d", a, uint8(a), c)

@@ -1,6 +1,9 @@
 package algorithms
 
-import "context"
+import (
+	"context"
+	"strconv"
+)
 
 // Check is one question to a [Backend]: may Cost units be taken from the
 // state at Key, limited by Limit under Algorithm?
@@ -37,6 +40,14 @@ type Check struct {
 	// invalid. A cost above the key's capacity is denied with a zero
 	// RetryAfter (see [Result.Never]) and consumes nothing.
 	Cost int64
+
+	// Lease names the slots a [Concurrency] check takes, so that they can
+	// be released and renewed ([Leaser]): an id from 1 to 2^52-1, unique
+	// to the acquisition ([NewLease] draws one); two acquisitions with one
+	// id on one key share their slots. 0 lets the backend draw one that
+	// nobody knows: the slots are then held until their lease expires.
+	// The other algorithms ignore it.
+	Lease uint64
 }
 
 // Backend decides checks and keeps their state.
@@ -101,6 +112,29 @@ type Resetter interface {
 	Reset(ctx context.Context, keys []string) error
 }
 
+// Leaser is implemented by a Backend that can give back the slots of
+// [Concurrency] checks before their lease expires, and extend their lease.
+//
+// Release frees the slots of leases, which must each name the Key, Lease
+// id and Cost of an allowed Concurrency check; releasing a lease that was
+// released already or has expired does nothing, so Release is idempotent.
+// Renew extends the leases that are still held to expire Lease.Period
+// from now (never sooner than they would have) and writes into held,
+// which must be at least as long as leases, whether each one was: a lease
+// that has expired (its slots may have gone to others since) or was
+// released is not brought back. Both are safe for concurrent use with
+// Allow; a non-nil error (a *[BackendError] when the store failed, a
+// *[ConfigError] for an invalid lease) means some leases may not have been
+// released or renewed.
+//
+// A wrapper (a deny cache) forwards both, and returns an error matching
+// [errors.ErrUnsupported] when the Backend it wraps is no Leaser.
+type Leaser interface {
+	Backend
+	Release(ctx context.Context, leases []Lease) error
+	Renew(ctx context.Context, leases []Lease, held []bool) error
+}
+
 // ValidateCall returns the error a Backend returns for a call it cannot
 // evaluate, before it stores anything: a *[ConfigError] when checks is
 // empty, results is shorter than checks, a Key is empty or appears twice,
@@ -130,6 +164,9 @@ func ValidateCall(checks []Check, results []Result) error {
 		if c.Cost < 0 {
 			return fieldErr("Cost", "must be >= 0, got ", c.Cost)
 		}
+		if c.Algorithm == Concurrency && c.Lease > MaxLease {
+			return &ConfigError{Field: "Check.Lease", Reason: "must be at most 2^52-1, got " + strconv.FormatUint(c.Lease, 10)}
+		}
 	}
 	return nil
 }
@@ -138,12 +175,26 @@ func ValidateCall(checks []Check, results []Result) error {
 // into tests of code that takes a Backend.
 type AllowAll struct{}
 
-var _ Resetter = AllowAll{}
+var (
+	_ Resetter = AllowAll{}
+	_ Leaser   = AllowAll{}
+)
 
 // Allow fills results with allowed Results at full capacity.
 func (AllowAll) Allow(_ context.Context, checks []Check, results []Result) error {
 	for i, c := range checks {
 		results[i] = Result{Allowed: true, Limit: c.Limit.Capacity(c.Algorithm), Remaining: c.Limit.Capacity(c.Algorithm)}
+	}
+	return nil
+}
+
+// Release does nothing: AllowAll stores nothing.
+func (AllowAll) Release(context.Context, []Lease) error { return nil }
+
+// Renew reports every lease held: AllowAll holds them all.
+func (AllowAll) Renew(_ context.Context, leases []Lease, held []bool) error {
+	for i := range leases {
+		held[i] = true
 	}
 	return nil
 }

@@ -58,8 +58,15 @@ func TestEngineConformance(t *testing.T) {
 			}
 			defer e.Close()
 			var d engine.Decision
+			held := map[backendtest.CheckSpec]*engine.Decision{} // a vector's check -> the Decision that took its lease
 			for _, st := range sc.Steps {
 				clock.T = sc.Start.Add(st.At)
+				if st.Op != "" {
+					if !playLeaseStep(t, st, held) {
+						return
+					}
+					continue
+				}
 				in := make([]engine.Input, len(rules))
 				for i := range in {
 					in[i].Missing = true
@@ -77,6 +84,11 @@ func TestEngineConformance(t *testing.T) {
 				e.Decide(context.Background(), in, &d)
 				if d.Err != nil {
 					t.Fatalf("line %d: %s: Decide: %v", st.Line, st.Text, d.Err)
+				}
+				if d.Holds() {
+					for _, c := range st.Checks {
+						held[backendtest.CheckSpec{Key: c.Key, Lease: c.Lease}] = d.Clone()
+					}
 				}
 				for i, c := range st.Checks {
 					rd := d.Rules[ruleOf[c.Limit]]

@@ -17,7 +17,9 @@ import (
 // 2000 (a full key then takes under 1 MB of Redis memory, which a test
 // checks). For [TokenBucket] and [GCRA] the
 // capacity (the largest burst) is Burst, or Rate when Burst is zero, and
-// capacity refills continuously at Rate per Period.
+// capacity refills continuously at Rate per Period. For [Concurrency], Rate
+// is the slots a key may hold in flight (at most 10000), Period the lease
+// of each slot, and Burst must be zero (see [InFlight]).
 //
 // A calendar quota ([PerDayIn], [PerWeekIn], [PerMonthIn], [PerYearIn])
 // is a FixedWindow Limit whose windows are calendar periods in a time
@@ -79,6 +81,7 @@ const (
 	maxExact       = 1 << 52
 	maxPeriod      = 366 * 24 * time.Hour
 	maxSlidingLog  = 2_000
+	maxConcurrency = 10_000
 	maxCostOrLimit = 1 << 40
 )
 
@@ -112,6 +115,13 @@ func (l Limit) Validate(a Algorithm) error {
 	case FixedWindow, SlidingWindow:
 		if l.Burst != 0 {
 			return fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+		}
+	case Concurrency:
+		if l.Burst != 0 {
+			return fieldErr("Limit.Burst", "is not used by "+a.String()+" and must be 0, got ", l.Burst)
+		}
+		if l.Rate > maxConcurrency {
+			return fieldErr("Limit.Rate", "must be <= 10000 for concurrency (slots in flight, one sorted-set member each), got ", l.Rate)
 		}
 	case SlidingLog:
 		if l.Burst != 0 {

@@ -61,6 +61,7 @@ end
 local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
 local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
 local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
+checks[6], writes[6], refunds[6] = concurrency, concurrency_write, concurrency_refund -- 6: concurrency.lua
 -- calendar quotas (calendar.lua): number 7
 checks[7], writes[7], refunds[7] = calendar, calendar_write, calendar_refund
 

@@ -24,7 +24,7 @@ var files embed.FS
 
 // algorithmNames are the algorithms in the order their files are joined,
 // named as algorithms.Algorithm.String names them.
-var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra"}
+var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency"}
 
 var (
 	multi    string
@@ -122,7 +122,7 @@ func BatchAll() string { return batchAll }
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi, batchAll}
+	s := []string{multi, batchAll, release, renew}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

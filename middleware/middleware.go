@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
@@ -53,6 +54,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		m.decide(r, s, m.timed)
 		switch d := &s.dec; {
 		case d.Allowed:
+			if d.Holds() {
+				// the slots of concurrency rules: held while next runs,
+				// freed when it returns or panics
+				defer d.Release(r.Context())
+				d.KeepAlive(context.WithoutCancel(r.Context()))
+			}
 			m.writeHeaders(w.Header(), s)
 			if m.cfg.DecisionInContext {
 				r = r.WithContext(withDecision(r.Context(), d.Clone()))
@@ -75,7 +82,8 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // handler. The returned Decision is the caller's. A non-nil error is the
 // one the error policy handled, or the negative cost that denied the
 // request (also in Decision.Err); the Decision still says whether to
-// proceed (Allowed).
+// proceed (Allowed). A Decision that holds the slots of concurrency rules
+// (engine.Decision.Holds) is the caller's to release.
 func (m *Middleware) Check(r *http.Request) (*engine.Decision, error) {
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)

@@ -65,10 +65,14 @@ type Transport struct {
 }
 
 // NewTransport returns a Transport that paces requests by the rules of e,
-// configured by cfg. A nil e is an *[algorithms.ConfigError].
+// configured by cfg. A nil e, or an e with a concurrency rule, is an
+// *[algorithms.ConfigError].
 func NewTransport(e *engine.Engine, cfg TransportConfig) (*Transport, error) {
 	if e == nil {
 		return nil, &algorithms.ConfigError{Field: "engine", Reason: "must not be nil"}
+	}
+	if e.Concurrent() {
+		return nil, &algorithms.ConfigError{Field: "engine", Reason: "has a concurrency rule: a Transport only waits (engine.Engine.WaitInputs), and could never release its slots"}
 	}
 	t := &Transport{engine: e, key: cfg.Key, next: cfg.Next, rules: len(e.RuleNames())}
 	if t.key == nil {

@@ -249,7 +249,10 @@ func (d *Cache) learn(checks []algorithms.Check, results []algorithms.Result, no
 	for i := range min(len(checks), len(results)) {
 		c, r := &checks[i], &results[i]
 		switch {
-		case !r.Allowed && r.RetryAfter > 0 && !r.Provisional:
+		case !r.Allowed && r.RetryAfter > 0 && !r.Provisional && c.Algorithm != algorithms.Concurrency:
+			// A concurrency denial is not remembered: its RetryAfter is
+			// when a lease expires, and a release may free a slot at
+			// any moment before.
 			d.record(c, r, now, gen)
 		case r.Allowed && seen.has(i):
 			d.forget(c, now)

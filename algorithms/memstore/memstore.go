@@ -104,6 +104,12 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	for i := range checks {
 		c := &checks[i]
 		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
+		if c.Algorithm == algorithms.Concurrency {
+			ps[i].R = int64(c.Lease) // as redisstore sends it
+			if c.Lease == 0 {
+				ps[i].R = int64(algorithms.NewLease())
+			}
+		}
 	}
 	now := m.now().UnixMicro()
 	prepareCalendars(checks, ps, now)

@@ -39,7 +39,7 @@ const maxBatchCalls = 64
 // batchScripts, indexed by Algorithm, decide calls whose checks are all of
 // that algorithm; batchAllScript decides calls of any algorithms.
 var (
-	batchScripts = func() (s [algorithms.GCRA + 1]*redis.Script) {
+	batchScripts = func() (s [algorithms.Concurrency + 1]*redis.Script) {
 		for _, a := range algorithms.Algorithms {
 			s[a] = redis.NewScript(lua.Batch(a.String()))
 		}

@@ -113,6 +113,19 @@
 // of its own (one check) or the dispatch (several), and is never batched
 // in a pipeline.
 //
+// # Concurrency leases
+//
+// A [algorithms.Concurrency] key is a sorted set: one member per slot
+// held, "<lease id>:<n>", scored with the instant (server clock, µs) its
+// lease expires; its TTL is until the last lease expires. Every script
+// that touches it first removes the expired members, so it holds at most
+// Limit.Rate members plus those that expired since. Its checks decide
+// and layer like any other's (one call, all-or-nothing; on a cluster a
+// committed slot is refunded by removing its members). [Store.Release]
+// and [Store.Renew] run small scripts of their own (lua/release.lua,
+// lua/renew.lua): one for all leases on a single node, one per lease on
+// a cluster or a Ring, each atomic in its key's slot.
+//
 // # Errors
 //
 // A failed script is reported as a *[algorithms.BackendError] with Backend

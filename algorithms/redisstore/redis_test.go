@@ -218,6 +218,7 @@ func TestKeysExpireAndMemory(t *testing.T) {
 		algorithms.SlidingWindow: 2 * time.Minute,
 		algorithms.TokenBucket:   time.Minute,
 		algorithms.GCRA:          time.Minute,
+		algorithms.Concurrency:   time.Minute, // the lease
 	}
 	res := make([]algorithms.Result, 1)
 	for _, alg := range algorithms.Algorithms {

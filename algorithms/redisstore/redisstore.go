@@ -66,7 +66,7 @@ var _ algorithms.DeadlineHonourer = (*Store)(nil)
 // Algorithm, are shared by every Store: their SHA1s are computed once.
 var (
 	script     = redis.NewScript(lua.Multi())
-	oneScripts = func() (s [algorithms.GCRA + 1]*redis.Script) {
+	oneScripts = func() (s [algorithms.Concurrency + 1]*redis.Script) {
 		for _, a := range algorithms.Algorithms {
 			s[a] = redis.NewScript(lua.Single(a.String()))
 		}
@@ -116,6 +116,12 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	for i := range checks {
 		c := &checks[i]
 		ps = append(ps, calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost))
+		if c.Algorithm == algorithms.Concurrency {
+			ps[i].R = int64(c.Lease) // the script's r (see lua/concurrency.lua)
+			if c.Lease == 0 {
+				ps[i].R = int64(algorithms.NewLease())
+			}
+		}
 	}
 	var now int64
 	if b.now != nil {

@@ -32,6 +32,7 @@ func notes(l algorithms.Limit) map[algorithms.Algorithm]string {
 		algorithms.SlidingWindow: "weights the previous window's count: damps the boundary burst, approximately",
 		algorithms.TokenBucket:   fmt.Sprintf("a full bucket (%d) at once, then the refill rate (%d per %s)", l.Capacity(algorithms.TokenBucket), l.Rate, human(l.Period)),
 		algorithms.GCRA:          "identical to token_bucket: the same bucket, stored as one value (the theoretical arrival time)",
+		algorithms.Concurrency:   "slots in flight, none released here: each request holds its slot for its lease (" + human(l.Period) + "), so it reads as sliding_log",
 	}
 }
 
@@ -48,7 +49,7 @@ func render(l algorithms.Limit, reqs []time.Duration, lanes []lane) []byte {
 	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 
 	// Title, traffic, legend.
-	text(&b, plotLeft, 30, `font-size="20" font-weight="bold"`, fmt.Sprintf("Five rate-limiting algorithms, the same traffic, a limit of %d requests per %s", l.Rate, human(l.Period)))
+	text(&b, plotLeft, 30, `font-size="20" font-weight="bold"`, fmt.Sprintf("The algorithms, the same traffic, a limit of %d requests per %s", l.Rate, human(l.Period)))
 	text(&b, plotLeft, 54, `fill="#333"`, fmt.Sprintf("Traffic: one request every %s (%d per second, under the limit), plus %d requests in the %s before t = %s and %d in the %s after.",
 		human(steadyEvery), int(time.Second/steadyEvery), burstHalf, human(burstHalf*burstSpacing), human(boundary), burstHalf, human(burstHalf*burstSpacing)))
 	legendY := 80.0

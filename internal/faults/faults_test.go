@@ -146,6 +146,12 @@ func TestManyKeysExpire(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	n := *manyKeys
 	for _, alg := range algorithms.Algorithms {
+		if alg == algorithms.Concurrency {
+			// the middleware releases each request's slot: the key is
+			// deleted when the request ends, and none is left to count
+			// (TestConcurrencyDifferential bounds its members)
+			continue
+		}
 		if *manyAlg != "" && alg.String() != *manyAlg {
 			continue
 		}

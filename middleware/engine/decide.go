@@ -54,7 +54,9 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 		s := e.pool.Get().(*scratch)
 		s.checks, s.index = s.checks[:0], s.index[:0]
 		if e.build(ctx, in, s, d) == pass && len(s.checks) > 0 {
-			e.s.evaluate(ctx, s, d)
+			if e.s.evaluate(ctx, s, d) == pass && d.Source != SourceNone {
+				e.s.holdLeases(s, d)
+			}
 		}
 		clear(s.checks) // drop the keys of this request
 		e.pool.Put(s)
@@ -122,6 +124,9 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 		rd.Key = rule.keys.key(x.Material)
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
 		s.checks = append(s.checks, algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost})
+		if rule.Algorithm == algorithms.Concurrency {
+			s.checks[len(s.checks)-1].Lease = algorithms.NewLease()
+		}
 		s.index = append(s.index, i)
 	}
 	d.Allowed = true

@@ -89,6 +89,8 @@ type Decision struct {
 	// engine measures it when something can read it (Config.OnDecision or
 	// debug logging); otherwise it is zero, which saves two clock reads.
 	Latency time.Duration
+
+	hold *hold // the slots of concurrency rules, nil when none (see Release)
 }
 
 // RuleDecision is one rule's part of a [Decision].

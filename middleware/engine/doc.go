@@ -34,7 +34,12 @@
 //     the exact RetryAfter, and fail at once when the cost can never fit
 //     or the wait would outlast the context's deadline;
 //   - [Engine.Peek] reports the state without consuming anything;
-//   - [Engine.Reset] forgets the keys ("unblock this customer").
+//   - [Engine.Reset] forgets the keys ("unblock this customer");
+//   - for concurrency rules ([algorithms.Concurrency]), an allowed
+//     Decision holds slots: [Decision.Release] frees them,
+//     [Decision.KeepAlive] renews their leases while work runs, and
+//     [Engine.Acquire] waits for a slot (Wait refuses such rules: it
+//     returns no Decision to release).
 //
 // Each is Decide (or its peek or reset) with one Input per rule holding
 // the material: the same storage keys, timeout, error policy, fallback,

@@ -105,6 +105,7 @@ type shared struct {
 	errors        atomic.Int64 // errors not yet logged
 	lastLog       atomic.Int64 // unix ns of the last error line
 	stalled       atomic.Int64 // abandoned backend calls still running (see bounded)
+	leaser        bool         // the backend given to New can release leases
 }
 
 // scratch is the per-call working memory, pooled.
@@ -147,6 +148,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	_, leaser := backend.(algorithms.Leaser)
 	local := inProcess(backend)
 	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
 		dc, err := denycache.New(backend, cfg.DenyCache)
@@ -168,6 +170,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		onDecision:    cfg.OnDecision,
 		sleep:         cfg.Sleep,
 		logger:        cfg.Logger,
+		leaser:        leaser,
 	}
 	if local {
 		s.timeout = -1
@@ -202,6 +205,9 @@ func (s *shared) engine(base []compiled, rules []Rule) (*Engine, error) {
 	for _, r := range rules {
 		c, err := compile(s.prefix, r)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.checkLeaser(r); err != nil {
 			return nil, err
 		}
 		for i := range e.rules {

@@ -52,6 +52,7 @@ var algorithmTags = [...]string{
 	algorithms.SlidingWindow: "sw",
 	algorithms.TokenBucket:   "tb",
 	algorithms.GCRA:          "gcra",
+	algorithms.Concurrency:   "cc",
 }
 
 // keyPrefix is what every storage key of rule starts with:

@@ -107,16 +107,32 @@ func (e *Engine) WaitN(ctx context.Context, material string, n int64) error {
 // Under FailOpen a backend error allows the request (Wait returns nil),
 // and under Fallback the fallback decides, as Decide does; in shadow mode
 // every attempt is allowed. Config.OnDecision hears of every attempt.
+//
+// A concurrency rule's RetryAfter is when a lease expires, but a slot is
+// usually released sooner: while one denies, Wait sleeps LeaseWaitMin,
+// then twice as long at each attempt up to LeaseWaitMax, never longer
+// than that RetryAfter nor shorter than LeaseWaitMin. An Engine with a
+// concurrency rule returns an *[algorithms.ConfigError] at once: WaitInputs
+// would take slots that nobody could release; use AcquireInputs.
 func (e *Engine) WaitInputs(ctx context.Context, in []Input) error {
+	if err := e.noLeases("WaitInputs"); err != nil {
+		return err
+	}
+	var d Decision
+	return e.waitInputs(ctx, in, &d)
+}
+
+// waitInputs is WaitInputs deciding into d, which holds the allowed
+// Decision when it returns nil.
+func (e *Engine) waitInputs(ctx context.Context, in []Input, d *Decision) error {
 	if len(in) != len(e.rules) {
 		return &algorithms.ConfigError{Field: "WaitInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(len(e.rules))}
 	}
-	var d Decision
-	for {
+	for tries := 0; ; tries++ {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
-		e.Decide(ctx, in, &d)
+		e.Decide(ctx, in, d)
 		if d.Source == SourceNone && ctx.Err() != nil {
 			// not decided by any backend: the context ended first
 			return context.Cause(ctx)
@@ -127,10 +143,11 @@ func (e *Engine) WaitInputs(ctx context.Context, in []Input) error {
 		if d.Failed {
 			return d.Err
 		}
-		retry, err := retryAfter(&d, in)
+		retry, err := retryAfter(d, in)
 		if err != nil {
 			return err
 		}
+		retry = leaseWait(d, retry, tries)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retry {
 			return fmt.Errorf("%w: retry after %v", ErrWaitExceedsDeadline, retry)
 		}

@@ -20,7 +20,7 @@ type Rule struct {
 	//
 	// A rule stores its state under "<prefix>:<name>:<tag>:{<material>}",
 	// where tag names the algorithm ("fw" fixed window, "sl" sliding log,
-	// "sw" sliding window, "tb" token bucket, "gcra") and material is the
+	// "sw" sliding window, "tb" token bucket, "gcra", "cc" concurrency) and material is the
 	// sanitised key material (see Config.Prefix). A deploy that changes a
 	// rule's algorithm therefore starts that rule afresh, never reading
 	// another algorithm's state; changing its Limit or tier keeps the state.

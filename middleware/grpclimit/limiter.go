@@ -113,7 +113,11 @@ func (l *Limiter) Engine() *engine.Engine { return l.engine }
 // with the rate-limit state in its header metadata; a refused one gets the
 // status and trailer metadata described in the package documentation.
 func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	md, err := l.decide(ctx, info.FullMethod)
+	md, held, err := l.decide(ctx, info.FullMethod)
+	if held != nil {
+		defer held.Release(ctx) // the slots of concurrency rules
+		held.KeepAlive(context.WithoutCancel(ctx))
+	}
 	if err != nil {
 		if md != nil {
 			grpc.SetTrailer(ctx, md) // fails only outside a server call
@@ -130,7 +134,11 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 // grpc.ChainStreamInterceptor(l.Stream). A stream is decided once, when it
 // opens, as one unit; its messages are not counted.
 func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	md, err := l.decide(ss.Context(), info.FullMethod)
+	md, held, err := l.decide(ss.Context(), info.FullMethod)
+	if held != nil {
+		defer held.Release(ss.Context()) // the slots of concurrency rules, held while the stream is open
+		held.KeepAlive(context.WithoutCancel(ss.Context()))
+	}
 	if err != nil {
 		if md != nil {
 			ss.SetTrailer(md)
@@ -154,13 +162,19 @@ func (l *Limiter) Decide(ctx context.Context, method string) (*engine.Decision, 
 	return s.dec.Clone(), l.refusal(&s.dec)
 }
 
-// decide decides one call and returns the metadata to send (nil for none)
-// and the status error of a refused call.
-func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, error) {
+// decide decides one call and returns the metadata to send (nil for none),
+// the Decision when it holds the slots of concurrency rules (nil
+// otherwise), which the caller releases when the call ends, and the
+// status error of a refused call.
+func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, *engine.Decision, error) {
 	s := l.pool.Get().(*scratch)
 	defer l.put(s)
 	l.run(ctx, method, s)
-	return l.metadata(s), l.refusal(&s.dec)
+	var held *engine.Decision
+	if s.dec.Holds() {
+		held = s.dec.Clone()
+	}
+	return l.metadata(s), held, l.refusal(&s.dec)
 }
 
 func (l *Limiter) put(s *scratch) {

@@ -46,6 +46,13 @@ func vectorsDir() string {
 // from T0, a Unix time aligned to a whole day, or from the scenario's start
 // when it names one, and may go backwards.
 // '#' starts a comment.
+//
+// Concurrency checks name their lease: <limit>/<key>[*<cost>][@<id>],
+// where id is a number (default: one of the step's own). Two more steps
+// release and renew leases ([algorithms.Leaser]):
+//
+//	<offset> release <check> [<check>...]
+//	<offset> renew <check> [<check>...] -> held|lost [| held|lost...]
 
 // T0 is 2023-11-15T00:00:00Z: aligned to seconds, minutes, hours and days, so
 // fixed windows start at T0.
@@ -59,8 +66,10 @@ type Limit struct {
 type Step struct {
 	Line   int
 	At     time.Duration // from T0
+	Op     string        // "" (Allow), "release" or "renew"
 	Checks []CheckSpec
 	Want   []algorithms.Result
+	Held   []bool // renew: whether each lease is held
 	Text   string
 }
 
@@ -68,6 +77,7 @@ type CheckSpec struct {
 	Limit string // the name of one of the scenario's Limits
 	Key   string
 	Cost  int64
+	Lease uint64 // concurrency checks
 }
 
 type Scenario struct {
@@ -171,11 +181,25 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 			if st.At, err = time.ParseDuration(fields[0]); err != nil {
 				fail("offset: %v", err)
 			}
+			if len(fields) > 1 && (fields[1] == "release" || fields[1] == "renew") {
+				st.Op = fields[1]
+				fields = append(fields[:1:1], fields[2:]...)
+				if st.Op == "release" {
+					fields = append(fields, "->")
+				}
+			}
 			arrow := indexOf(fields, "->")
 			if arrow < 2 {
 				fail("no checks or no ->")
 			}
-			for _, c := range fields[1:arrow] {
+			for j, c := range fields[1:arrow] {
+				lease := uint64(n)*16 + uint64(j) + 1
+				if k, id, ok := strings.Cut(c, "@"); ok {
+					if lease, err = strconv.ParseUint(id, 10, 64); err != nil {
+						fail("lease: %v", err)
+					}
+					c = k
+				}
 				lim, rest, ok := strings.Cut(c, "/")
 				if !ok {
 					fail("check %q: want limit/key", c)
@@ -183,7 +207,7 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 				if _, ok := cur.Limits[lim]; !ok {
 					fail("unknown limit %q", lim)
 				}
-				vc := CheckSpec{Limit: lim, Key: rest, Cost: 1}
+				vc := CheckSpec{Limit: lim, Key: rest, Cost: 1, Lease: lease}
 				if k, cost, ok := strings.Cut(rest, "*"); ok {
 					vc.Key = k
 					if vc.Cost, err = strconv.ParseInt(cost, 10, 64); err != nil {
@@ -191,6 +215,18 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 					}
 				}
 				st.Checks = append(st.Checks, vc)
+			}
+			if st.Op != "" {
+				for _, r := range strings.Split(strings.Join(fields[arrow+1:], " "), "|") {
+					if r = strings.TrimSpace(r); r != "" {
+						st.Held = append(st.Held, r == "held")
+					}
+				}
+				if st.Op == "renew" && len(st.Held) != len(st.Checks) {
+					fail("%d leases but %d results", len(st.Checks), len(st.Held))
+				}
+				cur.Steps = append(cur.Steps, st)
+				continue
 			}
 			for _, r := range strings.Split(strings.Join(fields[arrow+1:], " "), "|") {
 				rf := strings.Fields(r)
@@ -286,7 +322,12 @@ func Play(t *testing.T, h *Harness, sc *Scenario, print bool) {
 				Algorithm: l.Alg,
 				Limit:     l.Limit,
 				Cost:      c.Cost,
+				Lease:     c.Lease,
 			}
+		}
+		if st.Op != "" {
+			playLeases(t, h, st, checks, print, &printed)
+			continue
 		}
 		got := make([]algorithms.Result, len(checks))
 		if err := h.Backend.Allow(ctx, checks, got); err != nil {
@@ -405,6 +446,7 @@ func RandomWorkload(seed uint64, steps int) []Call {
 				Algorithm: r.alg,
 				Limit:     r.limit,
 				Cost:      rng.Int64N(r.limit.Capacity(r.alg) + 2),
+				Lease:     uint64(len(out))*4 + uint64(i) + 1, // concurrency checks
 			})
 		}
 		out = append(out, c)

@@ -20,6 +20,7 @@ const (
 	SlidingWindow
 	TokenBucket
 	GCRA
+	Concurrency
 )
 
 // Params is a validated check prepared for evaluation: everything in integer
@@ -30,7 +31,7 @@ type Params struct {
 	Alg    uint8
 	Cap    int64 // capacity in units
 	Period int64 // µs
-	R, U   int64 // TokenBucket, GCRA only
+	R, U   int64 // TokenBucket, GCRA only; Concurrency: R is the lease id
 	Cost   int64 // >= 1
 }
 

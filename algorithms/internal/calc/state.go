@@ -14,6 +14,7 @@ type State struct {
 	// (1/c µs; 0 when b is 0).
 	a, b, c, d int64
 	log        *timeLog // SlidingLog; nil until the key's first allowed check
+	slots      *slotSet // Concurrency; nil until the key's first allowed check
 }
 
 // Outcome is the raw result of evaluating one check, in µs.
@@ -44,6 +45,8 @@ func (s *State) Eval(p *Params, now int64, exists, commit bool) Outcome {
 		return s.tokenBucket(p, now, exists, commit)
 	case Calendar:
 		return s.calendar(p, now, exists, commit)
+	case Concurrency:
+		return s.concurrency(p, now, exists, commit)
 	default:
 		return s.gcra(p, now, exists, commit)
 	}

@@ -1,0 +1,49 @@
+package algorithms_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+)
+
+// A concurrency check takes a slot under a lease id; a Leaser frees it
+// (Release) or extends it (Renew). The engine and the middleware do this
+// for you; this is the Backend contract underneath.
+func ExampleInFlight() {
+	now := time.Unix(1_700_000_000, 0)
+	backend, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	limit := algorithms.InFlight(1, 10*time.Second) // one at a time, leases of 10s
+	take := func(lease uint64) algorithms.Result {
+		res := make([]algorithms.Result, 1)
+		check := []algorithms.Check{{Key: "jobs:{acme}", Algorithm: algorithms.Concurrency, Limit: limit, Lease: lease}}
+		if err := backend.Allow(ctx, check, res); err != nil {
+			panic(err)
+		}
+		return res[0]
+	}
+	first := algorithms.NewLease()
+	fmt.Printf("%+v\n", take(first))
+	fmt.Printf("%+v\n", take(algorithms.NewLease()))
+
+	now = now.Add(8 * time.Second)
+	lease := []algorithms.Lease{{Key: "jobs:{acme}", ID: first, Period: limit.Period}}
+	held := make([]bool, 1)
+	_ = backend.Renew(ctx, lease, held) // now expires at +18s
+	now = now.Add(5 * time.Second)
+	fmt.Println("held:", held[0], "allowed at +13s:", take(algorithms.NewLease()).Allowed)
+
+	_ = backend.Release(ctx, lease)
+	fmt.Println("allowed once released:", take(algorithms.NewLease()).Allowed)
+	// Output:
+	// {Allowed:true Limit:1 Remaining:0 RetryAfter:0s ResetAfter:10s Provisional:false}
+	// {Allowed:false Limit:1 Remaining:0 RetryAfter:10s ResetAfter:10s Provisional:false}
+	// held: true allowed at +13s: false
+	// allowed once released: true
+}
