@@ -1,6 +1,9 @@
 package algorithms
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Check is one question to a [Backend]: may Cost units be taken from the
 // state at Key, limited by Limit under Algorithm?
@@ -35,6 +38,15 @@ type Check struct {
 	// invalid. A cost above the key's capacity is denied with a zero
 	// RetryAfter (see [Result.Never]) and consumes nothing.
 	Cost int64
+
+	// RefundWindow, when > 0, makes the check refundable: when the call
+	// is allowed, the check's Result carries a [Receipt], and a
+	// [Refunder] gives back up to Cost units of it until RefundWindow has
+	// passed since the commit (see [Refunder]). 0, the usual case, makes
+	// a check that can never be given back and costs the store nothing
+	// more. Every check of a call shares the longest RefundWindow of the
+	// call. Negative is invalid.
+	RefundWindow time.Duration
 }
 
 // Backend decides checks and keeps their state.
@@ -127,6 +139,9 @@ func ValidateCall(checks []Check, results []Result) error {
 		}
 		if c.Cost < 0 {
 			return fieldErr("Cost", "must be >= 0, got ", c.Cost)
+		}
+		if c.RefundWindow < 0 {
+			return &ConfigError{Field: "Check.RefundWindow", Reason: "must be >= 0, got " + c.RefundWindow.String()}
 		}
 	}
 	return nil

@@ -28,6 +28,7 @@ var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "
 
 var (
 	multi    string
+	refund   string
 	batchAll string
 	single   = map[string]string{}
 	batch    = map[string]string{}
@@ -76,6 +77,7 @@ func init() {
 		writes.WriteString(name + "_write, ")
 	}
 	all := b.String()
+	refund = all + source("refund")
 	b.WriteString(source("dispatch"))
 	multi = b.String()
 	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +
@@ -94,6 +96,11 @@ func source(name string) string {
 // Multi returns the script that decides several checks all-or-nothing, or
 // refunds them: the prelude, the five algorithms and the dispatch, joined.
 func Multi() string { return multi }
+
+// Refund returns the script that gives back, later, units that a decide
+// call which set a commit marker took: the prelude, the five algorithms
+// and refund.lua, joined.
+func Refund() string { return refund }
 
 // Single returns the script that decides one check of the algorithm named
 // algorithm ("gcra", as algorithms.Algorithm.String names it): the
@@ -120,7 +127,7 @@ func BatchAll() string { return batchAll }
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi, batchAll}
+	s := []string{multi, refund, batchAll}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

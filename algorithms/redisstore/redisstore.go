@@ -117,6 +117,9 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	if b.now != nil {
 		now = b.now().UnixMicro()
 	}
+	if w := refundWindow(checks); w > 0 {
+		return b.allowRefundable(ctx, checks, ps, results, now, w)
+	}
 	if b.shards == nil {
 		_, err := b.decide(ctx, nil, checks, ps, results, now, markers{})
 		return err
