@@ -123,6 +123,10 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
 		s.checks = append(s.checks, algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost})
 		s.index = append(s.index, i)
+		rd.Cost = max(x.Cost, 1)
+		if rule.Refundable {
+			s.checks[len(s.checks)-1].RefundWindow = e.s.refundWindow
+		}
 	}
 	d.Allowed = true
 	return pass

@@ -65,6 +65,16 @@ type Rule struct {
 
 	// Shadow decides and reports the rule but never denies with it.
 	Shadow bool
+
+	// Refundable lets what the rule charges be given back after the
+	// decision, within Config.RefundWindow, through Engine.Refund or
+	// Engine.Settle: "charge after the response", where a request
+	// reserves its cost when it is decided and gives back what the work
+	// did not use ("count only failed logins"). A refundable rule costs
+	// the store a few marker keys per decision (see
+	// algorithms.Check.RefundWindow); every process sharing the rule's
+	// keys must agree on it.
+	Refundable bool
 }
 
 // MissingKey is what a rule does with a request for which the caller found
