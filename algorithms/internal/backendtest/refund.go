@@ -3,7 +3,10 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +109,67 @@ func ScaledRefund(st RefundStep, f int64) RefundStep {
 func SameResult(a, b algorithms.Result) bool {
 	a.Receipt.Marker, b.Receipt.Marker = "", ""
 	return a == b
+}
+
+// call is a refundable call of a vector: its checks and Results.
+type call struct {
+	checks  []algorithms.Check
+	results []algorithms.Result
+}
+
+// parseRefund parses a vector's refund step,
+// "<offset> refund <label> <units>... -> refunded|none", into st.
+func parseRefund(st *Step, fields []string, sc *Scenario) error {
+	arrow := indexOf(fields, "->")
+	if arrow < 4 || arrow != len(fields)-2 || fields[arrow+1] != "refunded" && fields[arrow+1] != "none" {
+		return fmt.Errorf("bad refund step: want <offset> refund <label> <units>... -> refunded|none")
+	}
+	st.Refund, st.Outcome = fields[2], fields[arrow+1]
+	found := false
+	for _, prev := range sc.Steps {
+		if prev.Label == st.Refund {
+			found = len(prev.Checks) == arrow-3
+		}
+	}
+	if !found {
+		return fmt.Errorf("refund of %q: no earlier call with that label and %d checks", st.Refund, arrow-3)
+	}
+	for _, f := range fields[3:arrow] {
+		u, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return fmt.Errorf("units: %v", err)
+		}
+		st.Units = append(st.Units, u)
+	}
+	return nil
+}
+
+// playRefund plays a refund step on h.
+func playRefund(t *testing.T, h *Harness, st Step, calls map[string]call, printed *strings.Builder, print bool) {
+	t.Helper()
+	r, ok := h.Backend.(algorithms.Refunder)
+	if !ok {
+		t.Skipf("line %d: the backend (%T) cannot refund", st.Line, h.Backend)
+	}
+	c := calls[st.Refund]
+	refunds := make([]algorithms.Refund, len(c.checks))
+	for i := range c.checks {
+		refunds[i] = algorithms.Refund{Check: c.checks[i], Result: c.results[i], Units: st.Units[i]}
+	}
+	err := r.Refund(context.Background(), refunds)
+	got := "refunded"
+	switch {
+	case errors.Is(err, algorithms.ErrNotRefunded):
+		got = "none"
+	case err != nil:
+		t.Fatalf("line %d: %s: Refund: %v", st.Line, st.Text, err)
+	}
+	if print {
+		arrow := strings.Index(st.Text, "->")
+		fmt.Fprintf(printed, "%-40s -> %s\n", strings.TrimSpace(st.Text[:arrow]), got)
+		return
+	}
+	if got != st.Outcome {
+		t.Errorf("line %d: %s\n  Refund(%s, T0+%v) = %s, want %s", st.Line, st.Text, st.Refund, st.At, got, st.Outcome)
+	}
 }
