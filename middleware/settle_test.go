@@ -277,3 +277,25 @@ func BenchmarkHandlerResponseCost(b *testing.B) {
 		benchSerial(b, newMW(b, rb, middleware.Config{Rules: rules(b), Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Now: time.Now}).Handler(ok))
 	})
 }
+
+// TestCheckSettle: a handler that decides with Check settles with Settle,
+// once.
+func TestCheckSettle(t *testing.T) {
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: loginRules(t, algorithms.FixedWindow)})
+	r := req("POST", "/login", "203.0.113.7:1", "X-User", "alice")
+	d, err := mw.Check(r)
+	if err != nil || !d.Allowed {
+		t.Fatalf("Check = %+v, %v", d, err)
+	}
+	if err := mw.Settle(r, d, http.StatusOK, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := mw.Settle(r, d, http.StatusOK, 7); !errors.Is(err, algorithms.ErrNotRefunded) {
+		t.Fatalf("second Settle = %v, want ErrNotRefunded", err)
+	}
+	for _, rd := range mw.Engine().PeekN(t.Context(), "alice", 1).Rules {
+		if rd.Name == "login-user" && rd.Result.Remaining != 5 {
+			t.Fatalf("after a settled 200: %d left, want 5", rd.Result.Remaining)
+		}
+	}
+}
