@@ -56,3 +56,35 @@ func ExampleEngine_Refund() {
 	// export 4 (fails false): refused, retry after 1h0m0s
 	// <nil> true
 }
+
+// Settle takes the actual cost of each rule: here a per-tenant budget of
+// rows exported, reserved at the request's maximum and settled at what the
+// export returned, next to a per-user rule that is not refundable.
+func ExampleEngine_Settle() {
+	now := time.Unix(1_700_000_000, 0)
+	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "rows", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(1000), Refundable: true},
+		{Name: "calls", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+
+	ctx := context.Background()
+	var d engine.Decision
+	e.Decide(ctx, []engine.Input{{Material: "acme", Cost: 500}, {Material: "alice"}}, &d)
+	fmt.Printf("reserved: rows left=%d\n", d.Rules[0].Result.Remaining)
+	returned := int64(120) // the export found 120 rows
+	if err := e.Settle(ctx, &d, []int64{returned, d.Rules[1].Cost}); err != nil {
+		panic(err)
+	}
+	fmt.Printf("settled: rows left=%d\n", e.Peek(ctx, "acme").Rules[0].Result.Remaining)
+	// Output:
+	// reserved: rows left=500
+	// settled: rows left=880
+}
