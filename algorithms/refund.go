@@ -9,8 +9,11 @@ import (
 // was nothing left to give: its commit was refunded already (a refund
 // sent twice, or retried after a lost reply), or its refund window
 // ([Check.RefundWindow]) had passed. The units the commit took stay
-// charged until the key's state frees them. Test for it with
-// [errors.Is].
+// charged until the key's state frees them, unless the first refund of a
+// commit is what gave them back: a refund whose reply was lost and that
+// the client sent again reports ErrNotRefunded, the answer of its second
+// run, although its first run gave the units back (exactly once). Test
+// for it with [errors.Is].
 var ErrNotRefunded = errors.New("redlimit: nothing refunded: refunded already, or the refund window has passed")
 
 // Receipt is what a refund needs to find exactly the units that an
