@@ -240,11 +240,12 @@ func TestRefundOn5xx(t *testing.T) {
 func TestResponseCostResponseController(t *testing.T) {
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA,
 		Limit: algorithms.PerHour(10), ResponseCost: failedLogins}}})
-	var flushed bool
+	flushed := make(chan bool, 1)
 	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "a")
-		flushed = http.NewResponseController(w).Flush() == nil
+		ok := http.NewResponseController(w).Flush() == nil
 		w.(http.Flusher).Flush()
+		flushed <- ok
 	})))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
@@ -252,8 +253,8 @@ func TestResponseCostResponseController(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if !flushed || resp.StatusCode != 200 {
-		t.Fatalf("status %d, flushed %v", resp.StatusCode, flushed)
+	if ok := <-flushed; !ok || resp.StatusCode != 200 {
+		t.Fatalf("status %d, flushed %v", resp.StatusCode, ok)
 	}
 }
 
