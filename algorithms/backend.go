@@ -3,6 +3,7 @@ package algorithms
 import (
 	"context"
 	"strconv"
+	"time"
 )
 
 // Check is one question to a [Backend]: may Cost units be taken from the
@@ -48,6 +49,14 @@ type Check struct {
 	// nobody knows: the slots are then held until their lease expires.
 	// The other algorithms ignore it.
 	Lease uint64
+	// RefundWindow, when > 0, makes the check refundable: when the call
+	// is allowed, the check's Result carries a [Receipt], and a
+	// [Refunder] gives back up to Cost units of it until RefundWindow has
+	// passed since the commit (see [Refunder]). 0, the usual case, makes
+	// a check that can never be given back and costs the store nothing
+	// more. Every check of a call shares the longest RefundWindow of the
+	// call. Negative is invalid.
+	RefundWindow time.Duration
 }
 
 // Backend decides checks and keeps their state.
@@ -166,6 +175,12 @@ func ValidateCall(checks []Check, results []Result) error {
 		}
 		if c.Algorithm == Concurrency && c.Lease > MaxLease {
 			return &ConfigError{Field: "Check.Lease", Reason: "must be at most 2^52-1, got " + strconv.FormatUint(c.Lease, 10)}
+		}
+		if c.RefundWindow < 0 {
+			return &ConfigError{Field: "Check.RefundWindow", Reason: "must be >= 0, got " + c.RefundWindow.String()}
+		}
+		if c.RefundWindow != 0 && c.Algorithm == Concurrency {
+			return &ConfigError{Field: "Check.RefundWindow", Reason: "must be 0 for concurrency: release its lease instead (Leaser)"}
 		}
 	}
 	return nil

@@ -37,7 +37,7 @@ func TestCalendarValidate(t *testing.T) {
 		{algorithms.PerDayIn(10, nil).WithBurst(5), algorithms.FixedWindow, "redlimit: Limit.Burst is not used by a calendar quota and must be 0, got 5"},
 		{algorithms.Limit{Rate: 10, Calendar: 9}, algorithms.FixedWindow, "redlimit: Limit.Calendar must be Day, Week, Month or Year, got 9"},
 		{algorithms.Limit{Rate: 10, Period: time.Hour, Location: berlin}, algorithms.FixedWindow, "redlimit: Limit.Location is used only by a calendar quota and must be nil when Limit.Calendar is not set, got Europe/Berlin"},
-		{algorithms.PerDayIn(10, berlin), 0, "redlimit: Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)"},
+		{algorithms.PerDayIn(10, berlin), 0, "redlimit: Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got Algorithm(0)"},
 	}
 	for _, tt := range tests {
 		err := tt.limit.Validate(tt.alg)

@@ -90,7 +90,7 @@ const (
 // "redlimit: Limit.Rate must be > 0, got 0".
 func (l Limit) Validate(a Algorithm) error {
 	if !a.Valid() {
-		return &ConfigError{Field: "Algorithm", Reason: "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got " + a.String()}
+		return &ConfigError{Field: "Algorithm", Reason: "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got " + a.String()}
 	}
 	if l.Calendar != 0 || l.Location != nil {
 		return l.validateCalendar(a)

@@ -33,14 +33,22 @@ type Result struct {
 	// when it is at full capacity now.
 	ResetAfter time.Duration
 
-	// Provisional reports a denial that a refund may still undo. Only a
+	// Provisional reports a denial that a refund may still undo. A
 	// [Redis] backend on a cluster or Ring client reports it: within the
 	// refund window (see [Redis], "Redis Cluster") of a call spanning hash
 	// slots that committed units of this check's key, the call may yet be
-	// denied by another slot and its units given back. Answer the request
-	// like any other denial; [DenyCache] does not remember it. Always false
-	// when Allowed, and on [Memory] or a single Redis server.
+	// denied by another slot and its units given back. Every backend
+	// reports it for a refundable check ([Check.RefundWindow]) denied
+	// within the RefundWindow of a refundable commit of its key, which a
+	// [Refunder] may still give back. Answer the request like any other
+	// denial; [DenyCache] does not remember it. Always false when Allowed,
+	// and otherwise on [Memory] or a single Redis server.
 	Provisional bool
+
+	// Receipt names what an allowed refundable check consumed (see
+	// [Check.RefundWindow]), for a later [Refunder.Refund]; the zero
+	// Receipt otherwise.
+	Receipt Receipt
 }
 
 // Never reports whether r denies a cost that can never be allowed because it

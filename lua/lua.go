@@ -28,6 +28,7 @@ var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "
 
 var (
 	multi    string
+	refund   string
 	batchAll string
 	single   = map[string]string{}
 	batch    = map[string]string{}
@@ -77,6 +78,7 @@ func init() {
 	}
 	all := b.String()
 	b.WriteString(source("calendar"))
+	refund = b.String() + source("refund")
 	b.WriteString(source("dispatch"))
 	multi = b.String()
 	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +
@@ -95,6 +97,11 @@ func source(name string) string {
 // Multi returns the script that decides several checks all-or-nothing, or
 // refunds them: the prelude, the five algorithms and the dispatch, joined.
 func Multi() string { return multi }
+
+// Refund returns the script that gives back, later, units that a decide
+// call which set a commit marker took: the prelude, the five algorithms
+// and refund.lua, joined.
+func Refund() string { return refund }
 
 // Single returns the script that decides one check of the algorithm named
 // algorithm ("gcra", as algorithms.Algorithm.String names it, or
@@ -122,7 +129,7 @@ func BatchAll() string { return batchAll }
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi, batchAll, release, renew}
+	s := []string{multi, refund, batchAll, release, renew}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

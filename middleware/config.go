@@ -108,6 +108,18 @@ type Config struct {
 	// (Prometheus, OpenTelemetry, ...).
 	OnDecision func(*http.Request, *engine.Decision)
 
+	// RefundWindow is how long after a request's decision its
+	// ResponseCost rules can still give back what the response did not
+	// use (default 1 minute, at most 24 hours; see
+	// engine.Config.RefundWindow).
+	RefundWindow time.Duration
+
+	// OnSettleError, when set, hears of every error settling the
+	// ResponseCost rules of a request after its response: a cost out of
+	// range, a refund that failed or came after RefundWindow. The
+	// reservation then stays charged. The Logger hears of them too.
+	OnSettleError func(*http.Request, error)
+
 	// Logger receives backend errors (Warn), fallback switches (Warn/Info)
 	// and, at Debug, every decision. Default slog.Default().
 	Logger *slog.Logger
@@ -143,6 +155,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 		FallbackBackend: cfg.FallbackBackend,
 		ProbeInterval:   cfg.ProbeInterval,
 		Shadow:          cfg.Shadow,
+		RefundWindow:    cfg.RefundWindow,
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
@@ -166,7 +179,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 
 // newMiddleware returns the Middleware of e, whose rules are cfg.Rules.
 func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool) *Middleware {
-	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow}
+	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules)}
 	n := len(cfg.Rules)
 	m.pool.New = func() any {
 		return &scratch{

@@ -41,6 +41,15 @@
 // returns is validated on every request; a failure is never replaced by a
 // default limit (see Rule.LimitFunc for what the error policy does then).
 //
+// # Charging after the response
+//
+// Rule.ResponseCost decides what a request cost from its response: "count
+// only failed logins" (a 401 costs 1, a 200 nothing), "refund on 5xx". The
+// rule still reserves the request's cost before the handler, so a key at
+// its limit is denied up front and requests in flight count; what the
+// response did not use is given back after it, once (see
+// Rule.ResponseCost for what is atomic).
+//
 // # Allowlists
 //
 // Config.Exempt exempts a request from every rule, Rule.Exempt from one:

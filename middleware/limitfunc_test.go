@@ -152,7 +152,7 @@ func TestRuleLimitFuncInvalid(t *testing.T) {
 		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tiers: map[string]algorithms.Limit{"pro": gcra3}},
 			`redlimit: rule "p": Tiers must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
 		{middleware.Rule{Name: "p", Key: userFunc, LimitFunc: fn},
-			`redlimit: rule "p": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)`},
+			`redlimit: rule "p": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got Algorithm(0)`},
 	} {
 		_, err := middleware.New(newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{tt.rule}})
 		var ce *algorithms.ConfigError

@@ -18,6 +18,7 @@ type Middleware struct {
 	pool    sync.Pool
 	wallNow bool // cfg.Now is time.Now: reuse the time decide read
 	timed   bool // something besides debug logging reads Decision.Latency
+	settles bool // a rule has a ResponseCost: requests are settled after the response (settle.go)
 }
 
 // LocalDenials returns how many requests the deny cache answered without a
@@ -63,6 +64,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.writeHeaders(w.Header(), s)
 			if m.cfg.DecisionInContext {
 				r = r.WithContext(withDecision(r.Context(), d.Clone()))
+			}
+			if m.settles {
+				m.serveSettled(w, r, next, d)
+				return
 			}
 			next.ServeHTTP(w, r)
 		case d.Failed:

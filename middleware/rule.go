@@ -85,6 +85,36 @@ type Rule struct {
 	// shadow rule only reports that it would have denied.
 	Cost func(*http.Request) int64
 
+	// ResponseCost, when set, charges the request after the response:
+	// "count only failed logins", "refund on 5xx". The rule reserves the
+	// request's Cost (default 1) when the request is decided, before the
+	// handler runs, so a key already at its limit is denied up front and
+	// requests in flight count against it; once the handler has returned
+	// (or panicked), ResponseCost gets the response's status code (200
+	// when the handler wrote nothing; 500 when it panicked before writing
+	// a status) and the body bytes it wrote, and returns what the request
+	// really cost, from 0 to the reservation. The rest is given back
+	// (engine.Engine.Settle): for "count only failed logins", return 1
+	// for a 401 or 403 and 0 otherwise.
+	//
+	// What is atomic: the check and the reservation, as for any rule
+	// (one backend call with the request's other rules); the refund is a
+	// second atomic call, made once, within engine.Config.RefundWindow
+	// (a minute by default: a handler that runs longer keeps the whole
+	// reservation). Between the two the reservation counts: a concurrent
+	// request may be denied because of it (its denial is then
+	// provisional, and the deny cache does not remember it). A cost
+	// below 0 or above the reservation is an error (Config.OnSettleError
+	// and the Logger hear of it) and the reservation stays charged:
+	// nothing is ever charged beyond what was checked.
+	//
+	// Only requests with a ResponseCost rule pay for it: their
+	// ResponseWriter is wrapped to see the status and the bytes (it
+	// keeps http.ResponseController working through Unwrap), and their
+	// keys get refund markers in the store for the refund window. It
+	// must be safe for concurrent use.
+	ResponseCost func(status int, written int64) int64
+
 	// MissingKey says what happens when Key finds no key material
 	// (keyfunc.ErrNoKey): engine.DenyMissingKey (the zero value) answers
 	// 429 without Retry-After, the decision naming the rule;
@@ -117,6 +147,7 @@ func engineRules(rules []Rule) ([]engine.Rule, error) {
 			return fail("Tiers", "must list at least one tier when Tier is set")
 		}
 		out[i] = engine.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
+		out[i].Refundable = r.ResponseCost != nil
 		if r.LimitFunc != nil {
 			// The middleware calls r.LimitFunc on the request and passes its
 			// outcome in Input.Limit or Input.LimitErr; the engine calls

@@ -46,7 +46,7 @@ func TestNewInvalid(t *testing.T) {
 		{"burst on a window", mem, middleware.Config{Rules: rule(func(r *middleware.Rule) { r.Algorithm, r.Limit = algorithms.FixedWindow, gcra3.WithBurst(5) })},
 			`redlimit: rule "ip": Limit.Burst is not used by fixed_window and must be 0, got 5`},
 		{"no algorithm", mem, middleware.Config{Rules: rule(func(r *middleware.Rule) { r.Algorithm = 0 })},
-			`redlimit: rule "ip": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)`},
+			`redlimit: rule "ip": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got Algorithm(0)`},
 		{"empty name", mem, middleware.Config{Rules: rule(func(r *middleware.Rule) { r.Name = "" })},
 			`redlimit: Name must be 1-64 characters from [A-Za-z0-9_.-], got ""`},
 		{"name with a space", mem, middleware.Config{Rules: rule(func(r *middleware.Rule) { r.Name = "per ip" })},

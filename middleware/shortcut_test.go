@@ -139,7 +139,7 @@ func TestShortcutsInvalid(t *testing.T) {
 		},
 			`redlimit: rule "ip": Limit.Rate must be > 0, got 0`},
 		{"no algorithm", func() (*middleware.Middleware, error) { return middleware.PerUser(mem, user, 0, gcra3) },
-			`redlimit: rule "user": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)`},
+			`redlimit: rule "user": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got Algorithm(0)`},
 		{"bad IPConfig", func() (*middleware.Middleware, error) {
 			return middleware.PerIP(mem, algorithms.GCRA, gcra3, middleware.WithIPConfig(keyfunc.IPConfig{IPv4Prefix: 33}))
 		}, `redlimit: rule "ip": IPConfig.IPv4Prefix must be in 1..32, got 33`},

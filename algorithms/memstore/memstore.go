@@ -47,6 +47,7 @@ type Store struct {
 	perShard  int
 	seed      maphash.Seed
 	shards    [memoryShards]memoryShard
+	book      commitBook // the commit markers of refundable calls (refund.go)
 }
 
 // memoryShard holds its keys' states in a dense slice of slots, indexed by
@@ -67,6 +68,7 @@ type slot struct {
 	key string
 	calc.State
 	expires int64 // µs; the state is absent from this instant on
+	pending int64 // µs; until then a refundable commit may be given back (refund.go)
 }
 
 var _ algorithms.InProcess = (*Store)(nil)
@@ -175,6 +177,9 @@ func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uin
 		o := evalOrAbsent(st, &absent, &ps[i], now, hw)
 		results[i] = result(o, ps[i].Cap)
 		allowed = allowed && o.Allowed
+		if !o.Allowed && checks[i].RefundWindow > 0 && st != nil && st.pending > hw {
+			results[i].Provisional = true
+		}
 	}
 	if !allowed {
 		// Nothing is consumed: the checks that passed report their state as
@@ -208,6 +213,7 @@ func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uin
 		// The TTL Redis would get: reset rounded up to a millisecond.
 		st.expires = hw + calc.CeilDiv(o.Reset, 1000)*1000
 	}
+	m.commitRefundable(checks, hashes, shards, results, now, hw)
 }
 
 // evalOrAbsent evaluates p without committing against st, or against a
@@ -290,7 +296,7 @@ func (sh *memoryShard) sweep(hw int64) {
 			return
 		}
 		sh.visited++
-		if sh.slots[i].expires > hw {
+		if sh.slots[i].expires > hw || sh.slots[i].pending > hw {
 			sh.cursor++
 			continue
 		}

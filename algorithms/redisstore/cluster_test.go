@@ -1154,15 +1154,23 @@ func final(r algorithms.Result) algorithms.Result {
 	return r
 }
 
-// finalResults is a Backend whose Results are final's.
+// finalResults is a Backend whose Results are final's, but for those of
+// refundable checks, which report Provisional as on one server. It
+// refunds like the Backend it wraps.
 type finalResults struct{ algorithms.Backend }
 
 func (f finalResults) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
 	err := f.Backend.Allow(ctx, checks, results)
 	for i := range results {
-		results[i] = final(results[i])
+		if i >= len(checks) || checks[i].RefundWindow == 0 {
+			results[i] = final(results[i])
+		}
 	}
 	return err
+}
+
+func (f finalResults) Refund(ctx context.Context, refunds []algorithms.Refund) error {
+	return f.Backend.(algorithms.Refunder).Refund(ctx, refunds)
 }
 
 // miniBackend returns a Store on mr, on a clock of its own.

@@ -126,6 +126,21 @@
 // lua/renew.lua): one for all leases on a single node, one per lease on
 // a cluster or a Ring, each atomic in its key's slot.
 //
+// # Late refunds
+//
+// A refundable check ([algorithms.Check].RefundWindow > 0, the checks of
+// a rule that charges after the response) is decided with the same
+// markers on every client, a single server included: the call (each slot
+// of it on a cluster) sets its commit marker and its keys' pending
+// markers for the RefundWindow, and its allowed Results carry a
+// [algorithms.Receipt]. [Store.Refund] is then one EVALSHA of
+// lua/refund.lua per commit marker, seconds later: it gives back only if
+// it deletes the marker (at most once, within the window), exactly where
+// the commit took the units, at the current time (see
+// [algorithms.Refunder]). Until the marker expires, a denial of the key
+// is Provisional. Redis holds, per refundable call committed within the
+// window, one commit marker per slot, and one pending marker per key.
+//
 // # Errors
 //
 // A failed script is reported as a *[algorithms.BackendError] with Backend

@@ -128,6 +128,9 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		now = b.now().UnixMicro()
 	}
 	b.prepareCalendars(checks, ps, now)
+	if w := refundWindow(checks); w > 0 {
+		return b.allowRefundable(ctx, checks, ps, results, now, w)
+	}
 	if b.shards == nil {
 		_, err := b.decide(ctx, nil, checks, ps, results, now, markers{})
 		return err

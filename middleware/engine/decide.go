@@ -128,6 +128,10 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 			s.checks[len(s.checks)-1].Lease = algorithms.NewLease()
 		}
 		s.index = append(s.index, i)
+		rd.Cost = max(x.Cost, 1)
+		if rule.Refundable {
+			s.checks[len(s.checks)-1].RefundWindow = e.s.refundWindow
+		}
 	}
 	d.Allowed = true
 	return pass

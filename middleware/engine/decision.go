@@ -131,6 +131,10 @@ type RuleDecision struct {
 	Algorithm algorithms.Algorithm
 	Limit     algorithms.Limit
 	Result    algorithms.Result
+	// Cost is the units the rule's check asked for (the Input's cost, at
+	// least 1), set with Key: what a refundable rule reserved (see
+	// Engine.Refund).
+	Cost int64
 }
 
 // Window is the time the rule's Limit takes to refill its whole capacity

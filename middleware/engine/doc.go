@@ -49,6 +49,14 @@
 // materials per request (per IP and per user) go through Decide,
 // [Engine.WaitInputs], [Engine.PeekInputs] and [Engine.ResetInputs].
 //
+// # Refunds
+//
+// A Rule that is Refundable reserves its cost when it is decided, and
+// [Engine.Refund] (n units of each refundable rule) or [Engine.Settle]
+// (the actual cost of each rule) gives back, later, what the work did not
+// use: at most once, within Config.RefundWindow, on the backend that
+// decided, an [algorithms.Refunder].
+//
 // # Backends as they describe themselves
 //
 // The engine treats every backend, the module's or the user's, by the

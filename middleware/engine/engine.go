@@ -69,6 +69,13 @@ type Config struct {
 	// advances that clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 
+	// RefundWindow is how long after a decision its refundable rules'
+	// charges may be given back (Rule.Refundable; see Engine.Refund):
+	// default 1 minute, at most 24 hours. A refund after it gives nothing
+	// back. The store keeps a marker per key charged by a refundable rule
+	// for that long (see algorithms.Check.RefundWindow).
+	RefundWindow time.Duration
+
 	// Logger receives backend errors (Warn, at most one line a second),
 	// fallback switches (Warn/Info) and, at Debug, every decision. Default
 	// slog.Default().
@@ -101,11 +108,14 @@ type shared struct {
 	shadow        bool
 	onDecision    func(context.Context, *Decision)
 	sleep         func(context.Context, time.Duration) error
+	refundWindow  time.Duration // of the checks of refundable rules
 	logger        *slog.Logger
 	errors        atomic.Int64 // errors not yet logged
 	lastLog       atomic.Int64 // unix ns of the last error line
 	stalled       atomic.Int64 // abandoned backend calls still running (see bounded)
 	leaser        bool         // the backend given to New can release leases
+	refundErrs    atomic.Int64 // settle errors not yet logged
+	refundLog     atomic.Int64 // unix ns of the last settle error line
 }
 
 // scratch is the per-call working memory, pooled.
@@ -139,6 +149,9 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 100 * time.Millisecond
 	}
+	if err := defaultRefundWindow(&cfg.RefundWindow); err != nil {
+		return nil, err
+	}
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = time.Second
 	}
@@ -169,6 +182,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		shadow:        cfg.Shadow,
 		onDecision:    cfg.OnDecision,
 		sleep:         cfg.Sleep,
+		refundWindow:  cfg.RefundWindow,
 		logger:        cfg.Logger,
 		leaser:        leaser,
 	}

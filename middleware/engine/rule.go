@@ -65,6 +65,16 @@ type Rule struct {
 
 	// Shadow decides and reports the rule but never denies with it.
 	Shadow bool
+
+	// Refundable lets what the rule charges be given back after the
+	// decision, within Config.RefundWindow, through Engine.Refund or
+	// Engine.Settle: "charge after the response", where a request
+	// reserves its cost when it is decided and gives back what the work
+	// did not use ("count only failed logins"). A refundable rule costs
+	// the store a few marker keys per decision (see
+	// algorithms.Check.RefundWindow); every process sharing the rule's
+	// keys must agree on it.
+	Refundable bool
 }
 
 // MissingKey is what a rule does with a request for which the caller found
@@ -116,6 +126,8 @@ func compile(prefix string, r Rule) (compiled, error) {
 		return fail("Name", "must be 1-64 characters from [A-Za-z0-9_.-], got "+quote(r.Name))
 	case r.MissingKey > SkipMissingKey:
 		return fail("MissingKey", "unknown value")
+	case r.Refundable && r.Algorithm == algorithms.Concurrency:
+		return fail("Refundable", "must be false for concurrency: its slots are released when the work ends, never refunded")
 	}
 	if r.LimitFunc != nil {
 		switch {
@@ -124,7 +136,7 @@ func compile(prefix string, r Rule) (compiled, error) {
 		case r.Tiers != nil:
 			return fail("Tiers", "must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc")
 		case !r.Algorithm.Valid():
-			return fail("Algorithm", "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got "+r.Algorithm.String())
+			return fail("Algorithm", "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got "+r.Algorithm.String())
 		}
 	} else if err := r.Limit.Validate(r.Algorithm); err != nil {
 		return compiled{}, algorithms.WithRule(err, name)

@@ -281,7 +281,7 @@ func TestLimitFuncInvalid(t *testing.T) {
 		{engine.Rule{Name: "p", Algorithm: algorithms.GCRA, LimitFunc: fn, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerHour(1)}},
 			`redlimit: rule "p": Tiers must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
 		{engine.Rule{Name: "p", LimitFunc: fn},
-			`redlimit: rule "p": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, got Algorithm(0)`},
+			`redlimit: rule "p": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got Algorithm(0)`},
 	} {
 		_, err := engine.New(newMemory(t), engine.Config{Rules: []engine.Rule{tt.rule}})
 		var ce *algorithms.ConfigError

@@ -36,10 +36,14 @@ func vectorsDir() string {
 //	limit <name> <algorithm> rate=<n> period=<duration> [burst=<n>]
 //	limit <name> fixed_window rate=<n> calendar=<day|week|month|year> [zone=<IANA name>]
 //	keys shared
-//	<offset> <check> [<check>...] -> <result> [| <result>...]
+//	<offset> <check> [<check>...] [@<label>] -> <result> [| <result>...]
+//	<offset> refund <label> <units> [<units>...] -> refunded|none
 //
 // where a check is <limit>/<key>[*<cost>] and a result is
-// allow|deny <remaining> <retry_after> <reset_after>. Each limit has keys of
+// allow|deny <remaining> <retry_after> <reset_after> [provisional]. A call
+// with a @label is refundable (Check.RefundWindow = RefundWindow), and a
+// later refund step gives back units of each of its checks, expecting
+// them given back (refunded) or not (none: ErrNotRefunded). Each limit has keys of
 // its own, unless the scenario says "keys shared": then a key is the same
 // whatever limit checks it, and a scenario plays one key whose limit
 // changes. Offsets are durations
@@ -71,6 +75,11 @@ type Step struct {
 	Want   []algorithms.Result
 	Held   []bool // renew: whether each lease is held
 	Text   string
+
+	Label   string  // a refundable call: its label
+	Refund  string  // a refund step: the label of the call it refunds
+	Units   []int64 // a refund step: the units per check
+	Outcome string  // a refund step: "refunded" or "none"
 }
 
 type CheckSpec struct {
@@ -188,7 +197,19 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 					fields = append(fields, "->")
 				}
 			}
+			if len(fields) > 1 && fields[1] == "refund" {
+				if err := parseRefund(&st, fields, cur); err != nil {
+					fail("%v", err)
+				}
+				cur.Steps = append(cur.Steps, st)
+				continue
+			}
 			arrow := indexOf(fields, "->")
+			if arrow > 2 && strings.HasPrefix(fields[arrow-1], "@") {
+				st.Label = fields[arrow-1][1:]
+				fields = append(fields[:arrow-1:arrow-1], fields[arrow:]...)
+				arrow--
+			}
 			if arrow < 2 {
 				fail("no checks or no ->")
 			}
@@ -230,10 +251,14 @@ func parseVectors(t testing.TB, path string) []*Scenario {
 			}
 			for _, r := range strings.Split(strings.Join(fields[arrow+1:], " "), "|") {
 				rf := strings.Fields(r)
-				if len(rf) != 4 || rf[0] != "allow" && rf[0] != "deny" {
-					fail("result %q: want allow|deny remaining retry reset", r)
-				}
 				var res algorithms.Result
+				if len(rf) == 5 && rf[4] == "provisional" {
+					res.Provisional = true
+					rf = rf[:4]
+				}
+				if len(rf) != 4 || rf[0] != "allow" && rf[0] != "deny" {
+					fail("result %q: want allow|deny remaining retry reset [provisional]", r)
+				}
 				res.Allowed = rf[0] == "allow"
 				if res.Remaining, err = strconv.ParseInt(rf[1], 10, 64); err != nil {
 					fail("remaining: %v", err)
@@ -278,6 +303,9 @@ func FormatResult(r algorithms.Result) string {
 	if r.Allowed {
 		verdict = "allow"
 	}
+	if r.Provisional {
+		return fmt.Sprintf("%s %d %v %v provisional", verdict, r.Remaining, r.RetryAfter, r.ResetAfter)
+	}
 	return fmt.Sprintf("%s %d %v %v", verdict, r.Remaining, r.RetryAfter, r.ResetAfter)
 }
 
@@ -304,11 +332,16 @@ func Play(t *testing.T, h *Harness, sc *Scenario, print bool) {
 	t.Helper()
 	ctx := context.Background()
 	var printed strings.Builder
+	calls := map[string]call{} // refundable calls by label
 	for _, st := range sc.Steps {
 		now := sc.Start.Add(st.At)
 		h.Clock.T = now
 		if h.Advance != nil {
 			h.Advance(now)
+		}
+		if st.Refund != "" {
+			playRefund(t, h, st, calls, &printed, print)
+			continue
 		}
 		checks := make([]algorithms.Check, len(st.Checks))
 		for i, c := range st.Checks {
@@ -329,9 +362,20 @@ func Play(t *testing.T, h *Harness, sc *Scenario, print bool) {
 			playLeases(t, h, st, checks, print, &printed)
 			continue
 		}
+		if st.Label != "" {
+			for i := range checks {
+				checks[i].RefundWindow = RefundWindow
+			}
+		}
 		got := make([]algorithms.Result, len(checks))
 		if err := h.Backend.Allow(ctx, checks, got); err != nil {
 			t.Fatalf("line %d: %s: Allow: %v", st.Line, st.Text, err)
+		}
+		if st.Label != "" {
+			calls[st.Label] = call{checks, append([]algorithms.Result(nil), got...)}
+			for i := range got {
+				got[i].Receipt = algorithms.Receipt{} // the vectors do not name receipts
+			}
 		}
 		if print {
 			var parts []string

@@ -1,0 +1,128 @@
+package calc
+
+// Refund gives back p.Cost units that a commit at at (µs), which replied
+// reset µs as its reset_after, took from s, at now: the late refund of
+// lua/refund.lua, operation for operation. exists says whether s holds
+// stored state. It reports what became of s: Gone (the key reads as full
+// capacity: drop it), else TTL, the µs from now after which s expires,
+// when the refund set it (0: unchanged).
+func (s *State) Refund(p *Params, at, reset, now int64, exists bool) RefundOutcome {
+	if !exists {
+		return RefundOutcome{}
+	}
+	switch p.Alg {
+	case FixedWindow, Calendar: // one state: the window's start, end and count
+		return s.fixedWindowRefund(p, at, reset)
+	case SlidingLog:
+		return s.slidingLogRefund(p, at, reset, now)
+	case SlidingWindow:
+		return s.slidingWindowRefund(p, at, reset, now)
+	case TokenBucket:
+		return s.tokenBucketRefund(p, now)
+	default:
+		return s.gcraRefund(p, now)
+	}
+}
+
+// RefundOutcome is what a refund did to a key's state.
+type RefundOutcome struct {
+	Gone bool  // the state is empty: the key is deleted
+	TTL  int64 // when > 0, the state's new time to live, µs from now
+}
+
+// fixedWindowRefund takes cost back from the window the commit wrote, named
+// by its end (at + reset), while the key holds that window; once another
+// window has replaced it, the units no longer count. The TTL stays: the
+// window still ends when it did.
+func (s *State) fixedWindowRefund(p *Params, at, reset int64) RefundOutcome {
+	if s.c != at+reset {
+		return RefundOutcome{}
+	}
+	s.b -= p.Cost
+	if s.b <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{}
+}
+
+// slidingLogRefund removes cost entries of the stamp the commit used
+// (at + reset − period), while they are in the window at now; entries of
+// one stamp are all alike. The key then lives as long as its newest entry
+// counts.
+func (s *State) slidingLogRefund(p *Params, at, reset, now int64) RefundOutcome {
+	stamp := at + reset - p.Period
+	l := s.log
+	if l == nil || stamp <= now-p.Period {
+		return RefundOutcome{}
+	}
+	l.removeAt(stamp, p.Cost)
+	newest, any := l.newest()
+	if !any || newest+p.Period-now <= 0 {
+		// no entry left, or none that counts: the TTL ends at once
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{TTL: newest + p.Period - now}
+}
+
+// removeAt removes up to n entries stamped t.
+func (l *timeLog) removeAt(t, n int64) {
+	hi := l.countAtMost(t)
+	lo := max(l.countAtMost(t-1), hi-n)
+	if lo >= hi {
+		return
+	}
+	i, j := l.head+int(lo), l.head+int(hi)
+	l.buf = append(l.buf[:i], l.buf[j:]...)
+}
+
+// slidingWindowRefund takes cost back from the window the commit counted
+// in (it started at at + reset − 2·period): the current count while the
+// key is at that window, the previous count once it has moved to the
+// next, nothing after that or once the period has changed. The key then
+// lives until its counts no longer count at now.
+func (s *State) slidingWindowRefund(p *Params, at, reset, now int64) RefundOutcome {
+	start := at + reset - 2*p.Period
+	if s.d-s.a != p.Period {
+		return RefundOutcome{}
+	}
+	switch s.a {
+	case start:
+		s.b = max(s.b-p.Cost, 0)
+	case start + p.Period:
+		s.c = max(s.c-p.Cost, 0)
+	default:
+		return RefundOutcome{}
+	}
+	r := swReset(s.a, p.Period, now, s.b, s.c)
+	if r <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{TTL: r}
+}
+
+// tokenBucketRefund puts cost tokens back at now: the time-debt at now less
+// cost·u, at least nothing (a full bucket: the key is deleted).
+func (s *State) tokenBucketRefund(p *Params, now int64) RefundOutcome {
+	if s.b <= 0 {
+		return RefundOutcome{}
+	}
+	diff, _ := bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U)
+	diff -= p.Cost * p.U
+	if diff <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	s.a, s.b, s.c = diff, p.R, now
+	return RefundOutcome{TTL: CeilDiv(diff, p.R)}
+}
+
+// gcraRefund moves the TAT back by cost's emission time, from its value at
+// now; a TAT at or before now is a full bucket: the key is deleted.
+func (s *State) gcraRefund(p *Params, now int64) RefundOutcome {
+	diff, _ := bucketDebt(s.a, s.b, s.c, now, p.R, p.Cap*p.U)
+	diff -= p.Cost * p.U
+	if diff <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	s.gcraSet(now, diff, p.R)
+	return RefundOutcome{TTL: CeilDiv(diff, p.R)}
+}

@@ -1,0 +1,183 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/lua"
+)
+
+var _ algorithms.Refunder = (*Store)(nil)
+
+// refundScript gives back, later, what a refundable decide call took (see
+// lua/refund.lua).
+var refundScript = redis.NewScript(lua.Refund())
+
+// The pipeline sends a script's source on NOSCRIPT (see evalCmd).
+func init() { sources[refundScript] = lua.Refund() }
+
+// refundWindow returns the longest RefundWindow of checks: > 0 for a
+// refundable call.
+func refundWindow(checks []algorithms.Check) time.Duration {
+	var w time.Duration
+	for i := range checks {
+		w = max(w, checks[i].RefundWindow)
+	}
+	return w
+}
+
+// windowMs is w in whole milliseconds, rounded up: the TTL of a
+// refundable call's markers.
+func windowMs(w time.Duration) int64 {
+	return int64((w + time.Millisecond - 1) / time.Millisecond)
+}
+
+// allowRefundable decides a refundable call: as Allow does, and each part
+// that commits (the whole call on one server) also sets its commit marker
+// and its keys' pending markers, for w, on every client. An allowed
+// call's Results carry the Receipt a later Refund needs.
+func (b *Store) allowRefundable(ctx context.Context, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, w time.Duration) error {
+	window := windowMs(w)
+	var node *redis.Client
+	one := b.shards == nil
+	if !one {
+		var err error
+		if node, one, err = b.oneShard(checks); err != nil {
+			return err
+		}
+	}
+	if one {
+		marker := commitKey(checks[0].Key, newCommitID())
+		at, err := b.decide(ctx, node, checks, ps, results, now, markers{sharded: true, commit: marker, window: window})
+		if err != nil {
+			if b.shards != nil {
+				b.shards.failed()
+			}
+			return err
+		}
+		receipts(results[:len(checks)], marker, at)
+		return nil
+	}
+	// A call spanning slots: its markers also serve the compensation of
+	// a denied call, which needs them for RefundWindow.
+	window = max(window, RefundWindow.Milliseconds())
+	parts, err := b.split(checks, ps)
+	if err != nil {
+		return err
+	}
+	concurrently(len(parts), func(j int) {
+		p := &parts[j]
+		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: window})
+	})
+	if err := b.compensate(ctx, parts); err != nil {
+		return err
+	}
+	allowed := true
+	for j := range parts {
+		allowed = allowed && parts[j].allowed()
+	}
+	if allowed {
+		for j := range parts {
+			receipts(parts[j].res, parts[j].commit, parts[j].now)
+		}
+	}
+	scatter(parts, results)
+	return nil
+}
+
+// receipts gives every Result of an allowed call the Receipt of its
+// commit; a denied call gets none.
+func receipts(results []algorithms.Result, marker string, at int64) {
+	for i := range results {
+		if !results[i].Allowed {
+			return
+		}
+	}
+	for i := range results {
+		results[i].Receipt = algorithms.Receipt{Marker: marker, At: at}
+	}
+}
+
+// Refund implements [algorithms.Refunder]: one EVALSHA of lua/refund.lua
+// per commit marker (the call on one server; each hash slot or shard of
+// it on a cluster or a Ring), one after another, at the store's current
+// time. The script gives back only if it deletes the marker, so a refund
+// sent again, by go-redis after a lost reply or by the caller, gives
+// nothing back. Refunds whose Units are all 0 are not sent.
+func (b *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
+	if err := algorithms.ValidateRefunds(refunds); err != nil {
+		return err
+	}
+	var now int64
+	if b.now != nil {
+		now = b.now().UnixMicro()
+	}
+	var first error
+	done := make([]bool, len(refunds))
+	for i := range refunds {
+		if done[i] {
+			continue
+		}
+		marker := refunds[i].Result.Receipt.Marker
+		var group []int
+		units := false
+		for j := i; j < len(refunds); j++ {
+			if !done[j] && refunds[j].Result.Receipt.Marker == marker {
+				done[j] = true
+				group = append(group, j)
+				units = units || refunds[j].Units > 0
+			}
+		}
+		if !units {
+			continue
+		}
+		if err := b.refundLate(ctx, refunds, group, now); err != nil && (first == nil || errors.Is(first, algorithms.ErrNotRefunded)) {
+			first = err
+		}
+	}
+	return first
+}
+
+// refundLate runs the refund script for the refunds in group, which share
+// one commit marker.
+func (b *Store) refundLate(ctx context.Context, refunds []algorithms.Refund, group []int, now int64) error {
+	r0 := &refunds[group[0]]
+	keys := make([]string, 0, len(group)+1)
+	args := make([]any, 2, 2+7*len(group))
+	args[0], args[1] = now, r0.Result.Receipt.At
+	for _, j := range group {
+		r := &refunds[j]
+		c := &r.Check
+		p := calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
+		keys = append(keys, c.Key)
+		args = append(args, int64(p.Alg), p.Cap, p.Period, p.R, p.U, r.Units, int64(r.Result.ResetAfter/time.Microsecond))
+	}
+	keys = append(keys, r0.Result.Receipt.Marker)
+	var node *redis.Client
+	if b.shards != nil {
+		var err error
+		if _, node, err = b.shards.shard(keys[0]); err != nil {
+			return &algorithms.BackendError{Backend: "redis", Err: err}
+		}
+	}
+	vals, err := b.run(ctx, node, refundScript, keys, args)
+	if err != nil {
+		if b.shards != nil {
+			b.shards.failed()
+		}
+		return err
+	}
+	if len(vals) != 2 || vals[0] < 0 || vals[0] > 1 {
+		return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("refund script reply %v, want [0|1 now]", vals)}
+	}
+	if vals[0] == 0 {
+		return fmt.Errorf("%w (commit %s)", algorithms.ErrNotRefunded, r0.Result.Receipt.Marker)
+	}
+	return nil
+}

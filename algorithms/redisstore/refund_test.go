@@ -1,0 +1,83 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
+)
+
+// resend is a go-redis hook that sends every EVALSHA of one script twice,
+// as go-redis does when the reply to the first was lost: the server runs
+// it twice, the client reads the second reply.
+type resend struct{ sha string }
+
+func (resend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h resend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 && cmd.Name() == "evalsha" && args[1] == h.sha {
+			_ = next(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRefundResent: on a real redis-server, a refund that reaches the
+// server twice (a lost reply, a retry) gives back once, on every
+// algorithm; the caller then hears ErrNotRefunded, the reply of the
+// second run.
+func TestRefundResent(t *testing.T) {
+	srv := redistest.Require(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	for _, src := range lua.Scripts() { // EVALSHA from the start
+		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.AddHook(resend{sha: redis.NewScript(lua.Refund()).Hash()})
+	now := time.Unix(1_700_000_000, 0)
+	b, err := redisstore.New(client, redisstore.Config{Now: func() time.Time { return now }, Pipelines: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range refundable {
+		check := algorithms.Check{Key: redistest.Prefix(t) + alg.String() + ":{k}", Algorithm: alg, Limit: algorithms.PerHour(10), Cost: 4, RefundWindow: time.Minute}
+		res := make([]algorithms.Result, 1)
+		if err := b.Allow(ctx, []algorithms.Check{check}, res); err != nil || !res[0].Allowed {
+			t.Fatalf("%v: Allow = %+v, %v", alg, res[0], err)
+		}
+		err := b.Refund(ctx, []algorithms.Refund{{Check: check, Result: res[0], Units: 2}})
+		if !errors.Is(err, algorithms.ErrNotRefunded) {
+			t.Fatalf("%v: a refund run twice = %v, want ErrNotRefunded from the second run", alg, err)
+		}
+		peek := check
+		peek.Cost, peek.RefundWindow = 11, 0
+		if err := b.Allow(ctx, []algorithms.Check{peek}, res); err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Remaining != 8 {
+			t.Fatalf("%v: after a refund of 2 of 4 run twice: remaining %d, want 8", alg, res[0].Remaining)
+		}
+	}
+}
+
+// refundable lists the algorithms whose charges can be refunded: all but
+// concurrency, whose slots are released instead.
+var refundable = slices.DeleteFunc(slices.Clone(algorithms.Algorithms), func(a algorithms.Algorithm) bool {
+	return a == algorithms.Concurrency
+})
