@@ -136,6 +136,9 @@ func TestRedisRefundExactConcurrent(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	cluster := cl.Client(t)
+	t.Run("cluster/with-concurrency", func(t *testing.T) {
+		refundWithSlots(t, newEngine(t, redisStore(t, cluster, true), engine.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second, Rules: slotRules()}))
+	})
 	for _, alg := range refundable {
 		t.Run("cluster/"+alg.String(), func(t *testing.T) {
 			e := newEngine(t, redisStore(t, cluster, true), engine.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second, Rules: refundRules(alg, algorithms.PerMinute(10))})
@@ -370,4 +373,58 @@ func TestRefundableConcurrencyRefused(t *testing.T) {
 	if err := backend.Allow(context.Background(), []algorithms.Check{{Key: "c:{a}", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, time.Minute), Lease: 7}}, ps); err != nil || ps[0].Remaining != 2 {
 		t.Fatalf("after the refused call: %+v, %v; want 2 slots left (nothing stored by the refused call)", ps[0], err)
 	}
+}
+
+// refundWithSlots plays a refundable rule layered with a concurrency rule
+// in one decision: a concurrency denial charges the refundable rule
+// nothing (all-or-nothing), a refund gives back only the refundable
+// rule's unit, and a release frees only the slot.
+func refundWithSlots(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	remaining := func(d *engine.Decision) [2]int64 {
+		return [2]int64{d.Rules[0].Result.Remaining, d.Rules[1].Result.Remaining}
+	}
+	allow := func(want bool, rem [2]int64) *engine.Decision {
+		t.Helper()
+		d := e.Allow(ctx, "alice")
+		if d.Err != nil {
+			t.Fatal(d.Err)
+		}
+		if d.Allowed != want || remaining(d) != rem {
+			t.Fatalf("Allow = %v, remaining (failures, slots) %v; want %v, %v", d.Allowed, remaining(d), want, rem)
+		}
+		return d
+	}
+	d1 := allow(true, [2]int64{2, 1})
+	d2 := allow(true, [2]int64{1, 0})
+	allow(false, [2]int64{1, 0}) // no slot: the failure rule is not charged
+	if err := e.Refund(ctx, d1, 1); err != nil {
+		t.Fatal(err)
+	}
+	d1.Release(ctx)
+	d4 := allow(true, [2]int64{1, 0}) // d1's unit and slot came back: 3 − d2 − d4
+	d2.Release(ctx)
+	d4.Release(ctx)
+	if err := e.Refund(ctx, d1, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
+		t.Fatalf("second refund of d1: %v, want ErrNotRefunded", err)
+	}
+	allow(true, [2]int64{0, 1}).Release(ctx)
+}
+
+func slotRules() []engine.Rule {
+	return []engine.Rule{
+		{Name: "fail", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3), Refundable: true},
+		{Name: "slots", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(2, time.Minute)},
+	}
+}
+
+func TestRefundWithConcurrency(t *testing.T) {
+	mem, _ := clockMemory(t)
+	refundWithSlots(t, newEngine(t, mem, engine.Config{Rules: slotRules()}))
+}
+
+func TestRedisRefundWithConcurrency(t *testing.T) {
+	client := redistest.Require(t).Client(t)
+	refundWithSlots(t, newEngine(t, redisStore(t, client, true), engine.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second, Rules: slotRules()}))
 }
