@@ -29,8 +29,9 @@ func ExampleInFlight() {
 		return res[0]
 	}
 	first := algorithms.NewLease()
-	fmt.Printf("%+v\n", take(first))
-	fmt.Printf("%+v\n", take(algorithms.NewLease()))
+	for _, r := range []algorithms.Result{take(first), take(algorithms.NewLease())} {
+		fmt.Printf("allowed=%v remaining=%d retry=%v reset=%v\n", r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter)
+	}
 
 	now = now.Add(8 * time.Second)
 	lease := []algorithms.Lease{{Key: "jobs:{acme}", ID: first, Period: limit.Period}}
@@ -42,8 +43,8 @@ func ExampleInFlight() {
 	_ = backend.Release(ctx, lease)
 	fmt.Println("allowed once released:", take(algorithms.NewLease()).Allowed)
 	// Output:
-	// {Allowed:true Limit:1 Remaining:0 RetryAfter:0s ResetAfter:10s Provisional:false}
-	// {Allowed:false Limit:1 Remaining:0 RetryAfter:10s ResetAfter:10s Provisional:false}
+	// allowed=true remaining=0 retry=0s reset=10s
+	// allowed=false remaining=0 retry=10s reset=10s
 	// held: true allowed at +13s: false
 	// allowed once released: true
 }

@@ -102,6 +102,9 @@ func ValidateRefunds(refunds []Refund) error {
 		if err := ValidateCall([]Check{r.Check}, []Result{r.Result}); err != nil {
 			return err
 		}
+		if r.Check.Algorithm == Concurrency {
+			return &ConfigError{Field: "Refund.Check.Algorithm", Reason: "is concurrency, whose slots are released (Leaser), never refunded: " + quote(r.Check.Key)}
+		}
 		if r.Result.Receipt == (Receipt{}) || !r.Result.Allowed {
 			return &ConfigError{Field: "Refund.Result", Reason: "carries no Receipt: the check of " + quote(r.Check.Key) + " was not allowed with a RefundWindow"}
 		}

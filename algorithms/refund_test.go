@@ -25,6 +25,8 @@ func TestValidateRefunds(t *testing.T) {
 		{"units above the cost", []algorithms.Refund{{Check: check, Result: ok, Units: 4}}, "Refund.Units"},
 		{"no receipt", []algorithms.Refund{{Check: check, Result: algorithms.Result{Allowed: true, Limit: 10}, Units: 1}}, "carries no Receipt"},
 		{"denied", []algorithms.Refund{{Check: check, Result: algorithms.Result{Limit: 10, Receipt: ok.Receipt}, Units: 1}}, "carries no Receipt"},
+		{"concurrency", []algorithms.Refund{{Check: algorithms.Check{Key: "c", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, time.Minute), Lease: 9}, Result: ok}}, "Refund.Check.Algorithm is concurrency, whose slots are released (Leaser), never refunded"},
+		{"concurrency window", []algorithms.Refund{{Check: algorithms.Check{Key: "c", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, time.Minute), RefundWindow: time.Minute}, Result: ok}}, "Check.RefundWindow must be 0 for concurrency"},
 		{"twice", []algorithms.Refund{{Check: check, Result: ok, Units: 1}, {Check: check, Result: ok, Units: 1}}, "appears twice"},
 		{"invalid check", []algorithms.Refund{{Check: algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, RefundWindow: time.Minute}, Result: ok, Units: 1}}, "Limit.Rate"},
 		{"negative window", []algorithms.Refund{{Check: algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), RefundWindow: -1}, Result: ok}}, "Check.RefundWindow must be >= 0"},

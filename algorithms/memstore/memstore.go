@@ -170,6 +170,7 @@ func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uin
 		sbuf    [4]*slot
 		states  = sbuf[:0]
 		allowed = true
+		refund  = callWindow(checks) > 0
 	)
 	for i := range checks {
 		st := m.shards[shards[i]].lookup(hashes[i], checks[i].Key)
@@ -177,7 +178,7 @@ func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uin
 		o := evalOrAbsent(st, &absent, &ps[i], now, hw)
 		results[i] = result(o, ps[i].Cap)
 		allowed = allowed && o.Allowed
-		if !o.Allowed && checks[i].RefundWindow > 0 && st != nil && st.pending > hw {
+		if !o.Allowed && refund && st != nil && st.pending > hw {
 			results[i].Provisional = true
 		}
 	}

@@ -38,7 +38,9 @@ func RandomRefundWorkload(seed uint64, steps int) []RefundStep {
 	for _, c := range RandomWorkload(seed, steps) {
 		if rng.IntN(5) != 0 {
 			for j := range c.Checks {
-				c.Checks[j].RefundWindow = RefundWindow
+				if c.Checks[j].Algorithm != algorithms.Concurrency { // released, never refunded
+					c.Checks[j].RefundWindow = RefundWindow
+				}
 			}
 		}
 		out = append(out, RefundStep{Call: c, Of: -1})

@@ -14,12 +14,13 @@ import "slices"
 // is usually released sooner. Reset is when the last lease expires.
 func (s *State) concurrency(p *Params, now int64, exists, commit bool) Outcome {
 	var empty slotSet
-	set := s.slots
+	var set *slotSet
 	switch {
-	case set != nil:
+	case s.set != nil:
+		set = &s.set.slots
 	case commit:
-		s.slots = new(slotSet)
-		set = s.slots
+		s.set = new(sets)
+		set = &s.set.slots
 	default:
 		set = &empty
 	}
@@ -138,11 +139,11 @@ func (l *slotSet) remove(lease uint64, cost int64) int64 {
 // empty sorted set), -1 when s holds no slots to touch (an absent key, or
 // another algorithm's state).
 func (s *State) Release(lease uint64, cost, now int64, exists bool) (released, ttl int64) {
-	if s.slots == nil || !exists {
+	if s.set == nil || !exists {
 		return 0, -1
 	}
-	s.slots.expire(now)
-	released = s.slots.remove(lease, max(cost, 1))
+	s.set.slots.expire(now)
+	released = s.set.slots.remove(lease, max(cost, 1))
 	return released, s.slotsTTL(now)
 }
 
@@ -153,10 +154,10 @@ func (s *State) Release(lease uint64, cost, now int64, exists bool) (released, t
 // whether the lease was held, and returns the key's TTL in µs afterwards
 // (as [State.Release] does).
 func (s *State) Renew(lease uint64, cost, period, now int64, exists bool) (held bool, ttl int64) {
-	if s.slots == nil || !exists {
+	if s.set == nil || !exists {
 		return false, -1
 	}
-	l := s.slots
+	l := &s.set.slots
 	l.expire(now)
 	held = l.has(lease, 0)
 	if held {
@@ -175,8 +176,8 @@ func (s *State) Renew(lease uint64, cost, period, now int64, exists bool) (held 
 // slotsTTL is the TTL in µs of a concurrency key at now: until its last
 // slot expires, or 0 when it holds none.
 func (s *State) slotsTTL(now int64) int64 {
-	if len(s.slots.s) == 0 {
+	if len(s.set.slots.s) == 0 {
 		return 0
 	}
-	return s.slots.last() - now
+	return s.set.slots.last() - now
 }

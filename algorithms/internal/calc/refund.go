@@ -51,10 +51,10 @@ func (s *State) fixedWindowRefund(p *Params, at, reset int64) RefundOutcome {
 // counts.
 func (s *State) slidingLogRefund(p *Params, at, reset, now int64) RefundOutcome {
 	stamp := at + reset - p.Period
-	l := s.log
-	if l == nil || stamp <= now-p.Period {
+	if s.set == nil || stamp <= now-p.Period {
 		return RefundOutcome{}
 	}
+	l := &s.set.log
 	l.removeAt(stamp, p.Cost)
 	newest, any := l.newest()
 	if !any || newest+p.Period-now <= 0 {

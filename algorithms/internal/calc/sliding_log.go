@@ -10,12 +10,13 @@ package calc
 func (s *State) slidingLog(p *Params, now int64, exists, commit bool) Outcome {
 	from := now - p.Period
 	var empty timeLog
-	l := s.log
+	var l *timeLog
 	switch {
-	case l != nil:
+	case s.set != nil:
+		l = &s.set.log
 	case commit:
-		s.log = new(timeLog)
-		l = s.log
+		s.set = new(sets)
+		l = &s.set.log
 	default:
 		l = &empty
 	}
