@@ -4,11 +4,12 @@
 // redlimit compiles no OpenTelemetry API unless it imports this package.
 // A [Metrics] is fed by the decision hooks: give [Metrics.HTTP] to
 // middleware.Config.OnDecision, or [Metrics.Engine] to
-// engine.Config.OnDecision, and [Metrics.RefundError] to
+// engine.Config.OnDecision, [Metrics.SettleError] to
+// middleware.Config.OnSettleError and [Metrics.RefundError] to
 // redisstore.Config.OnRefundError:
 //
 //	m, err := otellimit.New(otel.GetMeterProvider(), otellimit.Config{Rules: []string{"ip", "user"}})
-//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP})
+//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP, OnSettleError: m.SettleError})
 //	m.Watch(mw.Engine()) // deny-cache hits and stalled calls, observed at each collection
 //
 // # Instruments
@@ -19,7 +20,7 @@
 //	redlimit.rule.decisions            counter {decision}, by redlimit.rule and redlimit.outcome
 //	redlimit.decision.duration         histogram, s, of Decision.Latency, by redlimit.source
 //	redlimit.rule.decisions.unlisted   counter {decision}, rules not named in Config.Rules
-//	redlimit.refund.errors             counter {refund}, failed cluster refunds
+//	redlimit.refund.errors             counter {refund}, refunds that failed (see below)
 //	redlimit.local_denials             observable counter {decision}, deny-cache hits of the watched engines
 //	redlimit.stalled_calls             observable gauge {call}, abandoned backend calls of the watched engines
 //
@@ -31,6 +32,15 @@
 // "denied", "shadow_denied", "error", "missing_key", "invalid_cost",
 // "exempt", "skipped" or "unevaluated" (not decided because the request
 // was denied without it). Each rule of each decision is counted once.
+//
+// redlimit.refund.errors counts the refunds that failed: cluster
+// compensation (a Redis Cluster or Ring store giving back what the
+// other slots of a denied or failed call committed, reported by
+// redisstore.Config.OnRefundError) and charges after the response (a
+// request's ResponseCost rules settled with an error: a refund refused,
+// failed or made after the refund window, a cost out of range, reported
+// by middleware.Config.OnSettleError). Either way units stay consumed
+// that the limit meant to give back.
 //
 // # Cardinality
 //

@@ -3,6 +3,7 @@ package otellimit_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 
@@ -118,4 +119,57 @@ func ExampleMetrics_Engine() {
 	// Unordered output:
 	// redlimit.decisions source=primary outcome=allowed: 1
 	// redlimit.decisions source=primary outcome=denied: 1
+}
+
+// A rule that charges after the response (Rule.ResponseCost) may fail
+// to settle: Metrics.SettleError counts it in redlimit.refund.errors with
+// the failed refunds. Give it to middleware.Config.OnSettleError.
+func ExampleMetrics_SettleError() {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	metrics, err := otellimit.New(provider, otellimit.Config{Rules: []string{"login"}})
+	if err != nil {
+		panic(err)
+	}
+	defer metrics.Close()
+
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	mw, err := middleware.New(mem, middleware.Config{
+		OnDecision:    metrics.HTTP,
+		OnSettleError: metrics.SettleError,
+		Logger:        slog.New(slog.DiscardHandler), // it hears of settle errors too
+		Rules: []middleware.Rule{{
+			Name: "login", Key: keyfunc.Header("X-User"),
+			Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
+			// A bug: 2 units where the rule reserved 1. The settle fails
+			// and the reservation stays charged.
+			ResponseCost: func(int, int64) int64 { return 2 },
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer mw.Close()
+
+	r := httptest.NewRequest("POST", "/login", nil)
+	r.Header.Set("X-User", "alice")
+	mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), r)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "redlimit.refund.errors" {
+			for _, dp := range sum.DataPoints {
+				fmt.Printf("%s: %d\n", m.Name, dp.Value)
+			}
+		}
+	}
+	// Output:
+	// redlimit.refund.errors: 1
 }

@@ -40,9 +40,10 @@ type Config struct {
 
 // Metrics records redlimit's decisions with OpenTelemetry instruments.
 // Build it with [New]; it is safe for concurrent use. Its methods
-// [Metrics.HTTP], [Metrics.Engine] and [Metrics.RefundError] are the hooks
-// of middleware.Config, engine.Config and redisstore.Config. Close it to
-// stop observing the watched engines.
+// [Metrics.HTTP], [Metrics.Engine], [Metrics.SettleError] and
+// [Metrics.RefundError] are the hooks of middleware.Config (OnDecision,
+// OnSettleError), engine.Config and redisstore.Config. Close it to stop
+// observing the watched engines.
 type Metrics struct {
 	decisions metric.Int64Counter
 	rules     metric.Int64Counter
@@ -95,7 +96,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 	m.unlisted, errs[3] = meter.Int64Counter("redlimit.rule.decisions.unlisted", metric.WithUnit("{decision}"),
 		metric.WithDescription("Rule decisions about rules the metrics were not configured with (not counted per rule)."))
 	m.refunds, errs[4] = meter.Int64Counter("redlimit.refund.errors", metric.WithUnit("{refund}"),
-		metric.WithDescription("Refunds that failed on a Redis Cluster or Ring: their units stay consumed until the key expires."))
+		metric.WithDescription("Refunds that failed: cluster compensation and charges after the response. Their units stay consumed."))
 	denials, err5 := meter.Int64ObservableCounter("redlimit.local_denials", metric.WithUnit("{decision}"),
 		metric.WithDescription("Requests the local deny cache denied without a backend call."))
 	stalled, err6 := meter.Int64ObservableGauge("redlimit.stalled_calls", metric.WithUnit("{call}"),
@@ -167,6 +168,13 @@ func (m *Metrics) Engine(ctx context.Context, d *engine.Decision) { m.Record(ctx
 // redisstore.Config.OnRefundError. It ignores err: log it there if you
 // need it.
 func (m *Metrics) RefundError(error) { m.refunds.Add(context.Background(), 1) }
+
+// SettleError counts a request whose charge after the response failed
+// (a refund refused, failed or after the refund window, a cost out of
+// range) in the same counter as RefundError, with the request's context;
+// it has the signature of middleware.Config.OnSettleError. It ignores
+// err: the middleware's Logger logs it.
+func (m *Metrics) SettleError(r *http.Request, _ error) { m.refunds.Add(r.Context(), 1) }
 
 // Watch adds e's deny-cache hits (engine.Engine.LocalDenials) and stalled
 // backend calls (engine.Engine.Stalled) to the observable instruments,

@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,8 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/engine"
 	otellimit "github.com/redlimit/redlimit/middleware/otel"
 )
@@ -261,6 +266,68 @@ func TestLocalDenialsAndRefunds(t *testing.T) {
 		`redlimit.rule.decisions.unlisted{}`:                                     4,
 		`redlimit.local_denials{}`:                                               2,
 		`redlimit.refund.errors{}`:                                               2,
+	})
+}
+
+// TestSettleErrors records in redlimit.refund.errors the charges after
+// the response that a real middleware failed to settle: a cost above the
+// reservation and a refund after the refund window. A refund in time and
+// a full charge count nothing.
+func TestSettleErrors(t *testing.T) {
+	m, reader := newMetrics(t, "login")
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	mem, err := memstore.New(memstore.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := middleware.New(mem, middleware.Config{
+		OnDecision:    m.HTTP,
+		OnSettleError: m.SettleError,
+		RefundWindow:  time.Minute,
+		Logger:        quiet,
+		Now:           clock,
+		Rules: []middleware.Rule{{
+			Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
+			ResponseCost: func(status int, _ int64) int64 {
+				switch status {
+				case http.StatusUnauthorized:
+					return 1 // the whole reservation: nothing to refund
+				case http.StatusRequestEntityTooLarge:
+					return 5 // above the reservation of 1: an error
+				}
+				return 0 // refund the unit
+			},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/wrong":
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/big":
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+		case "/slow":
+			now.Add(int64(2 * time.Minute)) // the refund comes after the window
+		}
+	}))
+	for _, path := range []string{"/", "/wrong", "/big", "/slow"} {
+		r := httptest.NewRequest("POST", path, nil)
+		r.Header.Set("X-User", "alice")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if got := mw.Engine().Peek(t.Context(), "alice").Rules[0].Result.Remaining; got != 7 {
+		t.Errorf("%d left, want 7: the refund in time given back, the others charged", got)
+	}
+	checkCollect(t, reader, map[string]float64{
+		`redlimit.decisions{redlimit.outcome=allowed,redlimit.source=primary}`:  4,
+		`redlimit.rule.decisions{redlimit.outcome=allowed,redlimit.rule=login}`: 4,
+		`redlimit.decision.duration{redlimit.source=primary}`:                   4,
+		`redlimit.refund.errors{}`:                                              2,
 	})
 }
 

@@ -4,11 +4,12 @@
 // redlimit compiles no Prometheus client unless it imports this package.
 // A [Metrics] is fed by the decision hooks: give [Metrics.HTTP] to
 // middleware.Config.OnDecision, or [Metrics.Engine] to
-// engine.Config.OnDecision, and [Metrics.RefundError] to
+// engine.Config.OnDecision, [Metrics.SettleError] to
+// middleware.Config.OnSettleError and [Metrics.RefundError] to
 // redisstore.Config.OnRefundError; then register it:
 //
 //	m, err := promlimit.New(promlimit.Config{Rules: []string{"ip", "user"}})
-//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP})
+//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP, OnSettleError: m.SettleError})
 //	m.Watch(mw.Engine()) // deny-cache hits and stalled calls, read at each scrape
 //	prometheus.MustRegister(m)
 //
@@ -18,7 +19,7 @@
 //	redlimit_rule_decisions_total{rule, outcome}     counter, one per rule of each decision
 //	redlimit_decision_duration_seconds{source}       histogram of Decision.Latency
 //	redlimit_unlisted_rule_decisions_total           counter, rules not named in Config.Rules
-//	redlimit_refund_errors_total                     counter, failed cluster refunds
+//	redlimit_refund_errors_total                     counter, refunds that failed (see below)
 //	redlimit_local_denials_total                     counter, deny-cache hits of the watched engines
 //	redlimit_stalled_backend_calls                   gauge, abandoned backend calls of the watched engines
 //
@@ -41,6 +42,15 @@
 // denied without it: another rule's missing key or cost, or another rule
 // denied from the deny cache). Each rule of each decision is counted once,
 // so the outcomes of a rule sum to the decisions it took part in.
+//
+// redlimit_refund_errors_total counts the refunds that failed: cluster
+// compensation (a Redis Cluster or Ring store giving back what the
+// other slots of a denied or failed call committed, reported by
+// redisstore.Config.OnRefundError) and charges after the response (a
+// request's ResponseCost rules settled with an error: a refund refused,
+// failed or made after the refund window, a cost out of range, reported
+// by middleware.Config.OnSettleError). Either way units stay consumed
+// that the limit meant to give back.
 //
 // # Cardinality
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -117,6 +118,46 @@ func ExampleMetrics_RefundError() {
 	cfg := redisstore.Config{OnRefundError: metrics.RefundError} // then redisstore.New(client, cfg)
 
 	cfg.OnRefundError(errors.New("a refund failed")) // what the Store does when one fails
+	printMoved(reg, "redlimit_refund_errors_total")
+	// Output:
+	// redlimit_refund_errors_total 1
+}
+
+// A rule that charges after the response (Rule.ResponseCost) may fail
+// to settle: Metrics.SettleError counts it with the failed refunds. Give
+// it to middleware.Config.OnSettleError.
+func ExampleMetrics_SettleError() {
+	metrics, err := promlimit.New(promlimit.Config{Rules: []string{"login"}})
+	if err != nil {
+		panic(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics)
+
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	mw, err := middleware.New(mem, middleware.Config{
+		OnDecision:    metrics.HTTP,
+		OnSettleError: metrics.SettleError,
+		Logger:        slog.New(slog.DiscardHandler), // it hears of settle errors too
+		Rules: []middleware.Rule{{
+			Name: "login", Key: keyfunc.Header("X-User"),
+			Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
+			// A bug: 2 units where the rule reserved 1. The settle fails
+			// and the reservation stays charged.
+			ResponseCost: func(int, int64) int64 { return 2 },
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer mw.Close()
+
+	r := httptest.NewRequest("POST", "/login", nil)
+	r.Header.Set("X-User", "alice")
+	mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), r)
 	printMoved(reg, "redlimit_refund_errors_total")
 	// Output:
 	// redlimit_refund_errors_total 1

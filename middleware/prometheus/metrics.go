@@ -34,9 +34,10 @@ type Config struct {
 
 // Metrics counts redlimit's decisions for Prometheus. It is a
 // [prometheus.Collector]: register it once. Build it with [New]; it is
-// safe for concurrent use. Its methods [Metrics.HTTP], [Metrics.Engine]
-// and [Metrics.RefundError] are the hooks of middleware.Config,
-// engine.Config and redisstore.Config.
+// safe for concurrent use. Its methods [Metrics.HTTP], [Metrics.Engine],
+// [Metrics.SettleError] and [Metrics.RefundError] are the hooks of
+// middleware.Config (OnDecision, OnSettleError), engine.Config and
+// redisstore.Config.
 type Metrics struct {
 	decisions  *prometheus.CounterVec
 	rules      *prometheus.CounterVec
@@ -92,7 +93,7 @@ func New(cfg Config) (*Metrics, error) {
 		}),
 		refunds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "redlimit_refund_errors_total",
-			Help: "Refunds that failed on a Redis Cluster or Ring: their units stay consumed until the key expires.",
+			Help: "Refunds that failed: cluster compensation and charges after the response. Their units stay consumed.",
 		}),
 		byRule: make(map[string]*[len(engine.Outcomes)]prometheus.Counter, len(cfg.Rules)),
 	}
@@ -152,6 +153,13 @@ func (m *Metrics) Engine(_ context.Context, d *engine.Decision) { m.Observe(d) }
 // redisstore.Config.OnRefundError. It ignores err: log it there if you
 // need it.
 func (m *Metrics) RefundError(error) { m.refunds.Inc() }
+
+// SettleError counts a request whose charge after the response failed
+// (a refund refused, failed or after the refund window, a cost out of
+// range) in the same counter as RefundError; it has the signature of
+// middleware.Config.OnSettleError. It ignores r and err: the
+// middleware's Logger logs the error.
+func (m *Metrics) SettleError(*http.Request, error) { m.refunds.Inc() }
 
 // Watch adds e's deny-cache hits (engine.Engine.LocalDenials) and stalled
 // backend calls (engine.Engine.Stalled) to the metrics, read at each

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,6 +337,68 @@ func TestMiddleware(t *testing.T) {
 
 		`redlimit_decision_duration_seconds_count{source="primary"}`: 6,
 		`redlimit_decision_duration_seconds_count{source="none"}`:    3,
+	})
+}
+
+// TestSettleErrors counts in redlimit_refund_errors_total the charges
+// after the response that a real middleware failed to settle: a cost
+// above the reservation and a refund after the refund window. A refund
+// in time and a full charge count nothing.
+func TestSettleErrors(t *testing.T) {
+	m, reg := newMetrics(t, "login")
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	mem, err := memstore.New(memstore.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := middleware.New(mem, middleware.Config{
+		OnDecision:    m.HTTP,
+		OnSettleError: m.SettleError,
+		RefundWindow:  time.Minute,
+		Logger:        quiet,
+		Now:           clock,
+		Rules: []middleware.Rule{{
+			Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
+			ResponseCost: func(status int, _ int64) int64 {
+				switch status {
+				case http.StatusUnauthorized:
+					return 1 // the whole reservation: nothing to refund
+				case http.StatusRequestEntityTooLarge:
+					return 5 // above the reservation of 1: an error
+				}
+				return 0 // refund the unit
+			},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/wrong":
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/big":
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+		case "/slow":
+			now.Add(int64(2 * time.Minute)) // the refund comes after the window
+		}
+	}))
+	for _, path := range []string{"/", "/wrong", "/big", "/slow"} {
+		r := httptest.NewRequest("POST", path, nil)
+		r.Header.Set("X-User", "alice")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if got := mw.Engine().Peek(t.Context(), "alice").Rules[0].Result.Remaining; got != 7 {
+		t.Errorf("%d left, want 7: the refund in time given back, the others charged", got)
+	}
+	checkScrape(t, reg, map[string]float64{
+		`redlimit_decisions_total{outcome="allowed",source="primary"}`:  4,
+		`redlimit_rule_decisions_total{outcome="allowed",rule="login"}`: 4,
+		`redlimit_decision_duration_seconds_count{source="primary"}`:    4,
+		`redlimit_refund_errors_total`:                                  2,
 	})
 }
 

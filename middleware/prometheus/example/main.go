@@ -130,7 +130,8 @@ func newService(client redis.UniversalClient) (*service, error) {
 	}
 	user := keyfunc.Header("X-User-ID")
 	base, err := middleware.New(backend, middleware.Config{
-		OnDecision: metrics.HTTP,
+		OnDecision:    metrics.HTTP,
+		OnSettleError: metrics.SettleError, // once a rule charges after the response
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
 			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: engine.SkipMissingKey},
