@@ -47,12 +47,12 @@ local function calendar(key, cap, s0, s1, s2, cost, now, commit)
   return 1, cap - count, 0, stop - now, start, stop, count, now
 end
 
--- Refund (Cluster compensation), as fixed_window_refund: the commit at now
--- replied reset = end - now, which names its window by its end.
-local function calendar_refund(key, _, _, _, _, cost, now, reset)
+-- Refund, as fixed_window_refund: the commit at at replied reset = end -
+-- at, which names its window by its end.
+local function calendar_refund(key, _, _, _, _, cost, at, reset)
   local v = redis.call('HMGET', key, 'e', 'c')
   local e, c = tonumber(v[1]), tonumber(v[2])
-  if e ~= now + reset or not c then return end
+  if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then
     redis.call('DEL', key)

@@ -50,13 +50,14 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   return 1, cap - count, 0, stop - now, start, stop, count, now
 end
 
--- Refund (Cluster compensation): take cost back from the window a commit at
--- now wrote. That commit replied reset = end - now, which names the window
--- by its end. If another commit has moved the key to another window since,
--- the units no longer count and there is nothing to give back.
-local function fixed_window_refund(key, _, period, _, _, cost, now, reset)
+-- Refund: take cost back from the window a commit at at wrote. That commit
+-- replied reset = end - at, which names the window by its end. If another
+-- commit has moved the key to another window since, the units no longer
+-- count and there is nothing to give back; else the TTL stays (the window
+-- ends when it did), whenever the refund comes.
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
   local _, e, c = fixed_window_load(key, period)
-  if e ~= now + reset or not c then return end
+  if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then
     redis.call('DEL', key)

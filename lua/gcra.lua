@@ -61,10 +61,11 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
 end
 
--- Refund (Cluster compensation): move the TAT back by the cost's emission
--- time, not below now (the commit's now). A TAT at or before now is a full
--- bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, now)
+-- Refund: move the TAT back by the cost's emission time, evaluated at
+-- now (the commit's own time, at, right after it), not below now. A TAT at
+-- or before now is a full bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+  now = now or at
   local v = redis.call('GET', key)
   if not v then return end
   local a, b, rs = gcra_tat(v, r)

@@ -16,8 +16,11 @@
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, now, reset)
---     gives back what a commit at now that replied reset_after = reset took.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u

@@ -17,8 +17,9 @@
 -- back), else 0 (refunded already, or the refund window has passed:
 -- nothing given back); then the now used, in µs.
 --
--- Each <name>_late(key, cap, period, r, u, units, at, reset, now) gives
--- back units that the commit at at took, as they stand at now:
+-- Each <name>_refund(key, cap, period, r, u, units, at, reset, now) (see
+-- prelude.lua) gives back units that the commit at at took, as they stand
+-- at now:
 --
 --   fixed window    from the count of the commit's window (named by its
 --                   end, at + reset), while the key is at that window;
@@ -35,68 +36,8 @@
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.
-local function fixed_window_late(key, cap, period, r, u, cost, at, reset)
-  fixed_window_refund(key, cap, period, r, u, cost, at, reset)
-end
-
-local function sliding_log_late(key, _, period, _, _, cost, at, reset, now)
-  local stamp = at + reset - period
-  if stamp <= now - period then return end
-  local s = fmt(stamp)
-  local n = redis.call('ZCOUNT', key, s, s)
-  local stop = n - cost
-  if stop < 0 then stop = 0 end
-  -- members of one stamp are <stamp>:0..n-1; the newest numbers go, so
-  -- the rest stay contiguous and the next commit's numbers unique
-  local args = {}
-  local i = n - 1
-  while i >= stop do
-    args[#args + 1] = s .. ':' .. fmt(i)
-    i = i - 1
-    if #args == 200 or i < stop then
-      redis.call('ZREM', key, unpack(args))
-      args = {}
-    end
-  end
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
-end
-
-local function sliding_window_late(key, _, period, _, _, cost, at, reset, now)
-  local start = at + reset - 2 * period
-  local w, e, c, p = sw_load(key, period)
-  if not w or e - w ~= period then return end
-  if w == start then
-    c = c - cost
-    if c < 0 then c = 0 end
-  elseif w == start + period then
-    p = p - cost
-    if p < 0 then p = 0 end
-  else
-    return
-  end
-  local left = sw_reset(w, period, now, c, p)
-  if left <= 0 then
-    redis.call('DEL', key)
-    return
-  end
-  redis.call('HSET', key, 'c', fmt(c), 'p', fmt(p))
-  pexpire(key, left)
-end
-
-local function token_bucket_late(key, cap, period, r, u, cost, _, _, now)
-  token_bucket_refund(key, cap, period, r, u, cost, now)
-end
-
-local function gcra_late(key, cap, period, r, u, cost, _, _, now)
-  gcra_refund(key, cap, period, r, u, cost, now)
-end
-
-local late = {fixed_window_late, sliding_log_late, sliding_window_late, token_bucket_late, gcra_late}
--- 7: a calendar quota, whose state is the fixed window's (calendar.lua)
-late[7] = function(key, cap, period, r, u, cost, at, reset)
-  calendar_refund(key, cap, period, r, u, cost, at, reset)
-end
+local late = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
+late[7] = calendar_refund
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')

@@ -47,13 +47,17 @@ local function sliding_log(key, cap, period, _, _, cost, now, commit)
   return 1, cap - count - cost, 0, stamp + period - now, stamp, cost, period, now
 end
 
--- Refund (Cluster compensation): remove cost members from the stamp a
--- commit at now used, named by its reply reset = stamp + period - now.
+-- Refund: remove cost members of the stamp the commit at at used, named
+-- by its reply reset = stamp + period - at, while they count at now.
 -- Members of one stamp are all alike and numbered <stamp>:0..n-1; the
 -- newest cost numbers go, so the rest stay contiguous and the next commit's
--- numbers (starting at the count) stay unique.
-local function sliding_log_refund(key, _, period, _, _, cost, now, reset)
-  local s = fmt(now + reset - period)
+-- numbers (starting at the count) stay unique. The key then lives while
+-- its newest entry counts.
+local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
+  now = now or at
+  local stamp = at + reset - period
+  if stamp <= now - period then return end
+  local s = fmt(stamp)
   local n = redis.call('ZCOUNT', key, s, s)
   local stop = n - cost
   if stop < 0 then stop = 0 end

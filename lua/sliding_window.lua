@@ -123,13 +123,14 @@ local function sliding_window(key, cap, period, _, _, cost, now, commit)
   return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset
 end
 
--- Refund (Cluster compensation): take cost back from the window a commit at
--- now added it to, named by the commit's reply reset = start + 2*period -
--- now. The units are the current count while the key is still at that
--- window, the previous count once it has moved on to the next, and
--- forgotten after that (or once the period has changed).
-local function sliding_window_refund(key, _, period, _, _, cost, now, reset)
-  local start = now + reset - 2 * period
+-- Refund: take cost back from the window a commit at at added it to, named
+-- by the commit's reply reset = start + 2*period - at. The units are the
+-- current count while the key is still at that window, the previous count
+-- once it has moved on to the next, and forgotten after that (or once the
+-- period has changed); the key then lives as the state left needs at now.
+local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
+  now = now or at
+  local start = at + reset - 2 * period
   local w, e, c, p = sw_load(key, period)
   if not w or e - w ~= period then return end
   if w == start then

@@ -58,10 +58,11 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset
 end
 
--- Refund (Cluster compensation): put back the cost tokens a commit at now
--- took, clamped to the capacity. Evaluated at the commit's now, so no refill
--- is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, now)
+-- Refund: put back the cost tokens a commit took, clamped to the
+-- capacity, evaluated at now (the commit's own time, at, right after it),
+-- so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
+  now = now or at
   local full = cap * u
   local diff, exists = tb_load(key, full, r, now)
   if not exists then return end
