@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/algorithms/internal/receipt"
 )
 
 var _ algorithms.Refunder = (*Store)(nil)
@@ -107,23 +108,9 @@ func (m *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
 	now := m.now().UnixMicro()
 	hw := m.expiryTime(now)
 	var err error
-	done := make([]bool, len(refunds))
-	for i := range refunds {
-		if done[i] {
-			continue
-		}
-		marker := refunds[i].Result.Receipt.Marker
-		var group []int
-		units := false
-		for j := i; j < len(refunds); j++ {
-			if !done[j] && refunds[j].Result.Receipt.Marker == marker {
-				done[j] = true
-				group = append(group, j)
-				units = units || refunds[j].Units > 0
-			}
-		}
+	for group, units := range receipt.Groups(refunds) {
 		if units && !m.refundGroup(refunds, group, now, hw) && err == nil {
-			err = fmt.Errorf("%w (commit %s)", algorithms.ErrNotRefunded, marker)
+			err = fmt.Errorf("%w (commit %s)", algorithms.ErrNotRefunded, refunds[group[0]].Result.Receipt.Marker)
 		}
 	}
 	return err

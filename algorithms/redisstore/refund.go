@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/algorithms/internal/receipt"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -119,21 +120,7 @@ func (b *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
 		now = b.now().UnixMicro()
 	}
 	var first error
-	done := make([]bool, len(refunds))
-	for i := range refunds {
-		if done[i] {
-			continue
-		}
-		marker := refunds[i].Result.Receipt.Marker
-		var group []int
-		units := false
-		for j := i; j < len(refunds); j++ {
-			if !done[j] && refunds[j].Result.Receipt.Marker == marker {
-				done[j] = true
-				group = append(group, j)
-				units = units || refunds[j].Units > 0
-			}
-		}
+	for group, units := range receipt.Groups(refunds) {
 		if !units {
 			continue
 		}
