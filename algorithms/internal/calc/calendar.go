@@ -109,19 +109,5 @@ func (s *State) calendar(p *Params, now int64, exists, commit bool) Outcome {
 		}
 		start = s.a
 	}
-	reset := int64(0)
-	if count > 0 {
-		reset = end - now
-	}
-	switch {
-	case p.Cost > p.Cap:
-		return Outcome{Remaining: p.Cap - count, Reset: reset}
-	case count+p.Cost > p.Cap:
-		return Outcome{Remaining: p.Cap - count, Retry: end - now, Reset: reset}
-	}
-	count += p.Cost
-	if commit {
-		s.a, s.b, s.c = start, count, end
-	}
-	return Outcome{Allowed: true, Remaining: p.Cap - count, Reset: end - now}
+	return s.window(p, count, start, end, now, commit)
 }

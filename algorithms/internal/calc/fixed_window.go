@@ -28,6 +28,13 @@ func (s *State) fixedWindow(p *Params, now int64, exists, commit bool) Outcome {
 			end = s.c // the current window, or a later one: the clock went back
 		}
 	}
+	return s.window(p, count, start, end, now, commit)
+}
+
+// window decides a check of a window algorithm (fixed window, calendar
+// quota) whose key holds count units in the window [start, end) at now,
+// and with commit stores the count the check leaves.
+func (s *State) window(p *Params, count, start, end, now int64, commit bool) Outcome {
 	reset := int64(0)
 	if count > 0 {
 		reset = end - now
