@@ -44,11 +44,6 @@
 -- A denial replied 0 can never be undone by a refund: every commit whose
 -- marker is still live has set the pending marker since (with the same
 -- TTL), so none is.
-local now = tonumber(ARGV[1])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local mode = ARGV[2]
 local n = #KEYS
 if mode == '1' then

@@ -3,8 +3,8 @@ package lua
 // The scripts of concurrency leases: the prelude, concurrency.lua, then
 // the entry point.
 var (
-	release = source("prelude") + source("concurrency") + source("release")
-	renew   = source("prelude") + source("concurrency") + source("renew")
+	release = source("prelude") + source("concurrency") + source("now") + source("release")
+	renew   = source("prelude") + source("concurrency") + source("now") + source("renew")
 )
 
 // Release returns the script that frees the slots of concurrency leases

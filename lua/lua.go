@@ -78,7 +78,8 @@ func init() {
 	}
 	all := b.String()
 	b.WriteString(source("calendar"))
-	refund = b.String() + source("refund")
+	refund = b.String() + source("now") + source("refund")
+	b.WriteString(source("now"))
 	b.WriteString(source("dispatch"))
 	multi = b.String()
 	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +

@@ -1,5 +1,7 @@
--- The now of a one-check script, in µs: ARGV[1], or the server clock (TIME)
--- when it is 0. It starts every one-check script (see one.lua).
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0. It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')

@@ -2,7 +2,7 @@
 -- marker took: "charge after the response", where a request reserves its
 -- cost before the work and gives back what the work did not use, seconds
 -- after its commit, at the current time. The Go side joins it after the
--- prelude, the algorithm files and calendar.lua.
+-- prelude, the algorithm files, calendar.lua and now.lua.
 --
 -- KEYS[i], i <= n    the storage key of check i
 -- KEYS[n+1]          the decide call's commit marker in this slot
@@ -38,11 +38,6 @@
 -- operation.
 local late = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
 late[7] = calendar_refund
-local now = tonumber(ARGV[1])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local at = tonumber(ARGV[2])
 local n = #KEYS - 1
 for i = 1, n do

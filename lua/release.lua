@@ -1,5 +1,5 @@
 -- Release: frees the slots of concurrency leases before they expire.
--- Joined after prelude.lua and concurrency.lua.
+-- Joined after prelude.lua, concurrency.lua and now.lua.
 --
 -- KEYS[i]        the storage key of lease i (on a sharded client, the
 --                keys of one call live in one hash slot)
@@ -9,11 +9,6 @@
 -- Reply: for each lease, how many of its slots were held and are now
 -- free (0: released already, or expired), then the now used, in µs.
 -- Releasing twice frees nothing the second time.
-local now = tonumber(ARGV[1])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local reply = {}
 for i = 1, #KEYS do
   reply[i] = concurrency_remove(KEYS[i], tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]), now)

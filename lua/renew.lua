@@ -1,5 +1,5 @@
 -- Renew: extends the concurrency leases still held. Joined after
--- prelude.lua and concurrency.lua.
+-- prelude.lua, concurrency.lua and now.lua.
 --
 -- KEYS[i]            the storage key of lease i (on a sharded client, the
 --                    keys of one call live in one hash slot)
@@ -10,11 +10,6 @@
 -- now+period, or later if they did already), 0 if it was not (released,
 -- or expired: its slots may have gone to others, and are not brought
 -- back); then the now used, in µs.
-local now = tonumber(ARGV[1])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local reply = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
