@@ -28,15 +28,7 @@ func (d *Cache) Refund(ctx context.Context, refunds []algorithms.Refund) error {
 	}
 	err := r.Refund(ctx, refunds)
 	for i := range refunds {
-		key := refunds[i].Check.Key
-		sh := d.shard(key)
-		sh.mu.Lock()
-		if _, ok := sh.entries[key]; ok {
-			delete(sh.entries, key)
-			d.held.Add(-1)
-		}
-		d.resets.Add(1)
-		sh.mu.Unlock()
+		d.drop(refunds[i].Check.Key)
 	}
 	return err
 }

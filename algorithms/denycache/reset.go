@@ -29,16 +29,22 @@ func (d *Cache) Reset(ctx context.Context, keys []string) error {
 		err = &algorithms.BackendError{Backend: "denycache", Err: fmt.Errorf("%w: the Backend behind the cache (%T) cannot reset keys", errors.ErrUnsupported, d.next)}
 	}
 	for _, key := range keys {
-		sh := d.shard(key)
-		sh.mu.Lock()
-		if _, ok := sh.entries[key]; ok {
-			delete(sh.entries, key)
-			d.held.Add(-1)
-		}
-		// under the lock: a record of this shard that checks the count
-		// afterwards sees it changed
-		d.resets.Add(1)
-		sh.mu.Unlock()
+		d.drop(key)
 	}
 	return err
+}
+
+// drop forgets what the cache holds for key: after a reset or a refund,
+// the key may be allowed at once.
+func (d *Cache) drop(key string) {
+	sh := d.shard(key)
+	sh.mu.Lock()
+	if _, ok := sh.entries[key]; ok {
+		delete(sh.entries, key)
+		d.held.Add(-1)
+	}
+	// under the lock: a record of this shard that checks the count
+	// afterwards sees it changed
+	d.resets.Add(1)
+	sh.mu.Unlock()
 }
