@@ -45,7 +45,9 @@ type Check struct {
 	// Lease names the slots a [Concurrency] check takes, so that they can
 	// be released and renewed ([Leaser]): an id from 1 to 2^52-1, unique
 	// to the acquisition ([NewLease] draws one); two acquisitions with one
-	// id on one key share their slots. 0 lets the backend draw one that
+	// id on one key share their slots, so a call retried after its reply
+	// was lost takes them once (the second renews them). 0 lets the
+	// backend draw one that
 	// nobody knows: the slots are then held until their lease expires.
 	// The other algorithms ignore it.
 	Lease uint64

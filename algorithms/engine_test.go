@@ -77,6 +77,10 @@ func TestEngineConformance(t *testing.T) {
 					in[i].Missing = true
 				}
 				for _, c := range st.Checks {
+					if _, again := held[backendtest.CheckSpec{Key: c.Key, Lease: c.Lease}]; again && c.Lease != 0 {
+						// the engine draws a lease per decision: it never acquires with one twice
+						return
+					}
 					x := &in[ruleOf[c.Limit]]
 					if !x.Missing {
 						t.Skipf("line %d checks one rule twice in one call", st.Line)

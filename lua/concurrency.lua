@@ -33,6 +33,16 @@ local function concurrency(key, cap, period, lease, _, cost, now, commit)
     reset = last - now
   end
   if cost > cap then return 0, cap - count, 0, reset end
+  local l = fmt(lease)
+  if redis.call('ZSCORE', key, l .. ':0') then
+    -- the lease acquires again (a call retried after its reply was lost):
+    -- its own slots are not taken from others, and are taken again
+    local i = 0
+    while i < cost do
+      if redis.call('ZSCORE', key, l .. ':' .. fmt(i)) then count = count - 1 end
+      i = i + 1
+    end
+  end
   if count + cost > cap then
     -- the (count+cost-cap)-th earliest lease to expire frees enough slots
     local e = redis.call('ZRANGE', key, count + cost - cap - 1, count + cost - cap - 1, 'WITHSCORES')

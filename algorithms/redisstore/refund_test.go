@@ -81,3 +81,38 @@ func TestRefundResent(t *testing.T) {
 var refundable = slices.DeleteFunc(slices.Clone(algorithms.Algorithms), func(a algorithms.Algorithm) bool {
 	return a == algorithms.Concurrency
 })
+
+// TestConcurrencyResent: on a real redis-server, an acquisition that
+// reaches the server twice (a lost reply, a retry) takes its slots once:
+// a lease id names its slots, so the second run finds them held by the
+// same lease. Released, they are all free again.
+func TestConcurrencyResent(t *testing.T) {
+	srv := redistest.Require(t)
+	client := srv.Client(t)
+	ctx := context.Background()
+	for _, src := range lua.Scripts() { // EVALSHA from the start
+		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.AddHook(resend{sha: redis.NewScript(lua.Single("concurrency")).Hash()})
+	b, err := redisstore.New(client, redisstore.Config{Pipelines: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := algorithms.InFlight(3, time.Minute)
+	check := algorithms.Check{Key: redistest.Prefix(t) + "slots:{k}", Algorithm: algorithms.Concurrency, Limit: limit, Cost: 2, Lease: algorithms.NewLease()}
+	res := make([]algorithms.Result, 1)
+	if err := b.Allow(ctx, []algorithms.Check{check}, res); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
+		t.Fatalf("an acquisition of 2 of 3 slots run twice: %+v, %v; want allowed, 1 slot left", res[0], err)
+	}
+	if n, err := client.ZCard(ctx, check.Key).Result(); err != nil || n != 2 {
+		t.Fatalf("%d members held, %v; want 2", n, err)
+	}
+	if err := b.Release(ctx, []algorithms.Lease{{Key: check.Key, ID: check.Lease, Cost: 2, Period: limit.Period}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := client.Exists(ctx, check.Key).Result(); err != nil || n != 0 {
+		t.Fatalf("after the release the key exists (%d, %v): want every slot free", n, err)
+	}
+}

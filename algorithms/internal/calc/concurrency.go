@@ -33,9 +33,20 @@ func (s *State) concurrency(p *Params, now int64, exists, commit bool) Outcome {
 	if count > 0 {
 		reset = set.last() - now
 	}
-	switch {
-	case p.Cost > p.Cap:
+	if p.Cost > p.Cap {
 		return Outcome{Remaining: p.Cap - count, Reset: reset}
+	}
+	if lease := uint64(p.R); set.has(lease, 0) {
+		// the lease acquires again (a call retried after its reply was
+		// lost): its own slots are not taken from others, and are taken
+		// again
+		for n := range p.Cost {
+			if set.has(lease, n) {
+				count--
+			}
+		}
+	}
+	switch {
 	case count+p.Cost > p.Cap:
 		k := count + p.Cost - p.Cap
 		return Outcome{Remaining: p.Cap - count, Retry: set.s[k-1].exp - now, Reset: reset}
