@@ -173,6 +173,9 @@ func (s *shared) ask(ctx context.Context, checks []algorithms.Check, results []a
 		backend, src = s.fallback, SourceFallback
 	}
 	err := s.call(ctx, backend, checks, results)
+	if err != nil && src == SourcePrimary {
+		s.releaseAbandoned(checks)
+	}
 	if err != nil && src == SourcePrimary && s.health != nil {
 		// A request whose client has gone (its context canceled) says
 		// nothing about the backend, nor does unusable state under one

@@ -113,6 +113,7 @@ type shared struct {
 	errors        atomic.Int64 // errors not yet logged
 	lastLog       atomic.Int64 // unix ns of the last error line
 	stalled       atomic.Int64 // abandoned backend calls still running (see bounded)
+	abandoned     atomic.Int64 // releases of failed calls' leases running (releaseAbandoned)
 	leaser        bool         // the backend given to New can release leases
 	refundErrs    atomic.Int64 // settle errors not yet logged
 	refundLog     atomic.Int64 // unix ns of the last settle error line

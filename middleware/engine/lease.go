@@ -292,3 +292,37 @@ func (d *Decision) Holds() bool { return d.hold != nil }
 // ([algorithms.Concurrency]): an adapter whose requests have no end it
 // can see (an outbound pacer that only waits) refuses such an Engine.
 func (e *Engine) Concurrent() bool { return e.noLeases("") != nil }
+
+// maxAbandoned bounds the releases releaseAbandoned runs at once; past
+// it, the slots of a failed call that did commit come back when their
+// lease expires.
+const maxAbandoned = 64
+
+// releaseAbandoned frees, in the background, the slots that a failed call
+// to the primary may have taken anyway (a timeout after the server had
+// committed): it releases the call's concurrency leases on the primary,
+// which frees nothing if the call took nothing. Slots that a call commits
+// after the release (a backend still running past the timeout) come back
+// when their lease expires.
+func (s *shared) releaseAbandoned(checks []algorithms.Check) {
+	var leases []algorithms.Lease
+	for i := range checks {
+		if c := &checks[i]; c.Algorithm == algorithms.Concurrency && c.Lease != 0 {
+			leases = append(leases, algorithms.Lease{Key: c.Key, ID: c.Lease, Cost: max(c.Cost, 1), Period: c.Limit.Period})
+		}
+	}
+	l, ok := s.backend.(algorithms.Leaser)
+	if leases == nil || !ok {
+		return
+	}
+	if s.abandoned.Add(1) > maxAbandoned {
+		s.abandoned.Add(-1)
+		return
+	}
+	go func() {
+		defer s.abandoned.Add(-1)
+		ctx, cancel := s.leaseContext(context.Background())
+		defer cancel()
+		_ = l.Release(ctx, leases) // the primary just failed: its error is reported already
+	}()
+}

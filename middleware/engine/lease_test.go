@@ -301,3 +301,51 @@ func TestConcurrencyShadow(t *testing.T) {
 		t.Fatalf("after both released: %+v", p.Rules)
 	}
 }
+
+// committedThenFailed takes what memstore allows and then reports a
+// failure, as a Redis call that timed out after the server committed.
+type committedThenFailed struct{ *memstore.Store }
+
+func (c committedThenFailed) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if err := c.Store.Allow(ctx, checks, results); err != nil {
+		return err
+	}
+	return &algorithms.BackendError{Backend: "redis", Err: context.DeadlineExceeded}
+}
+
+// TestConcurrencyFailedCallReleased: slots that a failed call took anyway
+// (the server committed, the reply came too late) are released in the
+// background, under every error policy, so that a timeout does not hold a
+// slot until its lease expires.
+func TestConcurrencyFailedCallReleased(t *testing.T) {
+	for _, policy := range []engine.ErrorPolicy{engine.FailOpen, engine.FailClosed, engine.Fallback} {
+		t.Run(policy.String(), func(t *testing.T) {
+			mem, err := memstore.New(memstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEngine(t, committedThenFailed{mem}, engine.Config{Rules: []engine.Rule{inFlightRule(1, time.Hour)}, OnError: policy})
+			d := e.Allow(context.Background(), "alice")
+			if d.Err == nil {
+				t.Fatalf("Allow = %+v: want the backend's error", d)
+			}
+			probe := []algorithms.Check{{Key: "probe:{alice}", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Hour), Lease: algorithms.NewLease()}}
+			key := d.Rules[0].Key
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				probe[0].Key = key
+				res := make([]algorithms.Result, 1)
+				if err := mem.Allow(context.Background(), probe, res); err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Allowed {
+					break // the failed call's slot came back
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the slot of the failed call is still held after 10s: %+v", res[0])
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}
