@@ -36,6 +36,14 @@ import (
 // several batches, sent in the same pipeline.
 const maxBatchCalls = 64
 
+// minBatchCalls is the fewest calls that one batch script decides: a
+// batch script defines the functions of a whole algorithm, which its
+// calls share, so on Redis 7 a batch of 2 costs the server more per check
+// than two one-check scripts, a batch of 4 about as much, and larger ones
+// less (BenchmarkScripts). Smaller groups go as their own scripts, in the
+// same pipeline: one round trip all the same.
+const minBatchCalls = 4
+
 // batchScripts, indexed by Algorithm, decide calls whose checks are all of
 // that algorithm; batchAllScript decides calls of any algorithms.
 var (
@@ -104,9 +112,9 @@ type unit struct {
 
 // units groups live calls into the scripts of one pipeline: the batchable
 // calls of each hash slot (of the server, when not on a cluster) into
-// batches of up to maxBatchCalls (a batch of one is the call's own
-// script), every other call alone, in queue order of each group's first
-// call.
+// batches of minBatchCalls to maxBatchCalls (a smaller group is sent as
+// its calls' own scripts), every other call alone, in queue order of each
+// group's first call.
 func units(live []*call) []unit {
 	open := map[int]int{} // slot -> index+1 in us of the batch filling up
 	us := make([]unit, 0, len(live))
@@ -123,14 +131,22 @@ func units(live []*call) []unit {
 		}
 		us[j].calls = append(us[j].calls, c)
 	}
+	if slices.ContainsFunc(us, func(u unit) bool { return u.script == nil && len(u.calls) < minBatchCalls }) {
+		alone := make([]unit, 0, len(live))
+		for _, u := range us {
+			if u.script != nil || len(u.calls) >= minBatchCalls {
+				alone = append(alone, u)
+				continue
+			}
+			for _, c := range u.calls {
+				alone = append(alone, unit{script: c.script, keys: c.keys, args: c.args, calls: []*call{c}})
+			}
+		}
+		us = alone
+	}
 	for i := range us {
 		u := &us[i]
 		if u.script != nil {
-			continue
-		}
-		if len(u.calls) == 1 {
-			c := u.calls[0]
-			u.script, u.keys, u.args = c.script, c.keys, c.args
 			continue
 		}
 		u.script = batchAllScript

@@ -397,3 +397,36 @@ func TestBatchErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchMinimum: a pipeline sends fewer than minBatchCalls batchable
+// calls of one server as their own scripts (a small batch script costs
+// the server more per check than one-check scripts), and minBatchCalls
+// or more as one batch script.
+func TestBatchMinimum(t *testing.T) {
+	calls := func(n int) []*call {
+		cs := make([]*call, n)
+		for i := range cs {
+			checks := []algorithms.Check{{Key: fmt.Sprintf("{k%d}", i), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
+			ps := []calc.Params{calc.Prepare(uint8(algorithms.GCRA), 10, time.Hour, 0, 1)}
+			s, keys, args := decideRequest(checks, ps, 0, markers{})
+			cs[i] = &call{script: s, keys: keys, args: args}
+			cs[i].batch, cs[i].n = batchKind(s, keys, args)
+		}
+		return cs
+	}
+	for n := 1; n <= minBatchCalls+1; n++ {
+		us := units(calls(n))
+		want := n
+		if n >= minBatchCalls {
+			want = 1
+		}
+		if len(us) != want {
+			t.Errorf("%d queued calls: %d scripts, want %d", n, len(us), want)
+		}
+		for _, u := range us {
+			if batched := u.script == batchScripts[algorithms.GCRA]; batched != (n >= minBatchCalls) {
+				t.Errorf("%d queued calls: a unit of %d calls, batch script %v", n, len(u.calls), batched)
+			}
+		}
+	}
+}

@@ -198,7 +198,7 @@ func BenchmarkScripts(b *testing.B) {
 	}
 	for _, a := range algorithms.Algorithms {
 		benches = append(benches, bench{a.String(), lua.Single(a.String()), 1, 1, one(a)})
-		for _, k := range []int{4, 16, 64} {
+		for _, k := range []int{2, 4, 8, 16, 64} {
 			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), lua.Batch(a.String()), k, k, batched(k, a)})
 		}
 		benches = append(benches, bench{a.String() + "/batch_all=16", lua.BatchAll(), 16, 16, batched(16, a)})
