@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
@@ -78,5 +79,13 @@ func TestWrongTypeIsKeyState(t *testing.T) {
 	err = b.Allow(canceled, []algorithms.Check{{Key: prefix + "{k}", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}}, make([]algorithms.Result, 1))
 	if err == nil || errors.Is(err, algorithms.ErrKeyState) {
 		t.Errorf("Allow(canceled context) = %v, want an error that is not ErrKeyState", err)
+	}
+}
+
+// A Result stays 64 bytes (Allowed and Provisional side by side): the
+// plain way to ask a Backend allocates one per call.
+func TestResultSize(t *testing.T) {
+	if n := unsafe.Sizeof(algorithms.Result{}); n != 64 {
+		t.Fatalf("a Result is %d bytes, want 64", n)
 	}
 }

@@ -9,12 +9,24 @@ import "time"
 // says whether that check would have passed, Remaining and ResetAfter are
 // those of the unchanged state.
 //
-// The zero Result (Limit == 0) means the check was not evaluated: a
-// [DenyCache] answered the call from a cached denial of another check.
-// Callers leave such Results out of headers and reports.
+// The zero Result (Limit == 0) means the check was not evaluated: a deny
+// cache (denycache) answered the call from a cached denial of another
+// check. Callers leave such Results out of headers and reports.
 type Result struct {
 	// Allowed reports whether the check passed.
 	Allowed bool
+
+	// Provisional reports a denial that a refund may still undo. The
+	// Redis backend (redisstore) on a cluster or Ring client reports it:
+	// within the refund window of a call spanning hash slots that
+	// committed units of this check's key, the call may yet be denied by
+	// another slot and its units given back. Every backend reports it for
+	// a check of a refundable call ([Check.RefundWindow]) denied within
+	// the RefundWindow of a refundable commit of its key, which a
+	// [Refunder] may still give back. Answer the request like any other
+	// denial; a deny cache (denycache) does not remember it. Always false
+	// when Allowed, and otherwise on memstore or a single Redis server.
+	Provisional bool // next to Allowed: a Result is 64 bytes
 
 	// Limit is the capacity of the key: [Limit.Capacity].
 	Limit int64
@@ -32,18 +44,6 @@ type Result struct {
 	// ResetAfter is how long until the key is back to full capacity. Zero
 	// when it is at full capacity now.
 	ResetAfter time.Duration
-
-	// Provisional reports a denial that a refund may still undo. A
-	// [Redis] backend on a cluster or Ring client reports it: within the
-	// refund window (see [Redis], "Redis Cluster") of a call spanning hash
-	// slots that committed units of this check's key, the call may yet be
-	// denied by another slot and its units given back. Every backend
-	// reports it for a refundable check ([Check.RefundWindow]) denied
-	// within the RefundWindow of a refundable commit of its key, which a
-	// [Refunder] may still give back. Answer the request like any other
-	// denial; [DenyCache] does not remember it. Always false when Allowed,
-	// and otherwise on [Memory] or a single Redis server.
-	Provisional bool
 
 	// Receipt names what an allowed refundable check consumed (see
 	// [Check.RefundWindow]), for a later [Refunder.Refund]; the zero

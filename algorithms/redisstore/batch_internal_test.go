@@ -430,3 +430,23 @@ func TestBatchMinimum(t *testing.T) {
 		}
 	}
 }
+
+// TestOneArgs: the cached ARGV of a one-check call are its own, whatever
+// other limits were cached before, and appending to them (the refund
+// window of a part of a call spanning slots) leaves the cache intact.
+func TestOneArgs(t *testing.T) {
+	for i := range 500 {
+		p := calc.Prepare(uint8(algorithms.Algorithms[i%5]), int64(1+i%37), time.Duration(1+i%11)*time.Second, 0, int64(1+i%3))
+		for _, now := range []int64{0, 1_700_000_000_000_000} {
+			want := fmt.Sprint([]any{now, p.Cap, p.Period, p.R, p.U, p.Cost})
+			args := oneArgs(&p, now)
+			if got := fmt.Sprint(args); got != want {
+				t.Fatalf("oneArgs(%+v, %d) = %s, want %s", p, now, got, want)
+			}
+			_ = append(args, int64(5000))
+			if got := fmt.Sprint(oneArgs(&p, now)); got != want {
+				t.Fatalf("after an append: oneArgs(%+v, %d) = %s, want %s", p, now, got, want)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -252,6 +253,35 @@ func (b *Store) decide(ctx context.Context, node *redis.Client, checks []algorit
 	return decode(vals, ps, results)
 }
 
+// argsCache holds the ARGV of recent one-check calls on the server's
+// clock, which depend on nothing but the check's prepared limit and cost:
+// a service repeats a few, and go-redis copies ARGV when it sends a
+// script, so that one read-only slice serves every call of a limit
+// (saving the slice and the boxed numbers, about 100 bytes a call). It is
+// direct-mapped: a limit that meets another's slot replaces it.
+var argsCache [64]atomic.Pointer[cachedArgs]
+
+type cachedArgs struct {
+	p    calc.Params
+	args []any
+}
+
+// oneArgs returns the ARGV of one.lua for p at now (0: the server's
+// clock), with no spare capacity: a caller appending to it gets a copy.
+func oneArgs(p *calc.Params, now int64) []any {
+	if now != 0 {
+		return []any{now, p.Cap, p.Period, p.R, p.U, p.Cost}
+	}
+	h := uint64(p.Alg) ^ uint64(p.Cap)*0x9e3779b97f4a7c15 ^ uint64(p.Period)*0xc2b2ae3d27d4eb4f ^ uint64(p.R)*0x165667b19e3779f9 ^ uint64(p.U)*0x27d4eb2f165667c5 ^ uint64(p.Cost)*0x94d049bb133111eb
+	slot := &argsCache[(h^h>>29)%uint64(len(argsCache))]
+	if c := slot.Load(); c != nil && c.p == *p {
+		return c.args
+	}
+	args := []any{int64(0), p.Cap, p.Period, p.R, p.U, p.Cost}
+	slot.Store(&cachedArgs{p: *p, args: args})
+	return args
+}
+
 // decideRequest is the script, KEYS and ARGV that decide checks: the
 // algorithm's own script for one check, the dispatch for several; with the
 // marker keys m names after the checks' keys (see lua/one.lua and
@@ -259,7 +289,7 @@ func (b *Store) decide(ctx context.Context, node *redis.Client, checks []algorit
 func decideRequest(checks []algorithms.Check, ps []calc.Params, now int64, m markers) (*redis.Script, []string, []any) {
 	if len(checks) == 1 {
 		p := &ps[0]
-		args := []any{now, p.Cap, p.Period, p.R, p.U, p.Cost}
+		args := oneArgs(p, now)
 		switch {
 		case m.commit != "":
 			return oneScript(p.Alg), []string{checks[0].Key, pendingKey(checks[0].Key), m.commit}, append(args, m.window)
