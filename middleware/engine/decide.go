@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
@@ -275,14 +276,29 @@ func (s *shared) policyFor(d *Decision, err error) verdict {
 // logError logs err at Warn, at most once a second, with the number of
 // errors since the last line: an outage must not flood the log.
 func (s *shared) logError(err error) {
-	n := s.errors.Add(1)
-	now := time.Now().UnixNano()
-	last := s.lastLog.Load()
-	if now-last < int64(time.Second) || !s.lastLog.CompareAndSwap(last, now) {
-		return
+	if n, ok := s.errLog.due(); ok {
+		s.logger.Warn("redlimit: rate limit not decided", "err", err, "policy", s.policy.String(), "errors", n)
 	}
-	s.errors.Add(-n)
-	s.logger.Warn("redlimit: rate limit not decided", "err", err, "policy", s.policy.String(), "errors", n)
+}
+
+// throttle lets a log line through at most once a second.
+type throttle struct {
+	pending atomic.Int64 // events not yet logged
+	last    atomic.Int64 // unix ns of the last line
+}
+
+// due counts one event and reports whether to log a line now, and how
+// many events it stands for (this one and those not logged since the
+// last line).
+func (t *throttle) due() (int64, bool) {
+	n := t.pending.Add(1)
+	now := time.Now().UnixNano()
+	last := t.last.Load()
+	if now-last < int64(time.Second) || !t.last.CompareAndSwap(last, now) {
+		return 0, false
+	}
+	t.pending.Add(-n)
+	return n, true
 }
 
 func (s *shared) report(ctx context.Context, d *Decision, debug bool) {

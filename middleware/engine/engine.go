@@ -110,13 +110,11 @@ type shared struct {
 	sleep         func(context.Context, time.Duration) error
 	refundWindow  time.Duration // of the checks of refundable rules
 	logger        *slog.Logger
-	errors        atomic.Int64 // errors not yet logged
-	lastLog       atomic.Int64 // unix ns of the last error line
+	errLog        throttle     // of the lines of undecided requests
 	stalled       atomic.Int64 // abandoned backend calls still running (see bounded)
 	abandoned     atomic.Int64 // releases of failed calls' leases running (releaseAbandoned)
 	leaser        bool         // the backend given to New can release leases
-	refundErrs    atomic.Int64 // settle errors not yet logged
-	refundLog     atomic.Int64 // unix ns of the last settle error line
+	settleLog     throttle     // of the lines of settle errors
 }
 
 // scratch is the per-call working memory, pooled.

@@ -115,14 +115,9 @@ func (e *Engine) settle(ctx context.Context, d *Decision, units func(i int, rd *
 // logSettleError logs err at Warn, at most once a second, with the number
 // of settle errors since the last line.
 func (s *shared) logSettleError(err error) {
-	n := s.refundErrs.Add(1)
-	now := time.Now().UnixNano()
-	last := s.refundLog.Load()
-	if now-last < int64(time.Second) || !s.refundLog.CompareAndSwap(last, now) {
-		return
+	if n, ok := s.settleLog.due(); ok {
+		s.logger.Warn("redlimit: charges not settled", "err", err, "errors", n)
 	}
-	s.refundErrs.Add(-n)
-	s.logger.Warn("redlimit: charges not settled", "err", err, "errors", n)
 }
 
 // refund asks the backend that decided (src) to make refunds, under the
