@@ -26,12 +26,12 @@ import (
 // lease expires, and KeepAlive renews the leases of a request that runs
 // longer. The HTTP middleware does both around its next handler.
 
-// Backoff of Wait for a concurrency rule (see WaitInputs).
+// Backoff of Acquire for a concurrency rule (see AcquireInputs).
 const (
-	// LeaseWaitMin is the shortest time Wait sleeps before asking again
-	// for a slot of a concurrency rule.
+	// LeaseWaitMin is the shortest time Acquire sleeps before asking
+	// again for a slot of a concurrency rule.
 	LeaseWaitMin = 10 * time.Millisecond
-	// LeaseWaitMax is the longest: Wait doubles its sleep from
+	// LeaseWaitMax is the longest: Acquire doubles its sleep from
 	// LeaseWaitMin up to it while slots stay taken.
 	LeaseWaitMax = 500 * time.Millisecond
 )
@@ -214,7 +214,7 @@ func (e *Engine) noLeases(what string) error {
 	return nil
 }
 
-// leaseWait returns how long Wait sleeps after the denial d, whose longest
+// leaseWait returns how long Acquire sleeps after the denial d, whose longest
 // RetryAfter is retry, at its tries-th attempt: retry when no concurrency
 // rule denied; otherwise LeaseWaitMin doubled tries times, at most
 // LeaseWaitMax, and no longer than the concurrency rules' RetryAfter
