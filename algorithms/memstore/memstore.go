@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/algorithms/internal/receipt"
 )
 
 const (
@@ -170,7 +171,7 @@ func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uin
 		sbuf    [4]*slot
 		states  = sbuf[:0]
 		allowed = true
-		refund  = callWindow(checks) > 0
+		refund  = receipt.Window(checks) > 0
 	)
 	for i := range checks {
 		st := m.shards[shards[i]].lookup(hashes[i], checks[i].Key)

@@ -59,24 +59,12 @@ func (b *commitBook) take(marker string, hw int64) bool {
 	return ok && e > hw
 }
 
-// callWindow is the refund window of a call: the longest of its checks'.
-// A call with one is refundable as a whole, as on Redis: it marks every
-// key it commits pending, and a denial of any of its keys while marked
-// is provisional.
-func callWindow(checks []algorithms.Check) time.Duration {
-	var w time.Duration
-	for i := range checks {
-		w = max(w, checks[i].RefundWindow)
-	}
-	return w
-}
-
 // commitRefundable, for a refundable call whose checks have all been
 // committed (with every involved shard locked), records its
 // commit marker, marks its keys pending for the call's refund window, and
 // gives its Results their Receipt.
 func (m *Store) commitRefundable(checks []algorithms.Check, hashes []uint64, shards []uint8, results []algorithms.Result, now, hw int64) {
-	w := callWindow(checks)
+	w := receipt.Window(checks)
 	if w <= 0 {
 		return
 	}

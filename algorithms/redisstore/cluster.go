@@ -188,14 +188,18 @@ func (p *part) allowed() bool {
 // decide call per slot, concurrently; if any slot denies or fails, the
 // slots that committed are refunded (see the package doc, "Redis
 // Cluster").
-func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64) error {
+func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, w time.Duration) error {
 	node, one, err := b.oneShard(checks)
 	if err != nil {
 		return err
 	}
 	if one {
 		// One slot: one script, atomic, as on a single node.
-		_, err := b.decide(ctx, node, checks, ps, results, now, markers{sharded: true})
+		if w > 0 {
+			err = b.decideRefundable(ctx, node, checks, ps, results, now, w)
+		} else {
+			_, err = b.decide(ctx, node, checks, ps, results, now, markers{sharded: true})
+		}
 		if err != nil {
 			b.shards.failed()
 		}
@@ -205,12 +209,24 @@ func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps 
 	if err != nil {
 		return err
 	}
+	// The markers of a call spanning slots serve the compensation of a
+	// denied call for RefundWindow, and a refundable call's refund for w.
+	window := max(windowMs(w), RefundWindow.Milliseconds())
 	concurrently(len(parts), func(j int) {
 		p := &parts[j]
-		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: RefundWindow.Milliseconds()})
+		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: window})
 	})
 	if err := b.compensate(ctx, parts); err != nil {
 		return err
+	}
+	allowed := w > 0
+	for j := range parts {
+		allowed = allowed && parts[j].allowed()
+	}
+	if allowed { // a refundable call: its Receipts
+		for j := range parts {
+			receipts(parts[j].res, parts[j].commit, parts[j].now)
+		}
 	}
 	scatter(parts, results)
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/algorithms/internal/receipt"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -129,14 +130,15 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		now = b.now().UnixMicro()
 	}
 	b.prepareCalendars(checks, ps, now)
-	if w := refundWindow(checks); w > 0 {
-		return b.allowRefundable(ctx, checks, ps, results, now, w)
+	w := receipt.Window(checks) // > 0: a refundable call
+	switch {
+	case b.shards != nil:
+		return b.allowSharded(ctx, checks, ps, results, now, w)
+	case w > 0:
+		return b.decideRefundable(ctx, nil, checks, ps, results, now, w)
 	}
-	if b.shards == nil {
-		_, err := b.decide(ctx, nil, checks, ps, results, now, markers{})
-		return err
-	}
-	return b.allowSharded(ctx, checks, ps, results, now)
+	_, err := b.decide(ctx, nil, checks, ps, results, now, markers{})
+	return err
 }
 
 // pipelinable returns client as a pipeClient if the backend pipelines on

@@ -23,73 +23,23 @@ var refundScript = redis.NewScript(lua.Refund())
 // The pipeline sends a script's source on NOSCRIPT (see evalCmd).
 func init() { sources[refundScript] = lua.Refund() }
 
-// refundWindow returns the longest RefundWindow of checks: > 0 for a
-// refundable call.
-func refundWindow(checks []algorithms.Check) time.Duration {
-	var w time.Duration
-	for i := range checks {
-		w = max(w, checks[i].RefundWindow)
-	}
-	return w
-}
-
 // windowMs is w in whole milliseconds, rounded up: the TTL of a
 // refundable call's markers.
 func windowMs(w time.Duration) int64 {
 	return int64((w + time.Millisecond - 1) / time.Millisecond)
 }
 
-// allowRefundable decides a refundable call: as Allow does, and each part
-// that commits (the whole call on one server) also sets its commit marker
-// and its keys' pending markers, for w, on every client. An allowed
-// call's Results carry the Receipt a later Refund needs.
-func (b *Store) allowRefundable(ctx context.Context, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, w time.Duration) error {
-	window := windowMs(w)
-	var node *redis.Client
-	one := b.shards == nil
-	if !one {
-		var err error
-		if node, one, err = b.oneShard(checks); err != nil {
-			return err
-		}
-	}
-	if one {
-		marker := commitKey(checks[0].Key, newCommitID())
-		at, err := b.decide(ctx, node, checks, ps, results, now, markers{sharded: true, commit: marker, window: window})
-		if err != nil {
-			if b.shards != nil {
-				b.shards.failed()
-			}
-			return err
-		}
+// decideRefundable decides checks that live on one server (in one hash
+// slot on a cluster, one shard of a Ring) as a refundable call, on every
+// client: with its commit marker and its keys' pending markers, for w,
+// and, when allowed, the Receipt a later Refund needs in its Results.
+func (b *Store) decideRefundable(ctx context.Context, node *redis.Client, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, w time.Duration) error {
+	marker := commitKey(checks[0].Key, newCommitID())
+	at, err := b.decide(ctx, node, checks, ps, results, now, markers{sharded: true, commit: marker, window: windowMs(w)})
+	if err == nil {
 		receipts(results[:len(checks)], marker, at)
-		return nil
 	}
-	// A call spanning slots: its markers also serve the compensation of
-	// a denied call, which needs them for RefundWindow.
-	window = max(window, RefundWindow.Milliseconds())
-	parts, err := b.split(checks, ps)
-	if err != nil {
-		return err
-	}
-	concurrently(len(parts), func(j int) {
-		p := &parts[j]
-		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: window})
-	})
-	if err := b.compensate(ctx, parts); err != nil {
-		return err
-	}
-	allowed := true
-	for j := range parts {
-		allowed = allowed && parts[j].allowed()
-	}
-	if allowed {
-		for j := range parts {
-			receipts(parts[j].res, parts[j].commit, parts[j].now)
-		}
-	}
-	scatter(parts, results)
-	return nil
+	return err
 }
 
 // receipts gives every Result of an allowed call the Receipt of its

@@ -69,12 +69,17 @@ func (s *shared) holdLeases(sc *scratch, d *Decision) {
 				h.backend = s.fallback
 			}
 		}
-		h.leases = append(h.leases, algorithms.Lease{Key: c.Key, ID: c.Lease, Cost: max(c.Cost, 1), Period: c.Limit.Period})
+		h.leases = append(h.leases, leaseOf(c))
 		if every := c.Limit.Period / 3; h.every == 0 || every < h.every {
 			h.every = every
 		}
 	}
 	d.hold = h
+}
+
+// leaseOf is the lease that the concurrency check c takes.
+func leaseOf(c *algorithms.Check) algorithms.Lease {
+	return algorithms.Lease{Key: c.Key, ID: c.Lease, Cost: max(c.Cost, 1), Period: c.Limit.Period}
 }
 
 // Leases returns the leases of the slots d holds: one per concurrency rule
@@ -308,7 +313,7 @@ func (s *shared) releaseAbandoned(checks []algorithms.Check) {
 	var leases []algorithms.Lease
 	for i := range checks {
 		if c := &checks[i]; c.Algorithm == algorithms.Concurrency && c.Lease != 0 {
-			leases = append(leases, algorithms.Lease{Key: c.Key, ID: c.Lease, Cost: max(c.Cost, 1), Period: c.Limit.Period})
+			leases = append(leases, leaseOf(c))
 		}
 	}
 	l, ok := s.backend.(algorithms.Leaser)

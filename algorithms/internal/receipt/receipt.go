@@ -1,9 +1,11 @@
-// Package receipt groups refunds by the commit they give back to, for the
-// backends that implement algorithms.Refunder.
+// Package receipt holds what the backends that implement
+// algorithms.Refunder share: the refund window of a call, and refunds
+// grouped by the commit they give back to.
 package receipt
 
 import (
 	"iter"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
@@ -33,4 +35,16 @@ func Groups(refunds []algorithms.Refund) iter.Seq2[[]int, bool] {
 			}
 		}
 	}
+}
+
+// Window is the refund window of a call: the longest RefundWindow of its
+// checks. A call with one (> 0) is refundable as a whole: it marks every
+// key it commits pending, and a denial of any of its keys while marked is
+// provisional.
+func Window(checks []algorithms.Check) time.Duration {
+	var w time.Duration
+	for i := range checks {
+		w = max(w, checks[i].RefundWindow)
+	}
+	return w
 }

@@ -3,6 +3,7 @@ package receipt_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
@@ -27,5 +28,15 @@ func TestGroups(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d groups after break, want 1", n)
+	}
+}
+
+func TestWindow(t *testing.T) {
+	checks := []algorithms.Check{{RefundWindow: time.Second}, {}, {RefundWindow: time.Minute}}
+	if w := receipt.Window(checks); w != time.Minute {
+		t.Fatalf("Window = %v, want the longest, 1m", w)
+	}
+	if w := receipt.Window(checks[1:2]); w != 0 {
+		t.Fatalf("Window of a call with none = %v, want 0", w)
 	}
 }
