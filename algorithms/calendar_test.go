@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-
+	"github.com/redis/go-redis/v9"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
-	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -81,32 +79,20 @@ func TestCalendarString(t *testing.T) {
 // miniredis whose clock stands still: every Result must be identical, and every key written must carry a TTL of exactly its
 // ResetAfter rounded up to a millisecond.
 func TestCalendarDifferential(t *testing.T) {
-	var onReal, miniFrozen algorithms.Backend
-	var realClock, frozenClock *backendtest.Clock
-	real := redistest.Shared != nil
-	if real {
-		realClock = &backendtest.Clock{}
-		onReal, _ = redisstore.New(backendtest.Persisting{Client: redistest.Shared.Client(t)}, redisstore.Config{Now: realClock.Now})
+	var client *redis.Client
+	if redistest.Shared != nil {
+		client = redistest.Shared.Client(t)
 	}
+	real := client != nil
 	denied := 0
 	for seed := uint64(1); seed <= 40; seed++ {
 		work := backendtest.CalendarWorkload(seed, 150, true)
-		mem, mc := newMemory(t)
-		mr := miniredis.RunT(t)
-		mr.SetTime(work[0].At)
-		mini, rc := newMiniBackend(t, mr)
-		if real {
-			// compared with a miniredis whose clock stands still: neither
-			// expires keys, even when the workload's time goes back
-			miniFrozen, frozenClock = newMiniBackend(t, miniredis.RunT(t))
-		}
-		prefix := redistest.Prefix(t) + fmt.Sprint(seed) + ":"
-		storeTime := work[0].At
+		d := newDifferential(t, work[0].At, client)
+		mem, mc, mr, mini, rc := d.mem, d.mc, d.mr, d.mini, d.rc
+		onReal, realClock, miniFrozen, frozenClock := d.onReal, d.realClock, d.miniFrozen, d.frozenClock
+		prefix := d.prefix + fmt.Sprint(seed) + ":"
 		for i, cl := range work {
-			if cl.At.After(storeTime) {
-				mr.FastForward(cl.At.Sub(storeTime))
-				storeTime = cl.At
-			}
+			d.advance(cl.At)
 			want := backendtest.Run(t, mem, mc, "", cl)
 			got := backendtest.Run(t, mini, rc, "", cl)
 			var gotReal, wantFrozen []algorithms.Result

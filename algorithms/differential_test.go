@@ -43,24 +43,11 @@ func TestDifferential(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			work := backendtest.RandomWorkload(seed, 120)
-			mem, mc := newMemory(t)
-			mr := miniredis.RunT(t)
-			mr.SetTime(work[0].At)
-			mini, rc := newMiniBackend(t, mr)
-			var onReal, miniFrozen algorithms.Backend
-			var realClock, frozenClock *backendtest.Clock
-			if real != nil {
-				realClock = &backendtest.Clock{}
-				onReal, _ = redisstore.New(backendtest.Persisting{Client: real}, redisstore.Config{Now: realClock.Now})
-				miniFrozen, frozenClock = newMiniBackend(t, miniredis.RunT(t))
-			}
-			prefix := redistest.Prefix(t)
-			storeTime := work[0].At
+			d := newDifferential(t, work[0].At, real)
+			mem, mc, mr, mini, rc := d.mem, d.mc, d.mr, d.mini, d.rc
+			onReal, realClock, miniFrozen, frozenClock, prefix := d.onReal, d.realClock, d.miniFrozen, d.frozenClock, d.prefix
 			for i, cl := range work {
-				if cl.At.After(storeTime) {
-					mr.FastForward(cl.At.Sub(storeTime))
-					storeTime = cl.At
-				}
+				d.advance(cl.At)
 				want := backendtest.Run(t, mem, mc, "", cl)
 				got := backendtest.Run(t, mini, rc, "", cl)
 				allowed := true
@@ -91,6 +78,44 @@ func TestDifferential(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// differential is what one seed of a differential test plays on: the
+// memory backend and a Redis backend on miniredis, whose clock follows the
+// workload's (advance), and, when a redis-server runs, a Redis backend on
+// it and one on a miniredis whose clock stands still, for the workload
+// scaled to milliseconds.
+type differential struct {
+	mem                    *memstore.Store
+	mini                   algorithms.Backend
+	mr                     *miniredis.Miniredis
+	onReal, miniFrozen     algorithms.Backend // nil without a redis-server
+	mc, rc                 *backendtest.Clock
+	realClock, frozenClock *backendtest.Clock
+	prefix                 string
+	storeTime              time.Time // miniredis's time
+}
+
+func newDifferential(t *testing.T, start time.Time, real *redis.Client) *differential {
+	t.Helper()
+	d := &differential{mr: miniredis.RunT(t), prefix: redistest.Prefix(t), storeTime: start}
+	d.mem, d.mc = newMemory(t)
+	d.mr.SetTime(start)
+	d.mini, d.rc = newMiniBackend(t, d.mr)
+	if real != nil {
+		d.realClock = &backendtest.Clock{}
+		d.onReal, _ = redisstore.New(backendtest.Persisting{Client: real}, redisstore.Config{Now: d.realClock.Now})
+		d.miniFrozen, d.frozenClock = newMiniBackend(t, miniredis.RunT(t))
+	}
+	return d
+}
+
+// advance moves miniredis's time to at, never back.
+func (d *differential) advance(at time.Time) {
+	if at.After(d.storeTime) {
+		d.mr.FastForward(at.Sub(d.storeTime))
+		d.storeTime = at
 	}
 }
 

@@ -5,12 +5,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
-	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -38,25 +36,12 @@ func TestRefundDifferential(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			work := backendtest.RandomRefundWorkload(seed, 120)
-			mem, mc := newMemory(t)
-			mr := miniredis.RunT(t)
-			mr.SetTime(work[0].At)
-			mini, rc := newMiniBackend(t, mr)
-			var onReal, miniFrozen algorithms.Backend
-			var realClock, frozenClock *backendtest.Clock
-			if real != nil {
-				realClock = &backendtest.Clock{}
-				onReal, _ = redisstore.New(backendtest.Persisting{Client: real}, redisstore.Config{Now: realClock.Now})
-				miniFrozen, frozenClock = newMiniBackend(t, miniredis.RunT(t))
-			}
-			prefix := redistest.Prefix(t)
-			storeTime := work[0].At
+			d := newDifferential(t, work[0].At, real)
+			mem, mc, mini, rc := d.mem, d.mc, d.mini, d.rc
+			onReal, realClock, miniFrozen, frozenClock, prefix := d.onReal, d.realClock, d.miniFrozen, d.frozenClock, d.prefix
 			var wants, gots, reals, frozens [][]algorithms.Result
 			for i, st := range work {
-				if st.At.After(storeTime) {
-					mr.FastForward(st.At.Sub(storeTime))
-					storeTime = st.At
-				}
+				d.advance(st.At)
 				want, wo := backendtest.PlayRefund(t, mem, mc, "", st, wants)
 				got, gotO := backendtest.PlayRefund(t, mini.(algorithms.Refunder), rc, "", st, gots)
 				wants, gots = append(wants, want), append(gots, got)
