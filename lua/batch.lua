@@ -7,7 +7,9 @@
 -- mixed batch), then this file.
 --
 -- ARGV, for each call in turn:
---   n                  its number of checks
+--   n                  its number of checks; 0 for one check whose 6
+--                      numbers are those of the last call of one check
+--                      (modes 0 and 2 only): they are not sent again
 --   now                in µs; 0 means the Redis server clock (TIME)
 --   mode               0 one server, 2 a sharded client (Redis Cluster,
 --                      Ring), 3 one part of a call spanning slots (as
@@ -18,11 +20,13 @@
 -- KEYS, for each call in turn: its n storage keys; modes 2 and 3: their
 -- pending markers; mode 3: the call's commit marker (as dispatch.lua's).
 --
--- Reply, for each call in turn: a status, then 4n+1 integers: 1 and the
--- call's reply as dispatch.lua's decide would give it (one.lua's for one
--- check: the same integers), or 0 and zeros when the call raised an error
--- (a key of another type, state it cannot read): the Go side then runs
--- the call's own script alone, which replies the error itself.
+-- Reply, for each call in turn, 4n integers, then the now for a call of
+-- several checks or in mode 3 (the Go side uses it only then): the call's
+-- reply as dispatch.lua's decide would give it (one.lua's for one check:
+-- the same integers), or -1 and zeros when the call raised an error (a
+-- key of another type, state it cannot read): the Go side then runs the
+-- call's own script alone, which replies the error itself. Each value
+-- replied costs the server, as each argument does.
 --
 -- Each call is decided exactly as its own script (one.lua for one check,
 -- dispatch.lua for several) would decide it alone at that point:
@@ -31,8 +35,11 @@
 -- does not stop the calls after it. Calls on the server clock share one
 -- TIME, read when the first of them is decided. Every key of a batch is
 -- in one hash slot (the Go side groups calls by slot on a cluster).
-local t
-local reply = {}
+--
+-- batch_state.lua declares the state (t, reply, tats, dirty, order, and
+-- k, a, o, where the next call starts), before the rest; in the scripts
+-- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
+-- the batch, flat, and this file goes on from the first call it left.
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
@@ -100,7 +107,6 @@ end
 -- key's TAT at the end of such a run leaves the state that writing it at
 -- each call would: the last value written, and the same expiry (the time
 -- of the commands of a script is the time it started, since Redis 7).
-local tats, dirty, order = {}, {}, {}
 
 local function flush()
   for i = 1, #order do
@@ -217,7 +223,6 @@ local function one(n, now, mode, k, a, o)
   decide(n, now, mode, k, a, o)
 end
 
-local k, a, o = 1, 1, 0
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   if now == 0 then
@@ -227,17 +232,28 @@ while a <= #ARGV do
     end
     now = t
   end
-  reply[o + 1] = 1
-  if not pcall(one, n, now, mode, k, a + 3, o + 1) then
-    for i = o + 1, o + 4 * n + 1 do reply[i] = 0 end
+  -- c: where the call's checks' numbers are in ARGV
+  local c = a + 3
+  if n == 0 then
+    n, c = 1, last
+    a = a - 6 -- none sent
+  elseif n == 1 then
+    last = c
   end
-  reply[o + 4 * n + 2] = now
+  if not pcall(one, n, now, mode, k, c, o) then
+    reply[o + 1] = -1
+    for i = o + 2, o + 4 * n do reply[i] = 0 end
+  end
+  if n > 1 or mode == 3 then
+    reply[o + 4 * n + 1] = now
+    o = o + 1
+  end
   a = a + 3 + 6 * n
   if mode == 3 then a = a + 1 end
   k = k + n
   if mode ~= 0 then k = k + n end
   if mode == 3 then k = k + 1 end
-  o = o + 4 * n + 2
+  o = o + 4 * n
 end
 flush()
 return reply

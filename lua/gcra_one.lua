@@ -1,7 +1,9 @@
 -- GCRA, one check, the common case written flat: no marker keys, and a
 -- stored TAT that is absent or a whole µs and at most one full bucket
 -- ahead. It makes gcra's decision with gcra's arithmetic, inline, and
--- replies as one.lua does; any other case falls through to the general
+-- replies as one.lua does without the now (the Go side needs it only from
+-- calls with marker keys; each value replied costs); any other case falls
+-- through to the general
 -- script after it (the functions of the prelude and gcra.lua are defined
 -- only then: each definition costs on every call that reaches it).
 -- now.lua has read now, fast.lua defined intf.
@@ -16,10 +18,10 @@ if not KEYS[2] then
     if a and a >= now then diff = (a - now) * r end
     if diff <= full then
       local remaining = floor((full - diff) / u)
-      if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r), now} end
+      if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
       local nxt = diff + cost * u
       if nxt > full then
-        return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r), now}
+        return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
       end
       -- gcra_write(KEYS[1], nxt, r, now)
       local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
@@ -28,7 +30,7 @@ if not KEYS[2] then
       redis.call('SET', KEYS[1], tat, 'PX', string.format(intf, floor((reset + 999) / 1000)))
       remaining = floor((full - nxt) / u)
       if remaining < 0 then remaining = 0 end
-      return {1, remaining, 0, reset, now}
+      return {1, remaining, 0, reset}
     end
   end
 end

@@ -5,8 +5,10 @@
 //
 // The sources are meant to be read: prelude.lua documents what every
 // algorithm file defines, one.lua, dispatch.lua and batch.lua their calling
-// convention (KEYS, ARGV, reply), each algorithm file its state, and each
-// <algorithm>_one.lua the flat fast path that starts its one-check script.
+// convention (KEYS, ARGV, reply), each algorithm file its state, each
+// <algorithm>_one.lua the flat fast path that starts its one-check script,
+// and batch_gcra.lua the flat loop that starts the batch scripts holding
+// GCRA.
 //
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel
@@ -72,7 +74,10 @@ func init() {
 			fastDefs.WriteString(def)
 			fasts.WriteString("[" + id + "] = " + name + "_fast, ")
 		}
-		batch[name] = prelude + source("fast") + alg + def + entry + source("batch")
+		batch[name] = source("batch_state") + prelude + source("fast") + alg + def + entry + source("batch")
+		if name == "gcra" {
+			batch[name] = source("batch_state") + source("fast") + source("batch_gcra") + prelude + alg + entry + source("batch")
+		}
 		checks.WriteString(name + ", ")
 		writes.WriteString(name + "_write, ")
 	}
@@ -82,7 +87,7 @@ func init() {
 	b.WriteString(source("now"))
 	b.WriteString(source("dispatch"))
 	multi = b.String()
-	batchAll = prelude + source("fast") + all[len(prelude):] + fastDefs.String() +
+	batchAll = source("batch_state") + source("fast") + source("batch_gcra") + all + fastDefs.String() +
 		"local checks, writes, fasts = {" + checks.String() + "}, {" + writes.String() + "}, {" + fasts.String() + "}\n" + source("batch")
 }
 

@@ -13,7 +13,9 @@
 --
 -- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
 -- marker exists: a refund may still undo the denial), remaining,
--- retry_after µs, reset_after µs, now µs.
+-- retry_after µs, reset_after µs, now µs; the fast paths
+-- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- call without a commit marker (KEYS[3]), whose caller does not use it.
 --
 -- A check writes only when it is allowed, so one pass that commits is
 -- dispatch.lua's two phases for one check. See dispatch.lua for the

@@ -41,8 +41,24 @@ const maxBatchCalls = 64
 // calls share, so on Redis 7 a batch of 2 costs the server more per check
 // than two one-check scripts, a batch of 4 about as much, and larger ones
 // less (BenchmarkScripts). Smaller groups go as their own scripts, in the
-// same pipeline: one round trip all the same.
-const minBatchCalls = 4
+// same pipeline: one round trip all the same. Calls that are all GCRA
+// checks need only minGCRABatchCalls: lua/batch_gcra.lua decides them
+// flat, before any function is defined, and a batch of 2 already costs
+// less per check than one-check scripts.
+const (
+	minBatchCalls     = 4
+	minGCRABatchCalls = 2
+)
+
+// minBatch returns the fewest calls a batch script decides for calls.
+func minBatch(calls []*call) int {
+	for _, c := range calls {
+		if c.batch != int(algorithms.GCRA) {
+			return minBatchCalls
+		}
+	}
+	return minGCRABatchCalls
+}
 
 // batchScripts, indexed by Algorithm, decide calls whose checks are all of
 // that algorithm; batchAllScript decides calls of any algorithms.
@@ -112,8 +128,8 @@ type unit struct {
 
 // units groups live calls into the scripts of one pipeline: the batchable
 // calls of each hash slot (of the server, when not on a cluster) into
-// batches of minBatchCalls to maxBatchCalls (a smaller group is sent as
-// its calls' own scripts), every other call alone, in queue order of each
+// batches of minBatch to maxBatchCalls (a smaller group is sent as its
+// calls' own scripts), every other call alone, in queue order of each
 // group's first call.
 func units(live []*call) []unit {
 	open := map[int]int{} // slot -> index+1 in us of the batch filling up
@@ -131,10 +147,10 @@ func units(live []*call) []unit {
 		}
 		us[j].calls = append(us[j].calls, c)
 	}
-	if slices.ContainsFunc(us, func(u unit) bool { return u.script == nil && len(u.calls) < minBatchCalls }) {
+	if slices.ContainsFunc(us, func(u unit) bool { return u.script == nil && len(u.calls) < minBatch(u.calls) }) {
 		alone := make([]unit, 0, len(live))
 		for _, u := range us {
-			if u.script != nil || len(u.calls) >= minBatchCalls {
+			if u.script != nil || len(u.calls) >= minBatch(u.calls) {
 				alone = append(alone, u)
 				continue
 			}
@@ -160,6 +176,7 @@ func units(live []*call) []unit {
 		}
 		u.keys = make([]string, 0, nk)
 		u.args = make([]any, 0, na)
+		var last *call // the last call of one check
 		for _, c := range u.calls {
 			u.keys = append(u.keys, c.keys...)
 			if c.script == script {
@@ -175,10 +192,26 @@ func units(live []*call) []unit {
 			case 3:
 				mode = modeDecidePart
 			}
+			if mode != modeDecidePart && last != nil && last.batch == c.batch && slices.Equal(last.args[1:6], c.args[1:6]) {
+				// the check of the last one: its numbers are not sent again
+				u.args = append(u.args, 0, c.args[0], mode)
+				continue
+			}
+			last = c
 			u.args = append(append(u.args, 1, c.args[0], mode, c.batch), c.args[1:]...)
 		}
 	}
 	return us
+}
+
+// replied is how many values a batch script replies for c: 4 per check,
+// and the now for a call of several checks or one part of a call spanning
+// slots (a commit marker), which alone use it (see lua/batch.lua).
+func (c *call) replied() int {
+	if c.n > 1 || len(c.keys) == 3 {
+		return 4*c.n + 1
+	}
+	return 4
 }
 
 // answer gives each call of u its reply.
@@ -192,21 +225,21 @@ func (u *unit) answer() {
 	}
 	want := 0
 	for _, c := range u.calls {
-		want += 4*c.n + 2
+		want += c.replied()
 	}
 	if err == nil && len(vals) != want {
 		err = fmt.Errorf("batch script reply has %d values, want %d", len(vals), want)
 	}
 	o := 0
 	for _, c := range u.calls {
-		w := 4*c.n + 2
+		w := c.replied()
 		switch {
 		case err != nil:
 			c.err = err
-		case vals[o] == 1:
-			c.vals = vals[o+1 : o+w]
-		default:
+		case vals[o] == -1: // see lua/batch.lua
 			c.err = errAlone
+		default:
+			c.vals = vals[o : o+w]
 		}
 		o += w
 		c.done <- struct{}{}

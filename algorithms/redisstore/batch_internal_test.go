@@ -377,10 +377,11 @@ func TestBatchErrors(t *testing.T) {
 				{checks: check("list")},
 				{checks: check("b"), ctx: ended},
 				{checks: check("a")},
+				{checks: check("c")}, // four calls sent: one batch script
 			})
-			for _, i := range []int{0, 3} {
-				if errs[i] != nil || !res[i][0].Allowed || res[i][0].Remaining != int64(9-i/3) {
-					t.Errorf("call %d: %+v, %v; want allowed, %d remaining", i, res[i][0], errs[i], 9-i/3)
+			for i, want := range map[int]int64{0: 9, 3: 8, 4: 9} {
+				if errs[i] != nil || !res[i][0].Allowed || res[i][0].Remaining != want {
+					t.Errorf("call %d: %+v, %v; want allowed, %d remaining", i, res[i][0], errs[i], want)
 				}
 			}
 			var be *algorithms.BackendError
@@ -398,34 +399,47 @@ func TestBatchErrors(t *testing.T) {
 	}
 }
 
-// TestBatchMinimum: a pipeline sends fewer than minBatchCalls batchable
-// calls of one server as their own scripts (a small batch script costs
-// the server more per check than one-check scripts), and minBatchCalls
-// or more as one batch script.
+// TestBatchMinimum: a pipeline sends fewer than minBatch batchable calls
+// of one server as their own scripts (a small batch script costs the
+// server more per check than one-check scripts), and minBatch or more as
+// one batch script: minGCRABatchCalls of GCRA, whose batches are flat,
+// minBatchCalls when another algorithm is among them.
 func TestBatchMinimum(t *testing.T) {
-	calls := func(n int) []*call {
+	calls := func(n int, algs ...algorithms.Algorithm) []*call {
 		cs := make([]*call, n)
 		for i := range cs {
-			checks := []algorithms.Check{{Key: fmt.Sprintf("{k%d}", i), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
-			ps := []calc.Params{calc.Prepare(uint8(algorithms.GCRA), 10, time.Hour, 0, 1)}
+			alg := algs[i%len(algs)]
+			checks := []algorithms.Check{{Key: fmt.Sprintf("{k%d}", i), Algorithm: alg, Limit: algorithms.PerHour(10)}}
+			ps := []calc.Params{calc.Prepare(uint8(alg), 10, time.Hour, 0, 1)}
 			s, keys, args := decideRequest(checks, ps, 0, markers{})
 			cs[i] = &call{script: s, keys: keys, args: args}
 			cs[i].batch, cs[i].n = batchKind(s, keys, args)
 		}
 		return cs
 	}
-	for n := 1; n <= minBatchCalls+1; n++ {
-		us := units(calls(n))
-		want := n
-		if n >= minBatchCalls {
-			want = 1
-		}
-		if len(us) != want {
-			t.Errorf("%d queued calls: %d scripts, want %d", n, len(us), want)
-		}
-		for _, u := range us {
-			if batched := u.script == batchScripts[algorithms.GCRA]; batched != (n >= minBatchCalls) {
-				t.Errorf("%d queued calls: a unit of %d calls, batch script %v", n, len(u.calls), batched)
+	for _, tc := range []struct {
+		algs  []algorithms.Algorithm
+		min   int
+		batch *redis.Script
+	}{
+		{[]algorithms.Algorithm{algorithms.GCRA}, minGCRABatchCalls, batchScripts[algorithms.GCRA]},
+		{[]algorithms.Algorithm{algorithms.TokenBucket}, minBatchCalls, batchScripts[algorithms.TokenBucket]},
+		{[]algorithms.Algorithm{algorithms.GCRA, algorithms.FixedWindow}, minBatchCalls, batchAllScript},
+	} {
+		for n := 1; n <= tc.min+1; n++ {
+			us := units(calls(n, tc.algs...))
+			batched := n >= tc.min
+			want := n
+			if batched {
+				want = 1
+			}
+			if len(us) != want {
+				t.Errorf("%v, %d queued calls: %d scripts, want %d", tc.algs, n, len(us), want)
+			}
+			for _, u := range us {
+				if got := u.script == tc.batch; got != batched {
+					t.Errorf("%v, %d queued calls: a unit of %d calls, batch script %v", tc.algs, n, len(u.calls), got)
+				}
 			}
 		}
 	}

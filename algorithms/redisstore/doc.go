@@ -36,7 +36,12 @@
 // with the same Results, state, TTLs and marker keys. A denied call
 // charges nothing and does not stop the calls after it. The server pays a
 // script's fixed cost once per batch, and a run of GCRA calls on one key
-// reads and writes that key once. Refunds are not batched. A call whose
+// reads and writes that key once. GCRA calls of one check are decided by a
+// flat loop that defines no function and parses a limit's numbers once
+// (calls of the same limit send them once), so two such calls already go
+// as one batch; calls of other algorithms from four (a smaller group goes
+// as its calls' own scripts, in the same round trip). Refunds are not
+// batched. A call whose
 // check raises an error in the batch (a key of another type) is reported
 // by the script and runs its own script alone, which replies its error: it
 // fails alone, classified as before. A queued call returns by its

@@ -356,9 +356,15 @@ func scriptArgs(checks []algorithms.Check, ps []calc.Params, now int64, mode, ex
 }
 
 // decode checks a script reply, turns it into Results and returns the now
-// the script used.
+// the script used: 0 when a one-check script's fast path left it out (see
+// lua/one.lua), which it does only for calls that do not use it.
 func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64, error) {
-	if len(vals) != 4*len(ps)+1 {
+	now := int64(0)
+	switch {
+	case len(vals) == 4*len(ps)+1:
+		now = vals[len(vals)-1]
+	case len(vals) == 4 && len(ps) == 1:
+	default:
 		return 0, &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("script reply has %d values, want %d", len(vals), 4*len(ps)+1)}
 	}
 	for i := range ps {
@@ -375,7 +381,7 @@ func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64,
 			Provisional: v[0] == 2,
 		}
 	}
-	return vals[len(vals)-1], nil
+	return now, nil
 }
 
 // HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
