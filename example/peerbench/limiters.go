@@ -62,7 +62,7 @@ func limiters() []limiter {
 	secondary := []string{scHot8, scKeys}
 	return []limiter{
 		{name: "redlimit gcra", id: "gcra", build: redlimit(algorithms.GCRA, redisstore.Config{}, false)},
-		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimit(algorithms.GCRA, redisstore.Config{}, true), only: []string{scAbuse}},
+		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimit(algorithms.GCRA, redisstore.Config{}, true), only: []string{scHot64, scKeys, scAbuse}},
 		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimit(algorithms.GCRA, redisstore.Config{Pipelines: -1}, false)},
 		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
 		{name: "go-redis/redis_rate v10, autopipelined client", id: "redis_rate-ap", build: redisRateAutoPipelined, prefix: "rate:"},
