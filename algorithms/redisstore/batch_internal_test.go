@@ -440,8 +440,9 @@ func TestBatchErrors(t *testing.T) {
 // TestBatchMinimum: a pipeline sends fewer than minBatch batchable calls
 // of one server as their own scripts (a small batch script costs the
 // server more per check than one-check scripts), and minBatch or more as
-// one batch script: minGCRABatchCalls of GCRA, whose batches are flat,
-// minBatchCalls when another algorithm is among them.
+// one batch script: minFlatBatchCalls of one algorithm whose batches
+// start flat (GCRA, fixed window, sliding window, token bucket),
+// minBatchCalls of the others, or when algorithms are mixed.
 func TestBatchMinimum(t *testing.T) {
 	calls := func(n int, algs ...algorithms.Algorithm) []*call {
 		cs := make([]*call, n)
@@ -460,9 +461,14 @@ func TestBatchMinimum(t *testing.T) {
 		min   int
 		batch *redis.Script
 	}{
-		{[]algorithms.Algorithm{algorithms.GCRA}, minGCRABatchCalls, batchScripts[algorithms.GCRA]},
-		{[]algorithms.Algorithm{algorithms.TokenBucket}, minBatchCalls, batchScripts[algorithms.TokenBucket]},
+		{[]algorithms.Algorithm{algorithms.GCRA}, minFlatBatchCalls, batchScripts[algorithms.GCRA]},
+		{[]algorithms.Algorithm{algorithms.FixedWindow}, minFlatBatchCalls, batchScripts[algorithms.FixedWindow]},
+		{[]algorithms.Algorithm{algorithms.SlidingWindow}, minFlatBatchCalls, batchScripts[algorithms.SlidingWindow]},
+		{[]algorithms.Algorithm{algorithms.TokenBucket}, minFlatBatchCalls, batchScripts[algorithms.TokenBucket]},
+		{[]algorithms.Algorithm{algorithms.SlidingLog}, minBatchCalls, batchScripts[algorithms.SlidingLog]},
+		{[]algorithms.Algorithm{algorithms.Concurrency}, minBatchCalls, batchScripts[algorithms.Concurrency]},
 		{[]algorithms.Algorithm{algorithms.GCRA, algorithms.FixedWindow}, minBatchCalls, batchAllScript},
+		{[]algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow}, minBatchCalls, batchAllScript},
 	} {
 		for n := 1; n <= tc.min+1; n++ {
 			us := units(calls(n, tc.algs...))
