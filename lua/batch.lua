@@ -1,10 +1,11 @@
 -- Batch: several decide calls, queued behind the round trips in flight,
 -- decided in one script, one call after another. The Go side joins it as
--- prelude, fast.lua, the algorithm file(s) and the fast paths that are
--- functions (<algorithm>_one.lua), a line defining `checks`, `writes` and
--- `fasts` (the algorithms' functions by number, as in dispatch.lua: only
--- the script's own algorithm in a batch of one algorithm, all five in a
--- mixed batch), then this file.
+-- batch_state.lua, a flat loop (see the end of this header) with what it
+-- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
+-- are functions (<algorithm>_one.lua), each once, a line defining
+-- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
+-- in dispatch.lua: only the script's own algorithm in a batch of one
+-- algorithm, all five in a mixed batch), then this file.
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -39,7 +40,10 @@
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
 -- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, and this file goes on from the first call it left.
+-- the batch, flat, in the batch scripts of fixed_window, sliding_window
+-- and token_bucket batch_fast.lua the one-check calls through the
+-- algorithm's fast function, and this file goes on from the first call
+-- they left.
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].

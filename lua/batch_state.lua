@@ -1,6 +1,7 @@
 -- The state of a batch script (see batch.lua), declared before anything
--- else so that a flat loop (batch_gcra.lua) can decide the calls at the
--- head of the batch before any function is defined: t is the server's
+-- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
+-- calls at the head of the batch before any function is defined, other
+-- than the fast function batch_fast.lua calls: t is the server's
 -- TIME once read, reply the reply, tats, dirty and order the GCRA TATs
 -- read and not yet written (see batch.lua), k, a, o where the next call's
 -- KEYS, ARGV and reply start, and last where the numbers of the last call

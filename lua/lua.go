@@ -7,8 +7,10 @@
 // algorithm file defines, one.lua, dispatch.lua and batch.lua their calling
 // convention (KEYS, ARGV, reply), each algorithm file its state, each
 // <algorithm>_one.lua the flat fast path that starts its one-check script,
-// and batch_gcra.lua the flat loop that starts the batch scripts holding
-// GCRA.
+// batch_gcra.lua the flat loop that starts the batch scripts holding GCRA,
+// and batch_fast.lua the one that starts the batch scripts of
+// fixed_window, sliding_window and token_bucket around their fast
+// functions.
 //
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel
@@ -40,7 +42,8 @@ var (
 // script, for the algorithms that have one (not the sliding log, whose
 // common case is already a handful of sorted-set commands): GCRA's is
 // flat code, the others' a function (<name>_fast), which batch scripts
-// call too.
+// call too: first in their own batch script's flat loop (batch_fast.lua),
+// which needs only intf (fast.lua) besides it, then in batch.lua's.
 var fast = map[string]string{
 	"fixed_window":   source("fixed_window_one") + "local fast = fixed_window_fast\n" + source("one_fast"),
 	"sliding_window": source("sliding_window_one") + "local fast = sliding_window_fast\n" + source("one_fast"),
@@ -74,9 +77,19 @@ func init() {
 			fastDefs.WriteString(def)
 			fasts.WriteString("[" + id + "] = " + name + "_fast, ")
 		}
-		batch[name] = source("batch_state") + prelude + source("fast") + alg + def + entry + source("batch")
-		if name == "gcra" {
+		// A batch of one algorithm starts with a flat loop that decides
+		// the one-check calls at its head before the prelude and the
+		// algorithm are defined: batch_gcra.lua for GCRA, batch_fast.lua
+		// around the fast function for the others that have one.
+		switch {
+		case name == "gcra":
 			batch[name] = source("batch_state") + source("fast") + source("batch_gcra") + prelude + alg + entry + source("batch")
+		case fastFuncs[name]:
+			batch[name] = source("batch_state") + source("fast") + def +
+				"local fast, fast_alg = " + name + "_fast, '" + id + "'\n" + source("batch_fast") +
+				prelude + alg + entry + source("batch")
+		default:
+			batch[name] = source("batch_state") + prelude + source("fast") + alg + entry + source("batch")
 		}
 		checks.WriteString(name + ", ")
 		writes.WriteString(name + "_write, ")

@@ -41,23 +41,38 @@ const maxBatchCalls = 64
 // calls share, so on Redis 7 a batch of 2 costs the server more per check
 // than two one-check scripts, a batch of 4 about as much, and larger ones
 // less (BenchmarkScripts). Smaller groups go as their own scripts, in the
-// same pipeline: one round trip all the same. Calls that are all GCRA
-// checks need only minGCRABatchCalls: lua/batch_gcra.lua decides them
-// flat, before any function is defined, and a batch of 2 already costs
-// less per check than one-check scripts.
+// same pipeline: one round trip all the same. Calls whose checks are all
+// of one algorithm with a flat batch loop (flatBatch) need only
+// minFlatBatchCalls: lua/batch_gcra.lua (GCRA) and lua/batch_fast.lua
+// (fixed window, sliding window, token bucket) decide their one-check
+// calls before any other function is defined, and a batch of 2 already
+// costs less per check than one-check scripts.
 const (
 	minBatchCalls     = 4
-	minGCRABatchCalls = 2
+	minFlatBatchCalls = 2
 )
+
+// flatBatch, indexed by Algorithm, holds the algorithms whose batch
+// script starts with a flat loop.
+var flatBatch = [algorithms.Concurrency + 1]bool{
+	algorithms.GCRA:          true,
+	algorithms.FixedWindow:   true,
+	algorithms.SlidingWindow: true,
+	algorithms.TokenBucket:   true,
+}
 
 // minBatch returns the fewest calls a batch script decides for calls.
 func minBatch(calls []*call) int {
-	for _, c := range calls {
-		if c.batch != int(algorithms.GCRA) {
-			return minBatchCalls
+	k := calls[0].batch
+	if k == mixed || !flatBatch[k] {
+		return minBatchCalls
+	}
+	for _, c := range calls[1:] {
+		if c.batch != k {
+			return minBatchCalls // lua.BatchAll
 		}
 	}
-	return minGCRABatchCalls
+	return minFlatBatchCalls
 }
 
 // batchScripts, indexed by Algorithm, decide calls whose checks are all of

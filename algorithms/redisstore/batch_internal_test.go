@@ -100,9 +100,30 @@ func executionOrder(calls []queued) []int {
 	return order
 }
 
-// batchedCalls returns executionOrder, and how many calls of several
-// checks and how many calls with marker keys a batch script decides.
-func batchedCalls(calls []queued) (order []int, tally struct{ multi, marked int }) {
+// batchedCalls returns executionOrder, and how many calls a batch script
+// decides: in all, of several checks, and with marker keys.
+func batchedCalls(calls []queued) (order []int, tally struct{ batched, multi, marked int }) {
+	us, index := queuedUnits(calls)
+	for _, u := range us {
+		for _, c := range u.calls {
+			order = append(order, index[c])
+			if len(u.calls) > 1 {
+				tally.batched++
+			}
+			if len(u.calls) > 1 && c.n > 1 {
+				tally.multi++
+			}
+			if len(u.calls) > 1 && len(c.keys) > c.n {
+				tally.marked++
+			}
+		}
+	}
+	return order, tally
+}
+
+// queuedUnits returns the units one pipeline sends for calls, and the
+// index in calls of each of their calls.
+func queuedUnits(calls []queued) ([]unit, map[*call]int) {
 	cs := make([]*call, len(calls))
 	index := map[*call]int{}
 	for i, q := range calls {
@@ -119,18 +140,7 @@ func batchedCalls(calls []queued) (order []int, tally struct{ multi, marked int 
 		cs[i].batch, cs[i].n = batchKind(s, keys, args)
 		index[cs[i]] = i
 	}
-	for _, u := range units(cs) {
-		for _, c := range u.calls {
-			order = append(order, index[c])
-			if len(u.calls) > 1 && c.n > 1 {
-				tally.multi++
-			}
-			if len(u.calls) > 1 && len(c.keys) > c.n {
-				tally.marked++
-			}
-		}
-	}
-	return order, tally
+	return units(cs), index
 }
 
 // miniStore returns a Store on a fresh miniredis, on a clock of its own.
@@ -186,45 +196,67 @@ func dumpState(mr *miniredis.Miniredis) string {
 // queues of 1 to 12 calls, so that they are decided by batch scripts (of
 // one algorithm, or mixed; one check or several; for a third of the seeds
 // with the marker keys of a sharded client, pending markers and commit
-// markers; for four seeds with GCRA rules only, one of them with markers),
-// give the Results, the stored state and the TTLs that the same
-// calls give one by one, each its own script, in the order the pipeline
-// decided them.
+// markers; for four seeds with GCRA rules only, one of them with markers;
+// for two seeds each of fixed_window, token_bucket and sliding_window, one
+// check per call, whose batches start with lua/batch_fast.lua's flat loop,
+// the second with markers, mostly pending ones: modes 0 and 2), give the
+// Results, the stored state and the TTLs that the same calls give one by
+// one, each its own script, in the order the pipeline decided them.
 func TestBatchDifferential(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(16) {
+	// seeds 16 to 21: one-check calls of one algorithm with a fast function
+	flat := []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket, algorithms.SlidingWindow}
+	for seed := range uint64(16 + 2*len(flat)) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			batched, bclock, bmr := miniStore(t, 1)
 			alone, aclock, amr := miniStore(t, -1)
 			rng := rand.New(rand.NewPCG(seed, 7))
 			work := backendtest.RandomWorkload(seed, 300)
-			if seed%2 == 0 {
+			sharded := seed%3 == 2 || seed == 13
+			if seed >= 16 {
+				sharded = seed%2 == 1
+			}
+			if seed%2 == 0 || seed >= 16 {
 				// one rule, one check per call
 				for i := range work {
 					work[i].Checks = work[i].Checks[:1]
 				}
 			}
 			if seed >= 12 {
-				// every rule GCRA, whose calls batches decide flat
+				// every rule GCRA (seeds 12 to 15) or one algorithm with
+				// a fast function (from 16), whose calls batches decide
+				// flat
+				alg := algorithms.GCRA
+				if seed >= 16 {
+					alg = flat[(seed-16)/2]
+				}
 				for i := range work {
 					for j := range work[i].Checks {
-						work[i].Checks[j].Algorithm = algorithms.GCRA
+						c := &work[i].Checks[j]
+						c.Algorithm = alg
+						if alg != algorithms.GCRA && alg != algorithms.TokenBucket {
+							c.Limit.Burst = 0 // the others have none
+						}
 					}
 				}
 			}
-			var multi, marked int // calls decided in batches
+			parts := 2 // one sharded call in parts is the part of a call spanning slots
+			if seed >= 16 {
+				parts = 4 // the flat loop decides modes 0 and 2, a part goes to batch.lua
+			}
+			var inBatch, multi, marked int // calls decided in batches
 			several := slices.ContainsFunc(work, func(c backendtest.Call) bool { return len(c.Checks) > 1 })
 			for len(work) > 0 {
 				n := min(len(work), 1+rng.IntN(12))
 				chunk := make([]queued, n)
 				for i, c := range work[:n] {
 					chunk[i] = queued{at: c.At, checks: c.Checks}
-					if seed%3 == 2 || seed == 13 {
+					if sharded {
 						// as a sharded client sends them: pending
 						// markers, or the part of a call spanning slots
 						m := &markers{sharded: true}
-						if rng.IntN(2) == 0 {
+						if rng.IntN(parts) == 0 {
 							m.commit, m.window = commitKey(c.Checks[0].Key, fmt.Sprint(len(work), "-", i)), 60_000
 						}
 						chunk[i].m = m
@@ -233,6 +265,7 @@ func TestBatchDifferential(t *testing.T) {
 				work = work[n:]
 				got, errs := allowQueued(t, batched, bclock, chunk)
 				_, tally := batchedCalls(chunk)
+				inBatch += tally.batched
 				multi += tally.multi
 				marked += tally.marked
 				for _, i := range executionOrder(chunk) {
@@ -257,8 +290,8 @@ func TestBatchDifferential(t *testing.T) {
 					t.Fatalf("state batched:\n%s\nalone:\n%s", g, w)
 				}
 			}
-			if several && multi == 0 || (seed%3 == 2 || seed == 13) && marked == 0 {
-				t.Errorf("batched: %d calls of several checks, %d with markers; want some of each kind the seed makes", multi, marked)
+			if inBatch == 0 || several && multi == 0 || sharded && marked == 0 {
+				t.Errorf("batched: %d calls, %d of several checks, %d with markers; want some of each kind the seed makes", inBatch, multi, marked)
 			}
 		})
 	}
@@ -372,13 +405,18 @@ func TestBatchErrors(t *testing.T) {
 			}
 			ended, cancel := context.WithCancel(ctx)
 			cancel()
-			res, errs := allowQueued(t, b, nil, []queued{
+			calls := []queued{
 				{checks: check("a")},
 				{checks: check("list")},
 				{checks: check("b"), ctx: ended},
 				{checks: check("a")},
 				{checks: check("c")}, // four calls sent: one batch script
-			})
+			}
+			live := slices.Delete(slices.Clone(calls), 2, 3)
+			if us, _ := queuedUnits(live); len(us) != 1 || us[0].script != batchScripts[alg] {
+				t.Fatalf("the four live calls go as %d scripts, want one batch script of %v", len(us), alg)
+			}
+			res, errs := allowQueued(t, b, nil, calls)
 			for i, want := range map[int]int64{0: 9, 3: 8, 4: 9} {
 				if errs[i] != nil || !res[i][0].Allowed || res[i][0].Remaining != want {
 					t.Errorf("call %d: %+v, %v; want allowed, %d remaining", i, res[i][0], errs[i], want)
@@ -402,8 +440,9 @@ func TestBatchErrors(t *testing.T) {
 // TestBatchMinimum: a pipeline sends fewer than minBatch batchable calls
 // of one server as their own scripts (a small batch script costs the
 // server more per check than one-check scripts), and minBatch or more as
-// one batch script: minGCRABatchCalls of GCRA, whose batches are flat,
-// minBatchCalls when another algorithm is among them.
+// one batch script: minFlatBatchCalls of one algorithm whose batches
+// start flat (GCRA, fixed window, sliding window, token bucket),
+// minBatchCalls of the others, or when algorithms are mixed.
 func TestBatchMinimum(t *testing.T) {
 	calls := func(n int, algs ...algorithms.Algorithm) []*call {
 		cs := make([]*call, n)
@@ -422,9 +461,14 @@ func TestBatchMinimum(t *testing.T) {
 		min   int
 		batch *redis.Script
 	}{
-		{[]algorithms.Algorithm{algorithms.GCRA}, minGCRABatchCalls, batchScripts[algorithms.GCRA]},
-		{[]algorithms.Algorithm{algorithms.TokenBucket}, minBatchCalls, batchScripts[algorithms.TokenBucket]},
+		{[]algorithms.Algorithm{algorithms.GCRA}, minFlatBatchCalls, batchScripts[algorithms.GCRA]},
+		{[]algorithms.Algorithm{algorithms.FixedWindow}, minFlatBatchCalls, batchScripts[algorithms.FixedWindow]},
+		{[]algorithms.Algorithm{algorithms.SlidingWindow}, minFlatBatchCalls, batchScripts[algorithms.SlidingWindow]},
+		{[]algorithms.Algorithm{algorithms.TokenBucket}, minFlatBatchCalls, batchScripts[algorithms.TokenBucket]},
+		{[]algorithms.Algorithm{algorithms.SlidingLog}, minBatchCalls, batchScripts[algorithms.SlidingLog]},
+		{[]algorithms.Algorithm{algorithms.Concurrency}, minBatchCalls, batchScripts[algorithms.Concurrency]},
 		{[]algorithms.Algorithm{algorithms.GCRA, algorithms.FixedWindow}, minBatchCalls, batchAllScript},
+		{[]algorithms.Algorithm{algorithms.TokenBucket, algorithms.SlidingWindow}, minBatchCalls, batchAllScript},
 	} {
 		for n := 1; n <= tc.min+1; n++ {
 			us := units(calls(n, tc.algs...))

@@ -36,11 +36,15 @@
 // with the same Results, state, TTLs and marker keys. A denied call
 // charges nothing and does not stop the calls after it. The server pays a
 // script's fixed cost once per batch, and a run of GCRA calls on one key
-// reads and writes that key once. GCRA calls of one check are decided by a
-// flat loop that defines no function and parses a limit's numbers once
-// (calls of the same limit send them once), so two such calls already go
-// as one batch; calls of other algorithms from four (a smaller group goes
-// as its calls' own scripts, in the same round trip). Refunds are not
+// reads and writes that key once. Calls of the same limit send its numbers
+// once. The one-check calls at the head of a batch are decided by a flat
+// loop before the rest of the script is defined: GCRA's (in any batch)
+// defines no function and parses a limit's numbers once; that of the
+// fixed window, the sliding window and the token bucket (in a batch of
+// the algorithm's own) defines only the algorithm's fast path. So two
+// calls whose checks are all of one of these four algorithms already go
+// as one batch; other batches from four calls (a smaller group goes as
+// its calls' own scripts, in the same round trip). Refunds are not
 // batched. A call whose
 // check raises an error in the batch (a key of another type) is reported
 // by the script and runs its own script alone, which replies its error: it
