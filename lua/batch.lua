@@ -228,14 +228,7 @@ local function one(n, now, mode, k, a, o)
 end
 
 while a <= #ARGV do
-  local n, now, mode = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  if now == 0 then
-    if not t then
-      local tt = redis.call('TIME')
-      t = tonumber(tt[1]) * 1000000 + tonumber(tt[2])
-    end
-    now = t
-  end
+  local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then

@@ -28,16 +28,7 @@ do
     if not same and (ARGV[a] ~= '1' or ARGV[a + 3] ~= fast_alg) then break end
     local mode = ARGV[a + 2]
     if mode ~= '0' and mode ~= '2' then break end
-    local now = ARGV[a + 1]
-    if now == '0' then
-      if not t then
-        local tt = redis.call('TIME')
-        t = tonumber(tt[1]) * 1000000 + tonumber(tt[2])
-      end
-      now = t
-    else
-      now = tonumber(now)
-    end
+    local now = call_now(ARGV[a + 1])
     -- c: where the call's check's numbers are in ARGV (batch.lua's c)
     local c = last
     if not same then c = a + 3 end

@@ -29,16 +29,7 @@ do
     end
     local tat = v and tonumber(v)
     if v and not tat then break end
-    local now = ARGV[a + 1]
-    if now == '0' then
-      if not t then
-        local tt = redis.call('TIME')
-        t = tonumber(tt[1]) * 1000000 + tonumber(tt[2])
-      end
-      now = t
-    else
-      now = tonumber(now)
-    end
+    local now = call_now(ARGV[a + 1])
     if not same then
       last = a + 3
       if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
