@@ -66,15 +66,29 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 			ctx = context.Background()
 		}
 		results[i] = make([]algorithms.Result, len(c.checks))
-		wg.Go(func() { errs[i] = c.allow(ctx, b, results[i]) })
-		for {
+		returned := make(chan struct{})
+		wg.Go(func() {
+			defer close(returned)
+			errs[i] = c.allow(ctx, b, results[i])
+		})
+		queued := func() bool {
 			p.mu.Lock()
-			n := len(p.queue)
-			p.mu.Unlock()
-			if n == i+1 {
-				break
+			defer p.mu.Unlock()
+			return len(p.queue) == i+1
+		}
+		for !queued() {
+			select {
+			case <-returned:
+				// A call with an ended context queues, then returns. One
+				// that returned without queueing (an invalid limit) would
+				// be waited for forever: answer the others, then fail.
+				if !queued() {
+					p.handOff()
+					wg.Wait()
+					t.Fatalf("call %d returned without queueing: %v", i, errs[i])
+				}
+			case <-time.After(50 * time.Microsecond):
 			}
-			time.Sleep(50 * time.Microsecond)
 		}
 	}
 	p.handOff()
