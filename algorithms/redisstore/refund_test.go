@@ -36,20 +36,28 @@ func (resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 	return next
 }
 
+// resendClient returns a client of a real redis-server on which every
+// script is loaded (EVALSHA from the start) and the script src is sent
+// twice each time it runs (resend).
+func resendClient(t *testing.T, src string) *redis.Client {
+	t.Helper()
+	client := redistest.Require(t).Client(t)
+	for _, s := range lua.Scripts() {
+		if err := client.ScriptLoad(context.Background(), s).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.AddHook(resend{sha: redis.NewScript(src).Hash()})
+	return client
+}
+
 // TestRefundResent: on a real redis-server, a refund that reaches the
 // server twice (a lost reply, a retry) gives back once, on every
 // algorithm; the caller then hears ErrNotRefunded, the reply of the
 // second run.
 func TestRefundResent(t *testing.T) {
-	srv := redistest.Require(t)
-	client := srv.Client(t)
 	ctx := context.Background()
-	for _, src := range lua.Scripts() { // EVALSHA from the start
-		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client.AddHook(resend{sha: redis.NewScript(lua.Refund()).Hash()})
+	client := resendClient(t, lua.Refund())
 	now := time.Unix(1_700_000_000, 0)
 	b, err := redisstore.New(client, redisstore.Config{Now: func() time.Time { return now }, Pipelines: -1})
 	if err != nil {
@@ -87,15 +95,8 @@ var refundable = slices.DeleteFunc(slices.Clone(algorithms.Algorithms), func(a a
 // a lease id names its slots, so the second run finds them held by the
 // same lease. Released, they are all free again.
 func TestConcurrencyResent(t *testing.T) {
-	srv := redistest.Require(t)
-	client := srv.Client(t)
 	ctx := context.Background()
-	for _, src := range lua.Scripts() { // EVALSHA from the start
-		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client.AddHook(resend{sha: redis.NewScript(lua.Single("concurrency")).Hash()})
+	client := resendClient(t, lua.Single("concurrency"))
 	b, err := redisstore.New(client, redisstore.Config{Pipelines: -1})
 	if err != nil {
 		t.Fatal(err)
