@@ -202,8 +202,9 @@ end
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
--- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+-- flat fast path (fasts, by number) through it, when they decide them;
+-- server is true when now is the server's clock.
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
@@ -214,7 +215,7 @@ local function one(n, now, mode, k, a, o)
       if gcra_call(n, now, mode, k, a, o) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -228,7 +229,7 @@ local function one(n, now, mode, k, a, o)
 end
 
 while a <= #ARGV do
-  local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local n, now, mode, server = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -237,7 +238,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

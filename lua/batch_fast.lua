@@ -32,7 +32,7 @@ do
     -- c: where the call's check's numbers are in ARGV (batch.lua's c)
     local c = last
     if not same then c = a + 3 end
-    local ok, allowed, remaining, retry, reset = pcall(fast, KEYS[k], c + 1, now)
+    local ok, allowed, remaining, retry, reset = pcall(fast, KEYS[k], c + 1, now, ARGV[a + 1] == '0')
     if not ok or not allowed then break end
     if allowed ~= 1 and mode == '2' and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
     if remaining < 0 then remaining = 0 end

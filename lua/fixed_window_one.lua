@@ -2,8 +2,13 @@
 -- no state, or a window stored under the same period (not a calendar
 -- quota's window of the same length). fixed_window_fast
 -- makes fixed_window's decision as token_bucket_fast does
--- (token_bucket_one.lua).
-local function fixed_window_fast(key, b, now)
+-- (token_bucket_one.lua). server is true when now is the server's clock,
+-- the clock of TTLs: a write to the window the key holds then leaves its
+-- TTL, which already ends with the window. On a client's clock every
+-- write sets the TTL again, measured from the writer's now, as the general
+-- code does: a TTL set by another client whose clock runs ahead would
+-- end the window early.
+local function fixed_window_fast(key, b, now, server)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
   local period = tonumber(ARGV[b + 1])
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
@@ -25,13 +30,16 @@ local function fixed_window_fast(key, b, now)
     if count + cost > cap then return 0, remaining, stop - now, reset end
     count = count + cost
     -- fixed_window_write(key, start, stop, count, now); a window
-    -- already stored keeps its start and end
+    -- already stored keeps its start and end, and on the server's clock
+    -- its TTL
     if same then
       redis.call('HSET', key, 'c', string.format(intf, count))
     else
       redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, stop), 'c', string.format(intf, count))
     end
-    redis.call('PEXPIRE', key, string.format(intf, math.floor((stop - now + 999) / 1000)))
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(intf, math.floor((stop - now + 999) / 1000)))
+    end
     return 1, cap - count, 0, stop - now
   end
 end

@@ -5,7 +5,7 @@
 -- which here leaves out the now: the Go side needs it only from a call
 -- with a commit marker.
 if not KEYS[3] then
-  local allowed, remaining, retry, reset = fast(KEYS[1], 2, now)
+  local allowed, remaining, retry, reset = fast(KEYS[1], 2, now, ARGV[1] == '0')
   if allowed then
     if allowed ~= 1 and KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
     if remaining < 0 then remaining = 0 end

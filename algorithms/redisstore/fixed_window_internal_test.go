@@ -1,0 +1,127 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+)
+
+// TestFixedWindowTTL: a fixed window's key expires when its window ends,
+// whether its checks are decided alone or in batches. On the server's
+// clock a check in the window the key holds leaves the key's TTL as the
+// window's first check set it (the TTL and now share that clock); on a
+// client's clock every check sets it again from its own now, so that a
+// clock that went back (or runs behind the clock of an earlier writer)
+// still finds its window until the window's end.
+func TestFixedWindowTTL(t *testing.T) {
+	t.Parallel()
+	limit := algorithms.Limit{Rate: 10, Period: time.Second}
+	check := func(key string) []algorithms.Check {
+		return []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: limit}}
+	}
+	ctx := context.Background()
+	start := backendtest.T0 // a window starts here
+
+	t.Run("server clock", func(t *testing.T) {
+		t.Parallel()
+		mr := miniredis.RunT(t)
+		client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { client.Close() })
+		b, err := New(client, Config{}) // TIME: miniredis's time
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := start.Add(100 * time.Millisecond)
+		mr.SetTime(now)
+		advance := func(d time.Duration) { // TIME and TTLs
+			now = now.Add(d)
+			mr.SetTime(now)
+			mr.FastForward(d)
+		}
+		res := make([]algorithms.Result, 1)
+		allow := func(want int64) {
+			t.Helper()
+			if err := b.Allow(ctx, check("{a}"), res); err != nil || !res[0].Allowed || res[0].Remaining != want {
+				t.Fatalf("Allow = %+v, %v; want allowed, %d remaining", res[0], err, want)
+			}
+		}
+		ttl := func(key string, want time.Duration) {
+			t.Helper()
+			if got := mr.TTL(key); got != want {
+				t.Fatalf("TTL of %s %v, want %v\n%s", key, got, want, dumpState(mr))
+			}
+		}
+		allow(9)
+		ttl("{a}", 900*time.Millisecond) // the window's end
+		advance(300 * time.Millisecond)
+		allow(8)
+		ttl("{a}", 600*time.Millisecond)
+
+		// FastForward alone ages TTLs and leaves TIME: a TTL set again
+		// would read 600ms, the window's end from TIME.
+		mr.FastForward(100 * time.Millisecond)
+		allow(7)
+		ttl("{a}", 500*time.Millisecond)
+		// In batches: the flat loop of the fixed window's batch script,
+		// then, in a queue of mixed calls, batch.lua's loop.
+		results, errs := allowQueued(t, b, nil, []queued{{checks: check("{a}")}, {checks: check("{a}")}})
+		ttl("{a}", 500*time.Millisecond)
+		two := []algorithms.Check{check("{d}")[0], {Key: "{b}", Algorithm: algorithms.GCRA, Limit: limit}}
+		more, moreErrs := allowQueued(t, b, nil, []queued{
+			{checks: check("{a}")}, {checks: two}, {checks: check("{c}")}, {checks: check("{a}")},
+		})
+		results, errs = append(results, more...), append(errs, moreErrs...)
+		for i, want := range []int64{6, 5, 4, 9, 9, 3} {
+			if errs[i] != nil || !results[i][0].Allowed || results[i][0].Remaining != want {
+				t.Fatalf("queued call %d: %+v, %v; want allowed, %d remaining", i, results[i], errs[i], want)
+			}
+		}
+		ttl("{a}", 500*time.Millisecond)
+		ttl("{c}", 600*time.Millisecond) // a window the batch started
+
+		advance(600 * time.Millisecond) // the next window
+		if mr.Exists("{a}") {
+			t.Fatalf("the key outlived its window:\n%s", dumpState(mr))
+		}
+		allow(9)
+		ttl("{a}", time.Second)
+	})
+
+	t.Run("client clock", func(t *testing.T) {
+		t.Parallel()
+		b, clock, mr := miniStore(t, 0)
+		mr.SetTime(start.Add(500 * time.Millisecond))
+		clock.T = start.Add(500 * time.Millisecond)
+		res := make([]algorithms.Result, 1)
+		allow := func(want int64) {
+			t.Helper()
+			if err := b.Allow(ctx, check("{a}"), res); err != nil || !res[0].Allowed || res[0].Remaining != want {
+				t.Fatalf("Allow at %v = %+v, %v; want allowed, %d remaining", clock.T.Sub(start), res[0], err, want)
+			}
+		}
+		allow(9)                                    // TTL 500ms: ends at start+1s on both clocks
+		clock.T = start.Add(300 * time.Millisecond) // the client's clock goes back
+		allow(8)                                    // TTL 700ms from miniredis's now
+		if got := mr.TTL("{a}"); got != 700*time.Millisecond {
+			t.Fatalf("TTL %v, want 700ms: the window's end from the client's now", got)
+		}
+		mr.FastForward(500 * time.Millisecond)
+		clock.T = clock.T.Add(500 * time.Millisecond) // start+800ms: the same window
+		allow(7)
+		results, errs := allowQueued(t, b, nil, []queued{{checks: check("{a}")}, {checks: check("{a}")}})
+		for i, want := range []int64{6, 5} {
+			if errs[i] != nil || !results[i][0].Allowed || results[i][0].Remaining != want {
+				t.Fatalf("queued call %d: %+v, %v; want allowed, %d remaining", i, results[i], errs[i], want)
+			}
+		}
+		if got := mr.TTL("{a}"); got != 200*time.Millisecond {
+			t.Fatalf("TTL %v after the batch, want 200ms", got)
+		}
+	})
+}
