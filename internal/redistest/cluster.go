@@ -70,18 +70,7 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	errs := make([]error, len(c.Nodes))
 	var wg sync.WaitGroup
 	for i := range c.Nodes {
-		wg.Go(func() {
-			c.Nodes[i], errs[i] = Start(
-				"--cluster-enabled", "yes",
-				"--cluster-config-file", "nodes.conf",
-				"--cluster-node-timeout", strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10),
-				// the tests fail masters over on purpose: a replica may be
-				// promoted however long ago it last heard from its master
-				"--cluster-replica-validity-factor", "0",
-				// replicas sync at once, not after the default 5 s wait for more
-				"--repl-diskless-sync-delay", "0",
-			)
-		})
+		wg.Go(func() { c.Nodes[i], errs[i] = startNode() })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -97,7 +86,20 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 		c.Close()
 		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
 	}
-	if err := c.WaitHealthy(15 * time.Second); err != nil {
+	// redis-cli meets every node through the first one. A handshake that
+	// does not complete within the node timeout (a loaded machine) is
+	// dropped, and a node that no other node knows then stays unknown for
+	// good: from two node timeouts on, every node that does not know them
+	// all meets the ones it does not know.
+	created := time.Now()
+	err := poll(30*time.Second, "cluster not healthy", func() error {
+		err := c.healthy()
+		if err != nil && time.Since(created) > 2*ClusterNodeTimeout {
+			c.meetMissing()
+		}
+		return err
+	})
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -116,6 +118,58 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// maxNodePort is the highest port a cluster node can listen on: its
+// cluster bus listens 10000 above it.
+const maxNodePort = 65535 - 10000
+
+// startNode starts a cluster node on a free port at most maxNodePort.
+func startNode() (*Server, error) {
+	return launch("redlimit-redis-", func(port int, dir string) ([]string, error) {
+		if port > maxNodePort {
+			return nil, fmt.Errorf("redistest: port %d: a cluster node's bus port would be above 65535", port)
+		}
+		return append(serverArgs(port, dir),
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10),
+			// the tests fail masters over on purpose: a replica may be
+			// promoted however long ago it last heard from its master
+			"--cluster-replica-validity-factor", "0",
+			// replicas sync at once, not after the default 5 s wait for more
+			"--repl-diskless-sync-delay", "0",
+		), nil
+	})
+}
+
+// meetMissing makes every running node meet the running nodes of c that
+// its CLUSTER NODES does not list (a node in handshake is listed).
+func (c *Cluster) meetMissing() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		nc := s.NodeClient()
+		nodes, err := nc.ClusterNodes(ctx).Result()
+		if err == nil {
+			known := map[string]bool{}
+			for _, line := range strings.Split(nodes, "\n") {
+				if f := strings.Fields(line); len(f) > 1 {
+					addr, _, _ := strings.Cut(f[1], "@")
+					known[addr] = true
+				}
+			}
+			for _, o := range c.Nodes {
+				if o != s && o.Running() && !known[o.Addr] {
+					nc.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(o.Port))
+				}
+			}
+		}
+		nc.Close()
+	}
 }
 
 // Addrs returns every node's address.

@@ -61,12 +61,17 @@ func FreePort() (int, error) {
 // example "--cluster-enabled", "yes") and waits until it answers PING.
 func Start(extra ...string) (*Server, error) {
 	return launch("redlimit-redis-", func(port int, dir string) ([]string, error) {
-		return append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--protected-mode", "no", "--enable-debug-command", "local",
-		}, extra...), nil
+		return append(serverArgs(port, dir), extra...), nil
 	})
+}
+
+// serverArgs are the arguments of every server Start starts.
+func serverArgs(port int, dir string) []string {
+	return []string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--protected-mode", "no", "--enable-debug-command", "local",
+	}
 }
 
 // launch starts redis-server on a free port in a new temporary directory,
@@ -78,7 +83,7 @@ func launch(dirPrefix string, args func(port int, dir string) ([]string, error))
 		return nil, errors.New("redistest: redis-server not found on PATH")
 	}
 	var last error
-	for range 5 {
+	for range 10 {
 		port, err := FreePort()
 		if err != nil {
 			return nil, err

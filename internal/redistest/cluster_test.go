@@ -1,0 +1,38 @@
+package redistest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClusterMeetsMissing: a node that no node of the cluster knows (as
+// after a MEET handshake that timed out) keeps the cluster from being
+// healthy until meetMissing makes the others meet it.
+func TestClusterMeetsMissing(t *testing.T) {
+	RequireCluster(t)
+	t.Parallel()
+	c, err := StartCluster(3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	lost, err := startNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Nodes = append(c.Nodes, lost)
+	if err := c.healthy(); err == nil || !strings.Contains(err.Error(), "cluster_known_nodes") {
+		t.Fatalf("healthy() = %v with a node nobody knows, want a cluster_known_nodes error", err)
+	}
+	err = poll(15*time.Second, "cluster not healthy", func() error {
+		err := c.healthy()
+		if err != nil {
+			c.meetMissing()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
