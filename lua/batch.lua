@@ -238,6 +238,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
+  server_clock = server
   if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end

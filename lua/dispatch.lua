@@ -46,6 +46,7 @@
 -- TTL), so none is.
 local mode = ARGV[2]
 local n = #KEYS
+server_clock = ARGV[1] == '0'
 if mode == '1' then
   n = n - 1
 elseif mode == '2' then

@@ -8,16 +8,26 @@
 -- for longer than one period of the new limit, nor beyond e (the key's TTL).
 -- State written before windows were stored as instants, {w = window index,
 -- c = count}, is read as a window of the current period.
--- fixed_window_write stores count units in the window [start, stop).
-local function fixed_window_write(key, start, stop, count, now)
+-- fixed_window_write stores count units in the window [start, stop). When
+-- that is the window the key holds (same) and now is the server's clock,
+-- only the count changes: the key's TTL already ends with the window (see
+-- fixed_window_one.lua). On a client's clock the TTL is set again from
+-- the writer's now.
+local function fixed_window_write(key, start, stop, count, now, same)
+  if same and server_clock then
+    redis.call('HSET', key, 'c', fmt(count))
+    return
+  end
   redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
   pexpire(key, stop - now)
 end
 
--- fixed_window_load returns the stored window's start, end and count, or nil.
+-- fixed_window_load returns the stored window's start, end and count, or
+-- nil, and whether start and end are stored as such (not the older form).
 local function fixed_window_load(key, period)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local stored = s ~= nil
   if not s then
     local w = tonumber(v[4])
     if not (w and c) then return nil end
@@ -25,11 +35,11 @@ local function fixed_window_load(key, period)
     e = s + period
   end
   if not (e and c) then return nil end
-  return s, e, c
+  return s, e, c, stored
 end
 
 local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c = fixed_window_load(key, period)
+  local s, e, c, stored = fixed_window_load(key, period)
   local start = floor(now / period) * period
   local stop = start + period
   local count = 0
@@ -46,8 +56,10 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   if cost > cap then return 0, cap - count, 0, reset end
   if count + cost > cap then return 0, cap - count, stop - now, reset end
   count = count + cost
-  if commit then fixed_window_write(key, start, stop, count, now) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now
+  -- the window the key holds, unchanged
+  local same = stored and start == s and stop == e
+  if commit then fixed_window_write(key, start, stop, count, now, same) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now, same
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit

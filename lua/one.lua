@@ -21,6 +21,7 @@
 -- dispatch.lua's two phases for one check. See dispatch.lua for the
 -- markers. now.lua, before the algorithm (and before a fast path such as
 -- gcra_one.lua), has read now.
+server_clock = ARGV[1] == '0'
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then

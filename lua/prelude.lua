@@ -36,6 +36,11 @@
 
 local floor = math.floor
 
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
 local function fmt(n)
   return string.format('%.0f', n)
 end

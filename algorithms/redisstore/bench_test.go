@@ -215,6 +215,7 @@ func BenchmarkScripts(b *testing.B) {
 		bench{"dispatch/gcra×3", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
 		bench{"dispatch/gcra+token_bucket+sliding_window", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
 		bench{"dispatch/gcra×5", lua.Multi(), 5, 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		bench{"dispatch/fixed_window×3", lua.Multi(), 3, 3, dispatch(algorithms.FixedWindow, algorithms.FixedWindow, algorithms.FixedWindow)},
 	)
 	for _, sc := range benches {
 		b.Run(sc.name, func(b *testing.B) {

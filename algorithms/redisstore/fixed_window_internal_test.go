@@ -68,16 +68,23 @@ func TestFixedWindowTTL(t *testing.T) {
 		mr.FastForward(100 * time.Millisecond)
 		allow(7)
 		ttl("{a}", 500*time.Millisecond)
+		// A call of two checks (dispatch.lua).
+		two := []algorithms.Check{check("{a}")[0], {Key: "{b}", Algorithm: algorithms.GCRA, Limit: limit}}
+		res2 := make([]algorithms.Result, 2)
+		if err := b.Allow(ctx, two, res2); err != nil || !res2[0].Allowed || res2[0].Remaining != 6 {
+			t.Fatalf("Allow(two checks) = %+v, %v; want the window's check allowed, 6 remaining", res2, err)
+		}
+		ttl("{a}", 500*time.Millisecond)
 		// In batches: the flat loop of the fixed window's batch script,
-		// then, in a queue of mixed calls, batch.lua's loop.
+		// then, in a queue of mixed calls, batch.lua's loop (its fast
+		// path for one check, its general code for two).
 		results, errs := allowQueued(t, b, nil, []queued{{checks: check("{a}")}, {checks: check("{a}")}})
 		ttl("{a}", 500*time.Millisecond)
-		two := []algorithms.Check{check("{d}")[0], {Key: "{b}", Algorithm: algorithms.GCRA, Limit: limit}}
 		more, moreErrs := allowQueued(t, b, nil, []queued{
 			{checks: check("{a}")}, {checks: two}, {checks: check("{c}")}, {checks: check("{a}")},
 		})
 		results, errs = append(results, more...), append(errs, moreErrs...)
-		for i, want := range []int64{6, 5, 4, 9, 9, 3} {
+		for i, want := range []int64{5, 4, 3, 2, 9, 1} {
 			if errs[i] != nil || !results[i][0].Allowed || results[i][0].Remaining != want {
 				t.Fatalf("queued call %d: %+v, %v; want allowed, %d remaining", i, results[i], errs[i], want)
 			}
@@ -114,8 +121,18 @@ func TestFixedWindowTTL(t *testing.T) {
 		mr.FastForward(500 * time.Millisecond)
 		clock.T = clock.T.Add(500 * time.Millisecond) // start+800ms: the same window
 		allow(7)
+		mr.FastForward(50 * time.Millisecond) // ages the TTL, not the client's clock
+		two := []algorithms.Check{check("{a}")[0], {Key: "{b}", Algorithm: algorithms.GCRA, Limit: limit}}
+		res2 := make([]algorithms.Result, 2)
+		if err := b.Allow(ctx, two, res2); err != nil || !res2[0].Allowed || res2[0].Remaining != 6 {
+			t.Fatalf("Allow(two checks) = %+v, %v; want the window's check allowed, 6 remaining", res2, err)
+		}
+		if got := mr.TTL("{a}"); got != 200*time.Millisecond {
+			t.Fatalf("TTL %v after a call of two checks, want 200ms: set again from the client's now", got)
+		}
+		mr.FastForward(50 * time.Millisecond)
 		results, errs := allowQueued(t, b, nil, []queued{{checks: check("{a}")}, {checks: check("{a}")}})
-		for i, want := range []int64{6, 5} {
+		for i, want := range []int64{5, 4} {
 			if errs[i] != nil || !results[i][0].Allowed || results[i][0].Remaining != want {
 				t.Fatalf("queued call %d: %+v, %v; want allowed, %d remaining", i, results[i], errs[i], want)
 			}
