@@ -5,15 +5,18 @@
 -- (token_bucket_one.lua). server is true when now is the server's clock,
 -- the clock of TTLs: a write to the window the key holds then leaves its
 -- TTL, which already ends with the window. On a client's clock every
--- write sets the TTL again, measured from the writer's now, as the general
--- code does: a TTL set by another client whose clock runs ahead would
--- end the window early.
+-- write sets the TTL again, measured from the writer's now: a TTL set by
+-- another client whose clock runs ahead would end the window early.
+local fw_b, fw_cap, fw_period, fw_cost -- its numbers at b (see token_bucket_one.lua)
 local function fixed_window_fast(key, b, now, server)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
-  local period = tonumber(ARGV[b + 1])
+  if b ~= fw_b then
+    fw_b, fw_cap, fw_period, fw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
+  end
+  local period = fw_period
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
-    local cap, cost = tonumber(ARGV[b]), tonumber(ARGV[b + 4])
+    local cap, cost = fw_cap, fw_cost
     local start = math.floor(now / period) * period
     local stop = start + period
     local count = 0

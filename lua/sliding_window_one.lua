@@ -4,13 +4,17 @@
 -- general code). sliding_window_fast makes sliding_window's decision with
 -- the same float64 operations in the same order, as token_bucket_fast
 -- does (token_bucket_one.lua).
+local sw_b, sw_cap, sw_period, sw_cost -- its numbers at b (see token_bucket_one.lua)
 local function sliding_window_fast(key, b, now)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
-  local period = tonumber(ARGV[b + 1])
+  if b ~= sw_b then
+    sw_b, sw_cap, sw_period, sw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
+  end
+  local period = sw_period
   local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
   if (not s and not tonumber(v[5])) or (s and e and c and p and e - s == period) then
     local floor = math.floor
-    local cap, cost = tonumber(ARGV[b]), tonumber(ARGV[b + 4])
+    local cap, cost = sw_cap, sw_cost
     local start = floor(now / period) * period
     local cur, prev = 0, 0
     if s then

@@ -6,11 +6,17 @@
 -- remaining, retry_after, reset_after as one.lua replies them; in any
 -- other case it returns nothing and writes nothing, and the general code
 -- decides (it defines no function, and is defined before them). intf
--- (fast.lua) formats integers.
+-- (fast.lua) formats integers. Each fast function parses the numbers at
+-- one position b once per script: a batch's calls of the same limit share
+-- one position (batch.lua), and parsing costs.
+local tb_b, tb_cap, tb_r, tb_u, tb_cost
 local function token_bucket_fast(key, b, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-  local cap, r, u, cost = tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  if b ~= tb_b then
+    tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  end
+  local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
   local full = cap * u
   local diff
   if not ts then
