@@ -146,6 +146,30 @@ func startNode() (*Server, error) {
 // meetMissing makes every running node meet the running nodes of c that
 // its CLUSTER NODES does not list (a node in handshake is listed).
 func (c *Cluster) meetMissing() {
+	c.eachRunning(func(ctx context.Context, s *Server, nc *redis.Client) error {
+		nodes, err := nc.ClusterNodes(ctx).Result()
+		if err != nil {
+			return nil // the next node may answer
+		}
+		known := map[string]bool{}
+		for _, line := range strings.Split(nodes, "\n") {
+			if f := strings.Fields(line); len(f) > 1 {
+				addr, _, _ := strings.Cut(f[1], "@")
+				known[addr] = true
+			}
+		}
+		for _, o := range c.Nodes {
+			if o != s && o.Running() && !known[o.Addr] {
+				nc.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(o.Port))
+			}
+		}
+		return nil
+	})
+}
+
+// eachRunning calls fn with a client of each running node, in order,
+// until fn returns an error, which it returns. The calls share a second.
+func (c *Cluster) eachRunning(fn func(ctx context.Context, s *Server, nc *redis.Client) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, s := range c.Nodes {
@@ -153,23 +177,13 @@ func (c *Cluster) meetMissing() {
 			continue
 		}
 		nc := s.NodeClient()
-		nodes, err := nc.ClusterNodes(ctx).Result()
-		if err == nil {
-			known := map[string]bool{}
-			for _, line := range strings.Split(nodes, "\n") {
-				if f := strings.Fields(line); len(f) > 1 {
-					addr, _, _ := strings.Cut(f[1], "@")
-					known[addr] = true
-				}
-			}
-			for _, o := range c.Nodes {
-				if o != s && o.Running() && !known[o.Addr] {
-					nc.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(o.Port))
-				}
-			}
-		}
+		err := fn(ctx, s, nc)
 		nc.Close()
+		if err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // Addrs returns every node's address.
@@ -275,19 +289,12 @@ func poll(timeout time.Duration, what string, check func() error) error {
 }
 
 func (c *Cluster) healthy() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	for _, s := range c.Nodes {
-		if !s.Running() {
-			continue
-		}
-		nc := s.NodeClient()
+	return c.eachRunning(func(ctx context.Context, s *Server, nc *redis.Client) error {
 		info, err := nc.ClusterInfo(ctx).Result()
 		var repl string
 		if err == nil {
 			repl, err = nc.Info(ctx, "replication").Result()
 		}
-		nc.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Addr, err)
 		}
@@ -303,8 +310,8 @@ func (c *Cluster) healthy() error {
 		if infoField(repl, "role") == "slave" && infoField(repl, "master_link_status") != "up" {
 			return fmt.Errorf("%s: replica link %s", s.Addr, infoField(repl, "master_link_status"))
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // ForEachMaster calls fn with a client for every running master.
