@@ -50,10 +50,12 @@ local function sw_clamp(d, life, now)
 end
 
 -- sw_load returns the stored window's start, end, count and previous count,
--- or nil.
+-- or nil, and whether start and end are stored as such (not the older
+-- form).
 local function sw_load(key, period)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
   local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  local stored = s ~= nil
   if not s then
     local w = tonumber(v[5])
     if not w then return nil end
@@ -61,7 +63,7 @@ local function sw_load(key, period)
     e = s + period
   end
   if not (e and c and p) then return nil end
-  return s, e, c, p
+  return s, e, c, p, stored
 end
 
 -- sw_map adds n units counted in a window that started at from to the
@@ -78,24 +80,32 @@ local function sw_trunc(x)
 end
 
 -- sliding_window_write stores the counts of the window [start, start +
--- period) and the one before, expiring in reset µs.
-local function sliding_window_write(key, start, period, cur, prev, reset)
+-- period) and the one before, expiring in reset µs. When the key holds
+-- that window with a count (held), it expires at start + 2 periods
+-- already: on the server's clock only the count changes (see
+-- sliding_window_one.lua).
+local function sliding_window_write(key, start, period, cur, prev, reset, held)
+  if held and server_clock then
+    redis.call('HSET', key, 'c', fmt(cur))
+    return
+  end
   redis.call('HSET', key, 's', fmt(start), 'e', fmt(start + period), 'c', fmt(cur), 'p', fmt(prev))
   pexpire(key, reset)
 end
 
 local function sliding_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, p = sw_load(key, period)
+  local s, e, c, p, stored = sw_load(key, period)
   local start = floor(now / period) * period
   local cur, prev = 0, 0
   local life = -1
+  local held = false -- the key holds this window, with a count
   if s then
     local old = e - s
     if old == period and s > start then
-      start, cur, prev = s, c, p
+      start, cur, prev, held = s, c, p, stored and c > 0
     elseif old == period then
       if s == start then
-        cur, prev = c, p
+        cur, prev, held = c, p, stored and c > 0
       elseif s == start - period then
         prev = c
       end
@@ -119,8 +129,8 @@ local function sliding_window(key, cap, period, _, _, cost, now, commit)
   end
   cur = cur + cost
   reset = sw_clamp(sw_reset(start, period, now, cur, prev), -1, now)
-  if commit then sliding_window_write(key, start, period, cur, prev, reset) end
-  return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset
+  if commit then sliding_window_write(key, start, period, cur, prev, reset, held) end
+  return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset, held
 end
 
 -- Refund: take cost back from the window a commit at at added it to, named

@@ -3,9 +3,13 @@
 -- that passes or can never fit (a denial computes its retry_after in the
 -- general code). sliding_window_fast makes sliding_window's decision with
 -- the same float64 operations in the same order, as token_bucket_fast
--- does (token_bucket_one.lua).
+-- does (token_bucket_one.lua). A key holding the current window with a
+-- count expires at the window's start + 2 periods, whichever check of the
+-- window wrote it last: on the server's clock (server, as in
+-- fixed_window_one.lua) a check that adds to that count writes only the
+-- count and leaves the TTL.
 local sw_b, sw_cap, sw_period, sw_cost -- its numbers at b (see token_bucket_one.lua)
-local function sliding_window_fast(key, b, now)
+local function sliding_window_fast(key, b, now, server)
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
   if b ~= sw_b then
     sw_b, sw_cap, sw_period, sw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
@@ -17,11 +21,12 @@ local function sliding_window_fast(key, b, now)
     local cap, cost = sw_cap, sw_cost
     local start = floor(now / period) * period
     local cur, prev = 0, 0
+    local held = false -- the key holds this window, with a count
     if s then
       if s > start then
-        start, cur, prev = s, c, p
+        start, cur, prev, held = s, c, p, c > 0
       elseif s == start then
-        cur, prev = c, p
+        cur, prev, held = c, p, c > 0
       elseif s == start - period then
         prev = c
       end
@@ -44,9 +49,13 @@ local function sliding_window_fast(key, b, now)
       if reset < 0 then reset = 0 end
       if not pass then return 0, left, 0, reset end
       -- sliding_window_write(key, start, period, cur, prev, reset)
-      redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, start + period),
-        'c', string.format(intf, cur), 'p', string.format(intf, prev))
-      redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+      if held and server then
+        redis.call('HSET', key, 'c', string.format(intf, cur))
+      else
+        redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, start + period),
+          'c', string.format(intf, cur), 'p', string.format(intf, prev))
+        redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+      end
       return 1, left, 0, reset
     end
   end

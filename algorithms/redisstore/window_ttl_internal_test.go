@@ -12,21 +12,36 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 )
 
-// TestFixedWindowTTL: a fixed window's key expires when its window ends,
-// whether its checks are decided alone or in batches. On the server's
-// clock a check in the window the key holds leaves the key's TTL as the
-// window's first check set it (the TTL and now share that clock); on a
-// client's clock every check sets it again from its own now, so that a
-// clock that went back (or runs behind the clock of an earlier writer)
-// still finds its window until the window's end.
-func TestFixedWindowTTL(t *testing.T) {
+// TestWindowTTL: a fixed window's key expires when its window ends, a
+// sliding window counter's one period later (it still weighs the window
+// then), whether their checks are decided alone, in batches or in calls of
+// several checks. On the server's clock a check in the window the key
+// holds leaves the key's TTL as an earlier check of the window set it (the
+// TTL and now share that clock); on a client's clock every check sets it
+// again from its own now, so that a clock that went back (or runs behind
+// the clock of an earlier writer) still finds its window to the end.
+func TestWindowTTL(t *testing.T) {
 	t.Parallel()
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			testWindowTTL(t, alg)
+		})
+	}
+}
+
+func testWindowTTL(t *testing.T, alg algorithms.Algorithm) {
 	limit := algorithms.Limit{Rate: 10, Period: time.Second}
 	check := func(key string) []algorithms.Check {
-		return []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: limit}}
+		return []algorithms.Check{{Key: key, Algorithm: alg, Limit: limit}}
 	}
 	ctx := context.Background()
 	start := backendtest.T0 // a window starts here
+	// after: how much longer than the window the key lives
+	var after time.Duration
+	if alg == algorithms.SlidingWindow {
+		after = limit.Period
+	}
 
 	t.Run("server clock", func(t *testing.T) {
 		t.Parallel()
@@ -53,12 +68,12 @@ func TestFixedWindowTTL(t *testing.T) {
 		}
 		ttl := func(key string, want time.Duration) {
 			t.Helper()
-			if got := mr.TTL(key); got != want {
-				t.Fatalf("TTL of %s %v, want %v\n%s", key, got, want, dumpState(mr))
+			if got := mr.TTL(key); got != want+after {
+				t.Fatalf("TTL of %s %v, want %v\n%s", key, got, want+after, dumpState(mr))
 			}
 		}
 		allow(9)
-		ttl("{a}", 900*time.Millisecond) // the window's end
+		ttl("{a}", 900*time.Millisecond) // the window's end (+ after)
 		advance(300 * time.Millisecond)
 		allow(8)
 		ttl("{a}", 600*time.Millisecond)
@@ -93,6 +108,12 @@ func TestFixedWindowTTL(t *testing.T) {
 		ttl("{c}", 600*time.Millisecond) // a window the batch started
 
 		advance(600 * time.Millisecond) // the next window
+		if alg == algorithms.SlidingWindow {
+			if got := mr.TTL("{a}"); got != 900*time.Millisecond {
+				t.Fatalf("TTL %v in the next window, want 900ms: the window weighs a period longer", got)
+			}
+			return
+		}
 		if mr.Exists("{a}") {
 			t.Fatalf("the key outlived its window:\n%s", dumpState(mr))
 		}
@@ -115,7 +136,7 @@ func TestFixedWindowTTL(t *testing.T) {
 		allow(9)                                    // TTL 500ms: ends at start+1s on both clocks
 		clock.T = start.Add(300 * time.Millisecond) // the client's clock goes back
 		allow(8)                                    // TTL 700ms from miniredis's now
-		if got := mr.TTL("{a}"); got != 700*time.Millisecond {
+		if got := mr.TTL("{a}"); got != 700*time.Millisecond+after {
 			t.Fatalf("TTL %v, want 700ms: the window's end from the client's now", got)
 		}
 		mr.FastForward(500 * time.Millisecond)
@@ -127,7 +148,7 @@ func TestFixedWindowTTL(t *testing.T) {
 		if err := b.Allow(ctx, two, res2); err != nil || !res2[0].Allowed || res2[0].Remaining != 6 {
 			t.Fatalf("Allow(two checks) = %+v, %v; want the window's check allowed, 6 remaining", res2, err)
 		}
-		if got := mr.TTL("{a}"); got != 200*time.Millisecond {
+		if got := mr.TTL("{a}"); got != 200*time.Millisecond+after {
 			t.Fatalf("TTL %v after a call of two checks, want 200ms: set again from the client's now", got)
 		}
 		mr.FastForward(50 * time.Millisecond)
@@ -137,7 +158,7 @@ func TestFixedWindowTTL(t *testing.T) {
 				t.Fatalf("queued call %d: %+v, %v; want allowed, %d remaining", i, results[i], errs[i], want)
 			}
 		}
-		if got := mr.TTL("{a}"); got != 200*time.Millisecond {
+		if got := mr.TTL("{a}"); got != 200*time.Millisecond+after {
 			t.Fatalf("TTL %v after the batch, want 200ms", got)
 		}
 	})
