@@ -36,7 +36,11 @@ local function token_bucket_fast(key, b, now)
     end
     -- token_bucket_write(key, nxt, r, now, reset)
     local reset = floor((nxt + r - 1) / r)
-    redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+    if ts then -- it holds this r already (see above)
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
+    else
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+    end
     redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
     remaining = floor((full - nxt) / u)
     if remaining < 0 then remaining = 0 end
