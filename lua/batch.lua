@@ -202,9 +202,8 @@ end
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
--- flat fast path (fasts, by number) through it, when they decide them;
--- server is true when now is the server's clock.
-local function one(n, now, mode, k, a, o, server)
+-- flat fast path (fasts, by number) through it, when they decide them.
+local function one(n, now, mode, k, a, o)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
@@ -215,7 +214,7 @@ local function one(n, now, mode, k, a, o, server)
       if gcra_call(n, now, mode, k, a, o) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -229,7 +228,8 @@ local function one(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
-  local n, now, mode, server = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 1] == '0'
+  local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  server_clock = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -238,8 +238,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  server_clock = server
-  if not pcall(one, n, now, mode, k, c, o, server) then
+  if not pcall(one, n, now, mode, k, c, o) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end
