@@ -63,16 +63,21 @@ var flatBatch = [algorithms.Concurrency + 1]bool{
 
 // minBatch returns the fewest calls a batch script decides for calls.
 func minBatch(calls []*call) int {
+	if k := kindOf(calls); k != mixed && flatBatch[k] {
+		return minFlatBatchCalls
+	}
+	return minBatchCalls
+}
+
+// kindOf returns the batch kind of calls: that of each, when they all have
+// one (their batch script is batchScripts[kind]), else mixed
+// (batchAllScript).
+func kindOf(calls []*call) int {
 	k := calls[0].batch
-	if k == mixed || !flatBatch[k] {
-		return minBatchCalls
+	if slices.ContainsFunc(calls[1:], func(c *call) bool { return c.batch != k }) {
+		return mixed
 	}
-	for _, c := range calls[1:] {
-		if c.batch != k {
-			return minBatchCalls // lua.BatchAll
-		}
-	}
-	return minFlatBatchCalls
+	return k
 }
 
 // batchScripts, indexed by Algorithm, decide calls whose checks are all of
@@ -181,7 +186,7 @@ func units(live []*call) []unit {
 			continue
 		}
 		u.script = batchAllScript
-		if k := u.calls[0].batch; k != mixed && !slices.ContainsFunc(u.calls, func(c *call) bool { return c.batch != k }) {
+		if k := kindOf(u.calls); k != mixed {
 			u.script = batchScripts[k]
 		}
 		var nk, na int
