@@ -107,18 +107,10 @@ end
 -- written once while calls of that kind follow one another: tats holds the TAT as stored
 -- (false: no state) of the keys read, dirty the PX in ms of those to
 -- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush) and forgets them. Writing a
+-- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
 -- key's TAT at the end of such a run leaves the state that writing it at
 -- each call would: the last value written, and the same expiry (the time
 -- of the commands of a script is the time it started, since Redis 7).
-
-local function flush()
-  for i = 1, #order do
-    local key = order[i]
-    redis.call('SET', key, tats[key], 'PX', dirty[key])
-  end
-  tats, dirty, order = {}, {}, {}
-end
 
 -- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
 -- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It

@@ -62,12 +62,9 @@ do
     if mode == '0' then k = k + 1 else k = k + 2 end
   end
 end
--- Every call decided: batch.lua's flush, and the reply, before anything
+-- Every call decided: the TATs written, and the reply, before anything
 -- else is defined.
 if a > #ARGV then
-  for i = 1, #order do
-    local key = order[i]
-    redis.call('SET', key, tats[key], 'PX', dirty[key])
-  end
+  flush()
   return reply
 end
