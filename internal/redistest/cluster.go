@@ -89,17 +89,8 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	// redis-cli meets every node through the first one. A handshake that
 	// does not complete within the node timeout (a loaded machine) is
 	// dropped, and a node that no other node knows then stays unknown for
-	// good: from two node timeouts on, every node that does not know them
-	// all meets the ones it does not know.
-	created := time.Now()
-	err := poll(30*time.Second, "cluster not healthy", func() error {
-		err := c.healthy()
-		if err != nil && time.Since(created) > 2*ClusterNodeTimeout {
-			c.meetMissing()
-		}
-		return err
-	})
-	if err != nil {
+	// good: from two node timeouts on, nodes meet the ones they miss.
+	if err := c.waitMet(30*time.Second, time.Now().Add(2*ClusterNodeTimeout)); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -140,6 +131,18 @@ func startNode() (*Server, error) {
 			// replicas sync at once, not after the default 5 s wait for more
 			"--repl-diskless-sync-delay", "0",
 		), nil
+	})
+}
+
+// waitMet waits as WaitHealthy does and, from heal on, makes the nodes
+// that do not know every node meet the ones they miss (meetMissing).
+func (c *Cluster) waitMet(timeout time.Duration, heal time.Time) error {
+	return poll(timeout, "cluster not healthy", func() error {
+		err := c.healthy()
+		if err != nil && time.Now().After(heal) {
+			c.meetMissing()
+		}
+		return err
 	})
 }
 

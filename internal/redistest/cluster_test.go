@@ -8,7 +8,7 @@ import (
 
 // TestClusterMeetsMissing: a node that no node of the cluster knows (as
 // after a MEET handshake that timed out) keeps the cluster from being
-// healthy until meetMissing makes the others meet it.
+// healthy until waitMet makes the others meet it.
 func TestClusterMeetsMissing(t *testing.T) {
 	RequireCluster(t)
 	t.Parallel()
@@ -25,14 +25,7 @@ func TestClusterMeetsMissing(t *testing.T) {
 	if err := c.healthy(); err == nil || !strings.Contains(err.Error(), "cluster_known_nodes") {
 		t.Fatalf("healthy() = %v with a node nobody knows, want a cluster_known_nodes error", err)
 	}
-	err = poll(15*time.Second, "cluster not healthy", func() error {
-		err := c.healthy()
-		if err != nil {
-			c.meetMissing()
-		}
-		return err
-	})
-	if err != nil {
+	if err := c.waitMet(15*time.Second, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 }
