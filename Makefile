@@ -2,7 +2,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
 # Nested modules with their own go.mod (./... of the main module skips them).
-# example/peerbench is left to make peerbench: it measures, it does not test.
+# bench/peerbench is left to make peerbench: it measures, it does not test.
 MODULES     := middleware/grpclimit middleware/prometheus middleware/otel
 
 .PHONY: test lint fmt vet tidy deps bench fuzz
@@ -54,4 +54,4 @@ fuzz:
 ## (nested module with its own go.mod); flags via PEERBENCH_FLAGS="-duration 3s -rounds 5"
 .PHONY: peerbench
 peerbench:
-	cd example/peerbench && $(GO) run . $(PEERBENCH_FLAGS)
+	cd bench/peerbench && $(GO) run . $(PEERBENCH_FLAGS)

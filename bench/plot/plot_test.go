@@ -167,6 +167,6 @@ func TestCommittedSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(render(limit, reqs, lanes), committed) {
-		t.Error("docs/algorithms.svg is out of date: run `go run ./example/plot` from the repository root")
+		t.Error("docs/algorithms.svg is out of date: run `go run ./bench/plot` from the repository root")
 	}
 }

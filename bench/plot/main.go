@@ -28,8 +28,8 @@
 //
 // Usage, from the repository root:
 //
-//	go run ./example/plot            # writes docs/algorithms.svg
-//	go run ./example/plot -o -       # writes the SVG to standard output
+//	go run ./bench/plot            # writes docs/algorithms.svg
+//	go run ./bench/plot -o -       # writes the SVG to standard output
 package main
 
 import (

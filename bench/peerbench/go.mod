@@ -1,4 +1,4 @@
-module github.com/redlimit/redlimit/example/peerbench
+module github.com/redlimit/redlimit/bench/peerbench
 
 go 1.26.0
 
