@@ -48,13 +48,19 @@
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
 local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
       tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], '1', 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -95,7 +101,9 @@ local function decide(n, now, mode, k, a, o)
   end
   if all and mode == 3 then
     local w = ARGV[a + 6 * n]
-    redis.call('SET', KEYS[k + 2 * n], '1', 'PX', w)
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':'), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
     end
