@@ -130,6 +130,21 @@ then the now in µs`,
 			src: lua.Refund(),
 		},
 		script{
+			name: "cancel",
+			purpose: `Settles one part of a call spanning slots whose caller never learned
+whether it committed (its deadline ended, its connection broke): gives back
+what it took if it committed, and otherwise stops it from committing later.`,
+			keys: `KEYS[1..n]  the storage keys
+KEYS[n+1]   the part's commit marker`,
+			argv: `ARGV[1]  now in µs; 0: the server's clock (TIME)
+ARGV[2]  the commit marker's TTL in ms
+ARGV[3+6(i-1)...]  per check, as the part sent it: algorithm, capacity,
+         period µs, r (a concurrency check: its lease), u, cost`,
+			reply: `0 the part had not run (now it never commits), 1 it had committed and
+its units are given back, 2 cancelled already; then the now in µs`,
+			src: lua.Cancel(),
+		},
+		script{
 			name:    "release",
 			purpose: `Frees the slots of concurrency leases before they expire; releasing twice frees nothing the second time.`,
 			keys:    `KEYS[i]  the storage key of lease i (one hash slot per call)`,

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 9b2e4493461883cc80002f1fb010b99eda0ab088 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 b43774e2b6bc0f0617de07f8d625071b3a0f4963 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -64,7 +64,7 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- flat as gcra_one.lua decides one (batch.lua's gcra_call, without a
 -- function call or a number parsed twice): while the next call is one
 -- GCRA check on one server or a sharded client (modes 0 and 2) whose key
--- is absent or holds a whole-µs TAT at most a full bucket ahead, and its
+-- is absent or holds a whole-µs TAT written under its limit, and its
 -- key's command does not fail. The first call that is not is left,
 -- undecided, to batch.lua's loop, which goes on from k, a and o with the
 -- same tats, dirty and order; so is every call after it. A limit's
@@ -75,7 +75,7 @@ do
   local floor, format = math.floor, string.format
   local na = #ARGV
   local scap, sr, su, scost -- the strings of the numbers below
-  local cap, r, u, cost, full
+  local cap, r, u, cost, full, sfx
   while a <= na do
     -- n is 0 when the call's numbers are the last call's (see batch.lua),
     -- which was decided here: cap, r, u and cost hold them
@@ -83,28 +83,35 @@ do
     if not same and (ARGV[a] ~= '1' or ARGV[a + 3] ~= '5') then break end
     local mode = ARGV[a + 2]
     if mode ~= '0' and mode ~= '2' then break end
+    if not same then
+      if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
+        scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+        cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
+        full = cap * u
+        sfx = '/' .. format(intf, floor((full + r - 1) / r))
+      end
+    end
     local key = KEYS[k]
     local v = tats[key]
     if v == nil then
       -- redis.pcall: an error (WRONGTYPE) is a table, left to batch.lua
       v = redis.pcall('GET', key)
     end
-    local tat = v and tonumber(v)
-    if v and not tat then break end
-    local now = call_now(ARGV[a + 1])
-    if not same then
-      last = a + 3
-      if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
-        scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
-        cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
-        full = cap * u
-      end
+    -- a TAT written under this limit: "<tat>/<tau>" (gcra_one.lua)
+    local tat
+    if v then
+      if type(v) ~= 'string' or string.sub(v, -#sfx) ~= sfx then break end
+      tat = tonumber(string.sub(v, 1, -#sfx - 1))
+      if not tat then break end
     end
+    local now = call_now(ARGV[a + 1])
+    if not same then last = a + 3 end
     local diff = 0
     if tat and tat >= now then diff = (tat - now) * r end
-    if diff > full then break end
     tats[key] = v
     local allowed, remaining, retry, reset = 0, floor((full - diff) / u), 0, floor((diff + r - 1) / r)
+    -- more than full: the clock went back (never cut under the same limit)
+    if remaining < 0 then remaining = 0 end
     local nxt = diff + cost * u
     if cost <= cap and nxt > full then
       retry = floor((nxt - full + r - 1) / r)
@@ -113,6 +120,7 @@ do
       allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
       local s, b = format(intf, now + floor(nxt / r)), nxt % r
       if b ~= 0 then s = s .. ':' .. format(intf, b) .. ':' .. format(intf, r) end
+      s = s .. sfx
       tats[key] = s
       if not dirty[key] then order[#order + 1] = key end
       dirty[key] = format(intf, floor((reset + 999) / 1000))
@@ -189,13 +197,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
@@ -519,19 +532,24 @@ local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
   pexpire(key, reset_now)
 end
 -- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = the refill of the limit that wrote m;
--- ts = the instant m was counted at, µs}. One token is u units; the bucket
+-- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
+-- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
+-- the instant m was counted at, µs}. One token is u units; the bucket
 -- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
 -- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- across a change of limit the time-debt is kept, cut to one full bucket of
--- the new limit, and the two algorithms make the same decisions. A denied
--- check writes nothing (but a cut debt), so no accrued refill is ever lost.
--- State written before m was stored, {t = tokens in scaled units, ts}, is
+-- under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit, and the two
+-- algorithms make the same decisions. A denied check writes nothing (but a
+-- cut debt), so no accrued refill is ever lost. State written before tau
+-- was stored (r a bare number) is read as written under another limit;
+-- state written before m was stored, {t = tokens in scaled units, ts}, is
 -- read under the current limit.
 
--- token_bucket_write stores a debt of m scaled units at now, full in reset µs.
-local function token_bucket_write(key, m, r, now, reset)
-  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r), 'ts', fmt(now))
+-- token_bucket_write stores a debt of m scaled units at now, full in reset
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
   pexpire(key, reset)
 end
 
@@ -539,8 +557,18 @@ end
 -- a full bucket) and whether the key holds state; it stores a cut debt.
 local function tb_load(key, full, r, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
+  local tau = floor((full + r - 1) / r)
+  local rs, tw
+  if v[2] then
+    local s = string.find(v[2], '/', 1, true)
+    if s then
+      rs, tw = tonumber(string.sub(v[2], 1, s - 1)), tonumber(string.sub(v[2], s + 1))
+    else
+      rs = tonumber(v[2])
+    end
+  end
   if not (m and rs) then
     local t = tonumber(redis.call('HGET', key, 't'))
     if not t then return 0, false end
@@ -555,18 +583,19 @@ local function tb_load(key, full, r, now)
     -- exact is far above m anyway)
     diff = 0
     if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full
+    cut = diff > full and tw ~= tau
     if cut then diff = full end
   else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
   end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r)) end
-  return diff, true
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
+  return diff, true, tau
 end
 
 local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
-  local diff = tb_load(key, full, r, now)
+  local diff, _, tau = tb_load(key, full, r, now)
+  tau = tau or floor((full + r - 1) / r)
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
   local nxt = diff + cost * u
@@ -574,8 +603,8 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
     return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
   end
   local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset
+  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
 -- Refund: put back the cost tokens a commit took, clamped to the
@@ -584,76 +613,76 @@ end
 local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local full = cap * u
-  local diff, exists = tb_load(key, full, r, now)
+  local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
   diff = diff - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r))
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
 end
 -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
 -- the instant the bucket is full again, so the emission interval u/r µs is
--- exact. It is "<a>" when b is 0, as it always is when the interval is a
--- whole number of µs, else "<a>:<b>:<r>", r being the refill of the limit
--- that wrote it ("<a>:<b>", written before r was stored, is read with the
--- current r). diff = TAT - now in scaled units is the key's time-debt; a
--- check of cost n passes when diff + n*u <= cap*u. Across a change of limit
--- the debt is kept, cut to one full bucket of the new limit (bucket_debt,
--- in the prelude), as the token bucket does. This is the hot path of the
--- common case, written flat: every function call costs in Redis.
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
 
--- gcra_tat parses a stored TAT into (a, b, rs); nil if it is not one.
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
 local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
   local a = tonumber(v)
-  if a then return a, 0, r end
+  if a then return a, 0, r, tw end
   local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if sa then return tonumber(sa), tonumber(sb), tonumber(sr) end
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
   sa, sb = string.match(v, '^(%d+):(%d+)$')
-  return tonumber(sa), tonumber(sb), r
+  return tonumber(sa), tonumber(sb), r, tw
 end
 
--- gcra_write stores the TAT now + diff/r µs, to expire when it is reached.
-local function gcra_write(key, diff, r, now)
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a, 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
 end
 
 local function gcra(key, cap, _, r, u, cost, now, commit)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
   local full = cap * u
+  local tau = floor((full + r - 1) / r)
   local diff = 0
   local v = redis.call('GET', key)
   if v then
-    local a = tonumber(v)
-    if a then
-      -- a whole µs: the common case, inline; a product too large to be
-      -- exact is far above full anyway
-      if a >= now then
-        diff = (a - now) * r
-        if diff > full then
-          diff = full
-          gcra_write(key, diff, r, now)
-        end
-      end
-    else
-      local b, rs
-      a, b, rs = gcra_tat(v, r)
-      if a and b and rs then
-        local cut
-        diff, cut = bucket_debt(a, b, rs, now, r, full)
-        if cut then gcra_write(key, diff, r, now) end
-      end
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
     end
   end
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
 -- Refund: move the TAT back by the cost's emission time, evaluated at
@@ -663,14 +692,16 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
-  local a, b, rs = gcra_tat(v, r)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, cap * u) - cost * u
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now)
+  gcra_write(key, diff, r, now, tau)
 end
 -- Concurrency: the slots of a key in flight, a sorted set with one member
 -- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
@@ -867,8 +898,8 @@ local function sliding_window_fast(key, b, now, server)
   end
 end
 -- Token bucket, one check, the common case written flat: a key that holds
--- no state, or state written under the same refill r at or before now
--- whose debt is at most one full bucket. token_bucket_fast makes
+-- no state, or state written under the same limit ("<r>/<tau>") at or
+-- before now. token_bucket_fast makes
 -- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
 -- u, cost) at now with its arithmetic, inline, and returns allowed,
 -- remaining, retry_after, reset_after as one.lua replies them; in any
@@ -877,19 +908,21 @@ end
 -- (fast.lua) formats integers. Each fast function parses the numbers at
 -- one position b once per script: a batch's calls of the same limit share
 -- one position (batch.lua), and parsing costs.
-local tb_b, tb_cap, tb_r, tb_u, tb_cost
+local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
 local function token_bucket_fast(key, b, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
     tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    -- the r field of this limit: its refill and full window
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
   end
   local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
   local full = cap * u
   local diff
   if not ts then
     diff = 0
-  elseif m and rs == r and now >= ts then
+  elseif m and v[2] == tb_rtau and now >= ts then
     diff = 0
     if (now - ts) * r < m then diff = m - (now - ts) * r end
     if diff > full then diff = nil end
@@ -907,7 +940,7 @@ local function token_bucket_fast(key, b, now)
     if ts then -- it holds this r already (see above)
       redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
     else
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
     end
     redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
     remaining = floor((full - nxt) / u)
@@ -966,13 +999,19 @@ local checks, writes, fasts = {fixed_window, sliding_log, sliding_window, token_
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
 local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
       tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], '1', 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -1013,7 +1052,9 @@ local function decide(n, now, mode, k, a, o)
   end
   if all and mode == 3 then
     local w = ARGV[a + 6 * n]
-    redis.call('SET', KEYS[k + 2 * n], '1', 'PX', w)
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':'), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
     end
@@ -1033,37 +1074,42 @@ end
 -- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
 -- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
 -- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after, then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt and r to
--- write.
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffix ("/<tau>") to write.
 local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
     v = redis.call('GET', key)
     tats[key] = v
   end
-  local t = v and tonumber(v)
-  if v and not t then return end
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local full = cap * u
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local t
+  if v then
+    if string.sub(v, -#sfx) ~= sfx then return end
+    t = tonumber(string.sub(v, 1, -#sfx - 1))
+    if not t then return end
+  end
   local diff = 0
   if t and t >= now then diff = (t - now) * r end
-  if diff > full then return end
   local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
   if cost > cap then return 0, remaining, 0, reset, remaining, reset end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
 end
 
--- gcra_defer is gcra_write(key, nxt, r, now), deferred: the TAT, full in
--- reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now)
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx)
   local floor = math.floor
   local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat
+  tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
   dirty[key] = string.format(intf, floor((reset + 999) / 1000))
 end
@@ -1074,10 +1120,10 @@ end
 -- not the common case, and then it has written nothing.
 local function gcra_call(n, now, mode, k, a, o)
   if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r = gcra_eval(KEYS[k], a, now)
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
     if not allowed then return false end
     if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now)
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
     elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
       allowed = 2
     end
@@ -1096,7 +1142,7 @@ local function gcra_call(n, now, mode, k, a, o)
     local e, p = out[i], o + 4 * (i - 1)
     local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
     if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now)
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
     elseif allowed == 1 then
       -- nothing is consumed: a passing check reports its state as it is
       remaining, reset = e[5], e[6]

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 ebecda92012425813319808b778b6d75e33fd235 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 df5f97ca15edf4191a5c13d675684f39bb2238d2 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, gcra.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -64,7 +64,7 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- flat as gcra_one.lua decides one (batch.lua's gcra_call, without a
 -- function call or a number parsed twice): while the next call is one
 -- GCRA check on one server or a sharded client (modes 0 and 2) whose key
--- is absent or holds a whole-µs TAT at most a full bucket ahead, and its
+-- is absent or holds a whole-µs TAT written under its limit, and its
 -- key's command does not fail. The first call that is not is left,
 -- undecided, to batch.lua's loop, which goes on from k, a and o with the
 -- same tats, dirty and order; so is every call after it. A limit's
@@ -75,7 +75,7 @@ do
   local floor, format = math.floor, string.format
   local na = #ARGV
   local scap, sr, su, scost -- the strings of the numbers below
-  local cap, r, u, cost, full
+  local cap, r, u, cost, full, sfx
   while a <= na do
     -- n is 0 when the call's numbers are the last call's (see batch.lua),
     -- which was decided here: cap, r, u and cost hold them
@@ -83,28 +83,35 @@ do
     if not same and (ARGV[a] ~= '1' or ARGV[a + 3] ~= '5') then break end
     local mode = ARGV[a + 2]
     if mode ~= '0' and mode ~= '2' then break end
+    if not same then
+      if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
+        scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+        cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
+        full = cap * u
+        sfx = '/' .. format(intf, floor((full + r - 1) / r))
+      end
+    end
     local key = KEYS[k]
     local v = tats[key]
     if v == nil then
       -- redis.pcall: an error (WRONGTYPE) is a table, left to batch.lua
       v = redis.pcall('GET', key)
     end
-    local tat = v and tonumber(v)
-    if v and not tat then break end
-    local now = call_now(ARGV[a + 1])
-    if not same then
-      last = a + 3
-      if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
-        scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
-        cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
-        full = cap * u
-      end
+    -- a TAT written under this limit: "<tat>/<tau>" (gcra_one.lua)
+    local tat
+    if v then
+      if type(v) ~= 'string' or string.sub(v, -#sfx) ~= sfx then break end
+      tat = tonumber(string.sub(v, 1, -#sfx - 1))
+      if not tat then break end
     end
+    local now = call_now(ARGV[a + 1])
+    if not same then last = a + 3 end
     local diff = 0
     if tat and tat >= now then diff = (tat - now) * r end
-    if diff > full then break end
     tats[key] = v
     local allowed, remaining, retry, reset = 0, floor((full - diff) / u), 0, floor((diff + r - 1) / r)
+    -- more than full: the clock went back (never cut under the same limit)
+    if remaining < 0 then remaining = 0 end
     local nxt = diff + cost * u
     if cost <= cap and nxt > full then
       retry = floor((nxt - full + r - 1) / r)
@@ -113,6 +120,7 @@ do
       allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
       local s, b = format(intf, now + floor(nxt / r)), nxt % r
       if b ~= 0 then s = s .. ':' .. format(intf, b) .. ':' .. format(intf, r) end
+      s = s .. sfx
       tats[key] = s
       if not dirty[key] then order[#order + 1] = key end
       dirty[key] = format(intf, floor((reset + 999) / 1000))
@@ -189,13 +197,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
@@ -203,65 +216,65 @@ local function bucket_debt(a, b, rs, now, r, full)
 end
 -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
 -- the instant the bucket is full again, so the emission interval u/r µs is
--- exact. It is "<a>" when b is 0, as it always is when the interval is a
--- whole number of µs, else "<a>:<b>:<r>", r being the refill of the limit
--- that wrote it ("<a>:<b>", written before r was stored, is read with the
--- current r). diff = TAT - now in scaled units is the key's time-debt; a
--- check of cost n passes when diff + n*u <= cap*u. Across a change of limit
--- the debt is kept, cut to one full bucket of the new limit (bucket_debt,
--- in the prelude), as the token bucket does. This is the hot path of the
--- common case, written flat: every function call costs in Redis.
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
 
--- gcra_tat parses a stored TAT into (a, b, rs); nil if it is not one.
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
 local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
   local a = tonumber(v)
-  if a then return a, 0, r end
+  if a then return a, 0, r, tw end
   local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if sa then return tonumber(sa), tonumber(sb), tonumber(sr) end
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
   sa, sb = string.match(v, '^(%d+):(%d+)$')
-  return tonumber(sa), tonumber(sb), r
+  return tonumber(sa), tonumber(sb), r, tw
 end
 
--- gcra_write stores the TAT now + diff/r µs, to expire when it is reached.
-local function gcra_write(key, diff, r, now)
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a, 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
 end
 
 local function gcra(key, cap, _, r, u, cost, now, commit)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
   local full = cap * u
+  local tau = floor((full + r - 1) / r)
   local diff = 0
   local v = redis.call('GET', key)
   if v then
-    local a = tonumber(v)
-    if a then
-      -- a whole µs: the common case, inline; a product too large to be
-      -- exact is far above full anyway
-      if a >= now then
-        diff = (a - now) * r
-        if diff > full then
-          diff = full
-          gcra_write(key, diff, r, now)
-        end
-      end
-    else
-      local b, rs
-      a, b, rs = gcra_tat(v, r)
-      if a and b and rs then
-        local cut
-        diff, cut = bucket_debt(a, b, rs, now, r, full)
-        if cut then gcra_write(key, diff, r, now) end
-      end
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
     end
   end
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
 -- Refund: move the TAT back by the cost's emission time, evaluated at
@@ -271,14 +284,16 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
-  local a, b, rs = gcra_tat(v, r)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, cap * u) - cost * u
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now)
+  gcra_write(key, diff, r, now, tau)
 end
 local checks, writes, fasts = {[5] = gcra}, {[5] = gcra_write}, {}
 -- Batch: several decide calls, queued behind the round trips in flight,
@@ -331,13 +346,19 @@ local checks, writes, fasts = {[5] = gcra}, {[5] = gcra_write}, {}
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
 local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
       tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], '1', 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -378,7 +399,9 @@ local function decide(n, now, mode, k, a, o)
   end
   if all and mode == 3 then
     local w = ARGV[a + 6 * n]
-    redis.call('SET', KEYS[k + 2 * n], '1', 'PX', w)
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':'), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
     end
@@ -398,37 +421,42 @@ end
 -- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
 -- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
 -- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after, then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt and r to
--- write.
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffix ("/<tau>") to write.
 local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
     v = redis.call('GET', key)
     tats[key] = v
   end
-  local t = v and tonumber(v)
-  if v and not t then return end
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local full = cap * u
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local t
+  if v then
+    if string.sub(v, -#sfx) ~= sfx then return end
+    t = tonumber(string.sub(v, 1, -#sfx - 1))
+    if not t then return end
+  end
   local diff = 0
   if t and t >= now then diff = (t - now) * r end
-  if diff > full then return end
   local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
   if cost > cap then return 0, remaining, 0, reset, remaining, reset end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
 end
 
--- gcra_defer is gcra_write(key, nxt, r, now), deferred: the TAT, full in
--- reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now)
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx)
   local floor = math.floor
   local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat
+  tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
   dirty[key] = string.format(intf, floor((reset + 999) / 1000))
 end
@@ -439,10 +467,10 @@ end
 -- not the common case, and then it has written nothing.
 local function gcra_call(n, now, mode, k, a, o)
   if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r = gcra_eval(KEYS[k], a, now)
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
     if not allowed then return false end
     if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now)
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
     elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
       allowed = 2
     end
@@ -461,7 +489,7 @@ local function gcra_call(n, now, mode, k, a, o)
     local e, p = out[i], o + 4 * (i - 1)
     local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
     if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now)
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
     elseif allowed == 1 then
       -- nothing is consumed: a passing check reports its state as it is
       remaining, reset = e[5], e[6]

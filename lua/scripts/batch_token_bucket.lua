@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 78a41337063d2fe637bfe80a03795297883216f9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 1092d11d9c7d1be82ecf1152c09abdc743cca736 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -61,8 +61,8 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- Token bucket, one check, the common case written flat: a key that holds
--- no state, or state written under the same refill r at or before now
--- whose debt is at most one full bucket. token_bucket_fast makes
+-- no state, or state written under the same limit ("<r>/<tau>") at or
+-- before now. token_bucket_fast makes
 -- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
 -- u, cost) at now with its arithmetic, inline, and returns allowed,
 -- remaining, retry_after, reset_after as one.lua replies them; in any
@@ -71,19 +71,21 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- (fast.lua) formats integers. Each fast function parses the numbers at
 -- one position b once per script: a batch's calls of the same limit share
 -- one position (batch.lua), and parsing costs.
-local tb_b, tb_cap, tb_r, tb_u, tb_cost
+local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
 local function token_bucket_fast(key, b, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
     tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    -- the r field of this limit: its refill and full window
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
   end
   local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
   local full = cap * u
   local diff
   if not ts then
     diff = 0
-  elseif m and rs == r and now >= ts then
+  elseif m and v[2] == tb_rtau and now >= ts then
     diff = 0
     if (now - ts) * r < m then diff = m - (now - ts) * r end
     if diff > full then diff = nil end
@@ -101,7 +103,7 @@ local function token_bucket_fast(key, b, now)
     if ts then -- it holds this r already (see above)
       redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
     else
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
     end
     redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
     remaining = floor((full - nxt) / u)
@@ -219,32 +221,42 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
   return diff, false
 end
 -- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = the refill of the limit that wrote m;
--- ts = the instant m was counted at, µs}. One token is u units; the bucket
+-- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
+-- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
+-- the instant m was counted at, µs}. One token is u units; the bucket
 -- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
 -- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- across a change of limit the time-debt is kept, cut to one full bucket of
--- the new limit, and the two algorithms make the same decisions. A denied
--- check writes nothing (but a cut debt), so no accrued refill is ever lost.
--- State written before m was stored, {t = tokens in scaled units, ts}, is
+-- under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit, and the two
+-- algorithms make the same decisions. A denied check writes nothing (but a
+-- cut debt), so no accrued refill is ever lost. State written before tau
+-- was stored (r a bare number) is read as written under another limit;
+-- state written before m was stored, {t = tokens in scaled units, ts}, is
 -- read under the current limit.
 
--- token_bucket_write stores a debt of m scaled units at now, full in reset µs.
-local function token_bucket_write(key, m, r, now, reset)
-  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r), 'ts', fmt(now))
+-- token_bucket_write stores a debt of m scaled units at now, full in reset
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
   pexpire(key, reset)
 end
 
@@ -252,8 +264,18 @@ end
 -- a full bucket) and whether the key holds state; it stores a cut debt.
 local function tb_load(key, full, r, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
+  local tau = floor((full + r - 1) / r)
+  local rs, tw
+  if v[2] then
+    local s = string.find(v[2], '/', 1, true)
+    if s then
+      rs, tw = tonumber(string.sub(v[2], 1, s - 1)), tonumber(string.sub(v[2], s + 1))
+    else
+      rs = tonumber(v[2])
+    end
+  end
   if not (m and rs) then
     local t = tonumber(redis.call('HGET', key, 't'))
     if not t then return 0, false end
@@ -268,18 +290,19 @@ local function tb_load(key, full, r, now)
     -- exact is far above m anyway)
     diff = 0
     if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full
+    cut = diff > full and tw ~= tau
     if cut then diff = full end
   else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
   end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r)) end
-  return diff, true
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
+  return diff, true, tau
 end
 
 local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
-  local diff = tb_load(key, full, r, now)
+  local diff, _, tau = tb_load(key, full, r, now)
+  tau = tau or floor((full + r - 1) / r)
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
   local nxt = diff + cost * u
@@ -287,8 +310,8 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
     return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
   end
   local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset
+  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
 -- Refund: put back the cost tokens a commit took, clamped to the
@@ -297,14 +320,14 @@ end
 local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local full = cap * u
-  local diff, exists = tb_load(key, full, r, now)
+  local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
   diff = diff - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r))
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
 end
 local checks, writes, fasts = {[4] = token_bucket}, {[4] = token_bucket_write}, {[4] = token_bucket_fast}
 -- Batch: several decide calls, queued behind the round trips in flight,
@@ -357,13 +380,19 @@ local checks, writes, fasts = {[4] = token_bucket}, {[4] = token_bucket_write}, 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
 local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
       tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], '1', 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -404,7 +433,9 @@ local function decide(n, now, mode, k, a, o)
   end
   if all and mode == 3 then
     local w = ARGV[a + 6 * n]
-    redis.call('SET', KEYS[k + 2 * n], '1', 'PX', w)
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':'), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
     end
@@ -424,37 +455,42 @@ end
 -- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
 -- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
 -- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after, then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt and r to
--- write.
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffix ("/<tau>") to write.
 local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
     v = redis.call('GET', key)
     tats[key] = v
   end
-  local t = v and tonumber(v)
-  if v and not t then return end
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local full = cap * u
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local t
+  if v then
+    if string.sub(v, -#sfx) ~= sfx then return end
+    t = tonumber(string.sub(v, 1, -#sfx - 1))
+    if not t then return end
+  end
   local diff = 0
   if t and t >= now then diff = (t - now) * r end
-  if diff > full then return end
   local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
   if cost > cap then return 0, remaining, 0, reset, remaining, reset end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
 end
 
--- gcra_defer is gcra_write(key, nxt, r, now), deferred: the TAT, full in
--- reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now)
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx)
   local floor = math.floor
   local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat
+  tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
   dirty[key] = string.format(intf, floor((reset + 999) / 1000))
 end
@@ -465,10 +501,10 @@ end
 -- not the common case, and then it has written nothing.
 local function gcra_call(n, now, mode, k, a, o)
   if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r = gcra_eval(KEYS[k], a, now)
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
     if not allowed then return false end
     if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now)
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
     elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
       allowed = 2
     end
@@ -487,7 +523,7 @@ local function gcra_call(n, now, mode, k, a, o)
     local e, p = out[i], o + 4 * (i - 1)
     local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
     if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now)
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
     elseif allowed == 1 then
       -- nothing is consumed: a passing check reports its state as it is
       remaining, reset = e[5], e[6]

@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 ce60341362c41ebaea78b5b26cfa801e6bc66ef8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 de479b00f9e7cc5aab51196b6300b7e75df01450 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -87,13 +87,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
@@ -417,19 +422,24 @@ local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
   pexpire(key, reset_now)
 end
 -- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = the refill of the limit that wrote m;
--- ts = the instant m was counted at, µs}. One token is u units; the bucket
+-- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
+-- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
+-- the instant m was counted at, µs}. One token is u units; the bucket
 -- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
 -- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- across a change of limit the time-debt is kept, cut to one full bucket of
--- the new limit, and the two algorithms make the same decisions. A denied
--- check writes nothing (but a cut debt), so no accrued refill is ever lost.
--- State written before m was stored, {t = tokens in scaled units, ts}, is
+-- under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit, and the two
+-- algorithms make the same decisions. A denied check writes nothing (but a
+-- cut debt), so no accrued refill is ever lost. State written before tau
+-- was stored (r a bare number) is read as written under another limit;
+-- state written before m was stored, {t = tokens in scaled units, ts}, is
 -- read under the current limit.
 
--- token_bucket_write stores a debt of m scaled units at now, full in reset µs.
-local function token_bucket_write(key, m, r, now, reset)
-  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r), 'ts', fmt(now))
+-- token_bucket_write stores a debt of m scaled units at now, full in reset
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
   pexpire(key, reset)
 end
 
@@ -437,8 +447,18 @@ end
 -- a full bucket) and whether the key holds state; it stores a cut debt.
 local function tb_load(key, full, r, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
+  local tau = floor((full + r - 1) / r)
+  local rs, tw
+  if v[2] then
+    local s = string.find(v[2], '/', 1, true)
+    if s then
+      rs, tw = tonumber(string.sub(v[2], 1, s - 1)), tonumber(string.sub(v[2], s + 1))
+    else
+      rs = tonumber(v[2])
+    end
+  end
   if not (m and rs) then
     local t = tonumber(redis.call('HGET', key, 't'))
     if not t then return 0, false end
@@ -453,18 +473,19 @@ local function tb_load(key, full, r, now)
     -- exact is far above m anyway)
     diff = 0
     if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full
+    cut = diff > full and tw ~= tau
     if cut then diff = full end
   else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
   end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r)) end
-  return diff, true
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
+  return diff, true, tau
 end
 
 local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
-  local diff = tb_load(key, full, r, now)
+  local diff, _, tau = tb_load(key, full, r, now)
+  tau = tau or floor((full + r - 1) / r)
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
   local nxt = diff + cost * u
@@ -472,8 +493,8 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
     return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
   end
   local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset
+  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
 -- Refund: put back the cost tokens a commit took, clamped to the
@@ -482,76 +503,76 @@ end
 local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local full = cap * u
-  local diff, exists = tb_load(key, full, r, now)
+  local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
   diff = diff - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r))
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
 end
 -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
 -- the instant the bucket is full again, so the emission interval u/r µs is
--- exact. It is "<a>" when b is 0, as it always is when the interval is a
--- whole number of µs, else "<a>:<b>:<r>", r being the refill of the limit
--- that wrote it ("<a>:<b>", written before r was stored, is read with the
--- current r). diff = TAT - now in scaled units is the key's time-debt; a
--- check of cost n passes when diff + n*u <= cap*u. Across a change of limit
--- the debt is kept, cut to one full bucket of the new limit (bucket_debt,
--- in the prelude), as the token bucket does. This is the hot path of the
--- common case, written flat: every function call costs in Redis.
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
 
--- gcra_tat parses a stored TAT into (a, b, rs); nil if it is not one.
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
 local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
   local a = tonumber(v)
-  if a then return a, 0, r end
+  if a then return a, 0, r, tw end
   local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if sa then return tonumber(sa), tonumber(sb), tonumber(sr) end
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
   sa, sb = string.match(v, '^(%d+):(%d+)$')
-  return tonumber(sa), tonumber(sb), r
+  return tonumber(sa), tonumber(sb), r, tw
 end
 
--- gcra_write stores the TAT now + diff/r µs, to expire when it is reached.
-local function gcra_write(key, diff, r, now)
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a, 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
 end
 
 local function gcra(key, cap, _, r, u, cost, now, commit)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
   local full = cap * u
+  local tau = floor((full + r - 1) / r)
   local diff = 0
   local v = redis.call('GET', key)
   if v then
-    local a = tonumber(v)
-    if a then
-      -- a whole µs: the common case, inline; a product too large to be
-      -- exact is far above full anyway
-      if a >= now then
-        diff = (a - now) * r
-        if diff > full then
-          diff = full
-          gcra_write(key, diff, r, now)
-        end
-      end
-    else
-      local b, rs
-      a, b, rs = gcra_tat(v, r)
-      if a and b and rs then
-        local cut
-        diff, cut = bucket_debt(a, b, rs, now, r, full)
-        if cut then gcra_write(key, diff, r, now) end
-      end
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
     end
   end
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
 -- Refund: move the TAT back by the cost's emission time, evaluated at
@@ -561,14 +582,16 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
-  local a, b, rs = gcra_tat(v, r)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, cap * u) - cost * u
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now)
+  gcra_write(key, diff, r, now, tau)
 end
 -- Concurrency: the slots of a key in flight, a sorted set with one member
 -- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
@@ -765,9 +788,11 @@ end
 -- hash slots run as one decide call per slot, and when one slot denies, the
 -- slots that committed are refunded (see algorithms.Redis).
 --
--- Markers (sharded clients only; keys of the slot of the checks, strings
--- "1" with a TTL of W): a part that commits (mode 3) sets its commit marker
--- and every check's pending marker. A refund gives back only if it deletes
+-- Markers (sharded clients only; keys of the slot of the checks, with a
+-- TTL of W): a part that commits (mode 3) sets its commit marker, to
+-- "<now>:<reset_after 1>:...:<reset_after n>" (what cancel.lua needs to
+-- give the units back), and every check's pending marker, to "1". A part
+-- whose commit marker exists when it runs decides nothing (cancelled). A refund gives back only if it deletes
 -- the commit marker: at most once, and only within W of its commit. A
 -- check denied while its pending marker exists (modes 2 and 3) replies
 -- allowed 2: a refund may still give back units that the denial counted.
@@ -848,6 +873,16 @@ for i = 1, n do
   end
 end
 
+-- A part whose commit marker exists already was cancelled (cancel.lua), or
+-- is a resend of a part that committed: it decides nothing.
+if mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then
+  for j = 1, n do
+    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 0, 0, 0, 0
+  end
+  reply[4 * n + 1] = now
+  return reply
+end
+
 -- Phase 1 keeps, for each passing check, what its write needs; phase 2
 -- writes without reading the keys again (no two checks of a call share a
 -- key: the Go side rejects such calls).
@@ -877,7 +912,9 @@ for i = 1, n do
 end
 if all and mode == '3' then
   local w = ARGV[3 + 6 * n]
-  redis.call('SET', KEYS[2 * n + 1], '1', 'PX', w)
+  local commit = {fmt(now)}
+  for i = 1, n do commit[i + 1] = fmt(reply[4 * i]) end
+  redis.call('SET', KEYS[2 * n + 1], table.concat(commit, ':'), 'PX', w)
   for i = 1, n do
     redis.call('SET', KEYS[n + i], '1', 'PX', w)
   end

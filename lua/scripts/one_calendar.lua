@@ -22,7 +22,7 @@
 --   server's now lies outside both windows (nothing decided, nothing written:
 --   the Go side sends again with windows around that now)
 --
--- SHA1 e8e1fee762dd800539547d6de98ddb5d70777cb1 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 f54ab6c254f8b0577da818cff9bf2ae93fa54856 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -97,13 +97,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
@@ -185,7 +190,8 @@ local check = calendar
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
 --            marker, set while a refund may still give units back
 -- KEYS[3]    one part of a call spanning slots only: the call's commit
---            marker in this slot, which its refund consumes
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
 -- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
 -- ARGV[7]    with KEYS[3]: the refund window in ms
@@ -201,11 +207,15 @@ local check = calendar
 -- markers. now.lua, before the algorithm (and before a fast path such as
 -- gcra_one.lua), has read now.
 server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], '1', 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

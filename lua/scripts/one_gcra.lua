@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 32012f5ca7c9a0da33f6fe6996f7a1870cc7af6d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 5ddab1b1ca6546755b311605b0e1caa81de19634 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -37,8 +37,8 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- GCRA, one check, the common case written flat: no marker keys, and a
--- stored TAT that is absent or a whole µs and at most one full bucket
--- ahead. It makes gcra's decision with gcra's arithmetic, inline, and
+-- stored TAT that is absent or a whole µs written under this limit (its
+-- full window, tau, is the value's suffix). It makes gcra's decision with gcra's arithmetic, inline, and
 -- replies as one.lua does without the now (the Go side needs it only from
 -- calls with marker keys; each value replied costs); any other case falls
 -- through to the general
@@ -46,30 +46,33 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- only then: each definition costs on every call that reaches it).
 -- now.lua has read now, fast.lua defined intf.
 if not KEYS[2] then
+  local floor = math.floor
+  local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local full = cap * u
+  -- the value ends with this limit's full window: "<tat>/<tau>"
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
   local v = redis.call('GET', KEYS[1])
-  local a = v and tonumber(v)
+  local a
+  if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 1)) end
   if not v or a then
-    local floor = math.floor
-    local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-    local full = cap * u
     local diff = 0
     if a and a >= now then diff = (a - now) * r end
-    if diff <= full then
-      local remaining = floor((full - diff) / u)
-      if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
-      local nxt = diff + cost * u
-      if nxt > full then
-        return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
-      end
-      -- gcra_write(KEYS[1], nxt, r, now)
-      local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-      if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-      local reset = floor((nxt + r - 1) / r)
-      redis.call('SET', KEYS[1], tat, 'PX', string.format(intf, floor((reset + 999) / 1000)))
-      remaining = floor((full - nxt) / u)
-      if remaining < 0 then remaining = 0 end
-      return {1, remaining, 0, reset}
+    -- more than full: the clock went back; never cut under the same limit
+    local remaining = floor((full - diff) / u)
+    if remaining < 0 then remaining = 0 end
+    if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
+    local nxt = diff + cost * u
+    if nxt > full then
+      return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
     end
+    -- gcra_write(KEYS[1], nxt, r, now, tau)
+    local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+    if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+    local reset = floor((nxt + r - 1) / r)
+    redis.call('SET', KEYS[1], tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
+    remaining = floor((full - nxt) / u)
+    if remaining < 0 then remaining = 0 end
+    return {1, remaining, 0, reset}
   end
 end
 -- redlimit's scripts: each is this prelude, one or all of the algorithm
@@ -131,13 +134,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
@@ -145,65 +153,65 @@ local function bucket_debt(a, b, rs, now, r, full)
 end
 -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
 -- the instant the bucket is full again, so the emission interval u/r µs is
--- exact. It is "<a>" when b is 0, as it always is when the interval is a
--- whole number of µs, else "<a>:<b>:<r>", r being the refill of the limit
--- that wrote it ("<a>:<b>", written before r was stored, is read with the
--- current r). diff = TAT - now in scaled units is the key's time-debt; a
--- check of cost n passes when diff + n*u <= cap*u. Across a change of limit
--- the debt is kept, cut to one full bucket of the new limit (bucket_debt,
--- in the prelude), as the token bucket does. This is the hot path of the
--- common case, written flat: every function call costs in Redis.
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
 
--- gcra_tat parses a stored TAT into (a, b, rs); nil if it is not one.
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
 local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
   local a = tonumber(v)
-  if a then return a, 0, r end
+  if a then return a, 0, r, tw end
   local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if sa then return tonumber(sa), tonumber(sb), tonumber(sr) end
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
   sa, sb = string.match(v, '^(%d+):(%d+)$')
-  return tonumber(sa), tonumber(sb), r
+  return tonumber(sa), tonumber(sb), r, tw
 end
 
--- gcra_write stores the TAT now + diff/r µs, to expire when it is reached.
-local function gcra_write(key, diff, r, now)
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a, 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
 end
 
 local function gcra(key, cap, _, r, u, cost, now, commit)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
   local full = cap * u
+  local tau = floor((full + r - 1) / r)
   local diff = 0
   local v = redis.call('GET', key)
   if v then
-    local a = tonumber(v)
-    if a then
-      -- a whole µs: the common case, inline; a product too large to be
-      -- exact is far above full anyway
-      if a >= now then
-        diff = (a - now) * r
-        if diff > full then
-          diff = full
-          gcra_write(key, diff, r, now)
-        end
-      end
-    else
-      local b, rs
-      a, b, rs = gcra_tat(v, r)
-      if a and b and rs then
-        local cut
-        diff, cut = bucket_debt(a, b, rs, now, r, full)
-        if cut then gcra_write(key, diff, r, now) end
-      end
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
     end
   end
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
 -- Refund: move the TAT back by the cost's emission time, evaluated at
@@ -213,14 +221,16 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
-  local a, b, rs = gcra_tat(v, r)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, cap * u) - cost * u
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now)
+  gcra_write(key, diff, r, now, tau)
 end
 local check = gcra
 -- One check, the common case: a script of its own per algorithm, holding
@@ -231,7 +241,8 @@ local check = gcra
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
 --            marker, set while a refund may still give units back
 -- KEYS[3]    one part of a call spanning slots only: the call's commit
---            marker in this slot, which its refund consumes
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
 -- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
 -- ARGV[7]    with KEYS[3]: the refund window in ms
@@ -247,11 +258,15 @@ local check = gcra
 -- markers. now.lua, before the algorithm (and before a fast path such as
 -- gcra_one.lua), has read now.
 server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], '1', 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 4526261b6663d6f3ddd1a6a49480f1e3634528f6 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 999772b33eacffd526e22fb32442f9547990350c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, token_bucket_one.lua, one_fast.lua, prelude.lua, token_bucket.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -37,8 +37,8 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- Token bucket, one check, the common case written flat: a key that holds
--- no state, or state written under the same refill r at or before now
--- whose debt is at most one full bucket. token_bucket_fast makes
+-- no state, or state written under the same limit ("<r>/<tau>") at or
+-- before now. token_bucket_fast makes
 -- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
 -- u, cost) at now with its arithmetic, inline, and returns allowed,
 -- remaining, retry_after, reset_after as one.lua replies them; in any
@@ -47,19 +47,21 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- (fast.lua) formats integers. Each fast function parses the numbers at
 -- one position b once per script: a batch's calls of the same limit share
 -- one position (batch.lua), and parsing costs.
-local tb_b, tb_cap, tb_r, tb_u, tb_cost
+local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
 local function token_bucket_fast(key, b, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
     tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    -- the r field of this limit: its refill and full window
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
   end
   local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
   local full = cap * u
   local diff
   if not ts then
     diff = 0
-  elseif m and rs == r and now >= ts then
+  elseif m and v[2] == tb_rtau and now >= ts then
     diff = 0
     if (now - ts) * r < m then diff = m - (now - ts) * r end
     if diff > full then diff = nil end
@@ -77,7 +79,7 @@ local function token_bucket_fast(key, b, now)
     if ts then -- it holds this r already (see above)
       redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
     else
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
     end
     redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
     remaining = floor((full - nxt) / u)
@@ -159,32 +161,42 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
   return diff, false
 end
 -- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = the refill of the limit that wrote m;
--- ts = the instant m was counted at, µs}. One token is u units; the bucket
+-- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
+-- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
+-- the instant m was counted at, µs}. One token is u units; the bucket
 -- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
 -- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- across a change of limit the time-debt is kept, cut to one full bucket of
--- the new limit, and the two algorithms make the same decisions. A denied
--- check writes nothing (but a cut debt), so no accrued refill is ever lost.
--- State written before m was stored, {t = tokens in scaled units, ts}, is
+-- under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit, and the two
+-- algorithms make the same decisions. A denied check writes nothing (but a
+-- cut debt), so no accrued refill is ever lost. State written before tau
+-- was stored (r a bare number) is read as written under another limit;
+-- state written before m was stored, {t = tokens in scaled units, ts}, is
 -- read under the current limit.
 
--- token_bucket_write stores a debt of m scaled units at now, full in reset µs.
-local function token_bucket_write(key, m, r, now, reset)
-  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r), 'ts', fmt(now))
+-- token_bucket_write stores a debt of m scaled units at now, full in reset
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
   pexpire(key, reset)
 end
 
@@ -192,8 +204,18 @@ end
 -- a full bucket) and whether the key holds state; it stores a cut debt.
 local function tb_load(key, full, r, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
+  local tau = floor((full + r - 1) / r)
+  local rs, tw
+  if v[2] then
+    local s = string.find(v[2], '/', 1, true)
+    if s then
+      rs, tw = tonumber(string.sub(v[2], 1, s - 1)), tonumber(string.sub(v[2], s + 1))
+    else
+      rs = tonumber(v[2])
+    end
+  end
   if not (m and rs) then
     local t = tonumber(redis.call('HGET', key, 't'))
     if not t then return 0, false end
@@ -208,18 +230,19 @@ local function tb_load(key, full, r, now)
     -- exact is far above m anyway)
     diff = 0
     if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full
+    cut = diff > full and tw ~= tau
     if cut then diff = full end
   else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full)
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
   end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r)) end
-  return diff, true
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
+  return diff, true, tau
 end
 
 local function token_bucket(key, cap, _, r, u, cost, now, commit)
   local full = cap * u
-  local diff = tb_load(key, full, r, now)
+  local diff, _, tau = tb_load(key, full, r, now)
+  tau = tau or floor((full + r - 1) / r)
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
   local nxt = diff + cost * u
@@ -227,8 +250,8 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
     return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
   end
   local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset
+  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
 -- Refund: put back the cost tokens a commit took, clamped to the
@@ -237,14 +260,14 @@ end
 local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local full = cap * u
-  local diff, exists = tb_load(key, full, r, now)
+  local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
   diff = diff - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r))
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
 end
 local check = token_bucket
 -- One check, the common case: a script of its own per algorithm, holding
@@ -255,7 +278,8 @@ local check = token_bucket
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
 --            marker, set while a refund may still give units back
 -- KEYS[3]    one part of a call spanning slots only: the call's commit
---            marker in this slot, which its refund consumes
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
 -- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
 -- ARGV[7]    with KEYS[3]: the refund window in ms
@@ -271,11 +295,15 @@ local check = token_bucket
 -- markers. now.lua, before the algorithm (and before a fast path such as
 -- gcra_one.lua), has read now.
 server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], '1', 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

@@ -12,7 +12,7 @@
 --   per lease, 1 if it was held (now expiring at now+period), else 0;
 --   then the now in µs
 --
--- SHA1 a0da3e1e15058556fe77bc1c96ceca9ae3587870 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 415f6ce7983b440726c3be7e023d07a6706f6f1c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, concurrency.lua, now.lua, renew.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -75,13 +75,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end
