@@ -1,0 +1,23 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+)
+
+var errTodo = errors.New("world: not implemented yet")
+
+func (w *world) injectFailover(context.Context, *rand.Rand, *Event) (healFunc, error) {
+	return nil, errTodo
+}
+func (w *world) injectKillMaster(context.Context, *rand.Rand, *Event) (healFunc, error) {
+	return nil, errTodo
+}
+func (w *world) injectMigrate(context.Context, *rand.Rand, *Event) (healFunc, error) {
+	return nil, errTodo
+}
+func (w *world) injectClock(context.Context, bool, *rand.Rand, *Event) (healFunc, error) {
+	return nil, errTodo
+}
+func (w *world) tuneSentinels(context.Context) error { return nil }
