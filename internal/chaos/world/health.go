@@ -3,6 +3,7 @@ package world
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ func poll(ctx context.Context, what string, check func(context.Context) error) e
 		cancel()
 		if last == nil {
 			return nil
+		}
+		if os.Getenv("WORLD_DEBUG") != "" {
+			fmt.Fprintln(os.Stderr, time.Now().Format("15:04:05.000"), what, last)
 		}
 		select {
 		case <-ctx.Done():

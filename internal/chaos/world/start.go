@@ -186,6 +186,10 @@ func (w *world) Topology() string { return w.topo }
 // Kinds lists the fault kinds of the topology.
 func (w *world) Kinds() []string {
 	common := []string{Kill, KillAOF, Pause, ScriptFlush, ClientKill, MaxMemory, Latency, Stall, Drop, Reset}
+	switch w.topo {
+	case Sentinel, Cluster:
+		return append(common, Failover, KillMaster)
+	}
 	return common
 }
 

@@ -8,16 +8,9 @@ import (
 
 var errTodo = errors.New("world: not implemented yet")
 
-func (w *world) injectFailover(context.Context, *rand.Rand, *Event) (healFunc, error) {
-	return nil, errTodo
-}
-func (w *world) injectKillMaster(context.Context, *rand.Rand, *Event) (healFunc, error) {
-	return nil, errTodo
-}
 func (w *world) injectMigrate(context.Context, *rand.Rand, *Event) (healFunc, error) {
 	return nil, errTodo
 }
 func (w *world) injectClock(context.Context, bool, *rand.Rand, *Event) (healFunc, error) {
 	return nil, errTodo
 }
-func (w *world) tuneSentinels(context.Context) error { return nil }
