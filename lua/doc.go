@@ -17,7 +17,7 @@
 //     reserved and did not use.
 //   - [Release], [Renew]: free or extend concurrency leases.
 //
-// Each script, assembled, is checked in under lua/scripts/ with a header
+// Each script, assembled, is checked in under docs/scripts/ with a header
 // saying what it is for, its KEYS, ARGV and reply, its SHA1 (as SCRIPT and
 // SLOWLOG show it) and the sources it is built from. A test fails when a
 // file differs from what the code sends; go test ./lua -run

@@ -15,7 +15,11 @@ import (
 	"github.com/redlimit/redlimit/lua"
 )
 
-var update = flag.Bool("update", false, "rewrite lua/scripts/*.lua from the scripts the code sends")
+var update = flag.Bool("update", false, "rewrite docs/scripts/*.lua from the scripts the code sends")
+
+// scriptsDir holds the scripts as Redis runs them, for reading: outside
+// lua/, whose sources each piece of logic is written in once.
+const scriptsDir = "../docs/scripts"
 
 // script is one script Redis runs, as a checked-in file under scripts/:
 // its name, what it is for, its calling convention, and the code that
@@ -171,7 +175,7 @@ then the now in µs`,
 // is byte for byte the script the code sends.
 const body = "-- ---- the script, as sent ----\n"
 
-// TestScriptFiles keeps lua/scripts/ true: every script the code sends
+// TestScriptFiles keeps docs/scripts/ true: every script the code sends
 // (lua.Scripts()) is a file there, named after what it is for, whose
 // header says its purpose, KEYS, ARGV, reply, SHA1 (as SCRIPT and SLOWLOG
 // show it) and the sources it is built from, and whose body is the script
@@ -198,7 +202,7 @@ func TestScriptFiles(t *testing.T) {
 		want[s.name+".lua"] = render(s, sources)
 	}
 	if *update {
-		old, _ := filepath.Glob("scripts/*.lua")
+		old, _ := filepath.Glob(filepath.Join(scriptsDir, "*.lua"))
 		for _, f := range old {
 			if _, ok := want[filepath.Base(f)]; !ok {
 				if err := os.Remove(f); err != nil {
@@ -207,7 +211,7 @@ func TestScriptFiles(t *testing.T) {
 			}
 		}
 		for name, text := range want {
-			if err := os.WriteFile(filepath.Join("scripts", name), []byte(text), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(scriptsDir, name), []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -215,21 +219,21 @@ func TestScriptFiles(t *testing.T) {
 	}
 	for _, s := range all {
 		name := s.name + ".lua"
-		got, err := os.ReadFile(filepath.Join("scripts", name))
+		got, err := os.ReadFile(filepath.Join(scriptsDir, name))
 		if err != nil {
-			t.Errorf("scripts/%s: %v (go test ./lua -run TestScriptFiles -update writes it)", name, err)
+			t.Errorf("docs/scripts/%s: %v (go test ./lua -run TestScriptFiles -update writes it)", name, err)
 			continue
 		}
 		if g := string(got); g != want[name] {
 			_, gb, _ := strings.Cut(g, body)
 			if gb != s.src {
-				t.Errorf("scripts/%s differs from the script the code sends: go test ./lua -run TestScriptFiles -update", name)
+				t.Errorf("docs/scripts/%s differs from the script the code sends: go test ./lua -run TestScriptFiles -update", name)
 			} else {
-				t.Errorf("scripts/%s: its header is out of date: go test ./lua -run TestScriptFiles -update", name)
+				t.Errorf("docs/scripts/%s: its header is out of date: go test ./lua -run TestScriptFiles -update", name)
 			}
 		}
 	}
-	files, _ := filepath.Glob("scripts/*.lua")
+	files, _ := filepath.Glob(filepath.Join(scriptsDir, "*.lua"))
 	for _, f := range files {
 		if _, ok := want[filepath.Base(f)]; !ok {
 			t.Errorf("%s is no script the code sends: remove it (-update does)", f)
