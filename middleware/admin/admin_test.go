@@ -159,7 +159,11 @@ type page struct {
 			Key        string            `json:"key"`
 			Tiers      map[string]string `json:"tiers"`
 			Totals     map[string]uint64 `json:"totals"`
-			Windows    []windowView      `json:"windows"`
+			Windows    []struct {
+				Window  string            `json:"window"`
+				Seconds float64           `json:"seconds"`
+				Counts  map[string]uint64 `json:"counts"`
+			} `json:"windows"`
 			Hottest    []keyView         `json:"hottest"`
 			MostDenied []keyView         `json:"most_denied"`
 		} `json:"rules"`

@@ -74,6 +74,9 @@ type Handler struct {
 	tickedAt [ringLen]time.Time
 	genSince time.Time // start of the previous sketch generation
 
+	masksMu sync.Mutex
+	masks   map[string]string // material -> display, see display
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -127,6 +130,7 @@ func newHandler(cfg Config) (*Handler, error) {
 		seed:       maphash.MakeSeed(),
 		cop:        http.NewCrossOriginProtection(),
 		start:      cfg.Now(),
+		masks:      map[string]string{},
 	}
 	rand.Read(h.secret[:])
 	h.tickedAt[0] = h.start

@@ -205,9 +205,7 @@ func (h *Handler) lookup(ctx context.Context, f formView) (*lookupView, error) {
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, status int, v *pageView) {
 	if wantsJSON(r) {
 		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
+		if err := json.NewEncoder(&buf).Encode(v); err != nil {
 			http.Error(w, "redlimit admin: "+err.Error(), http.StatusInternalServerError)
 			return
 		}

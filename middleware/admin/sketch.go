@@ -217,11 +217,12 @@ func (h *heavy) rotate() {
 	h.mu.Unlock()
 }
 
-// top returns the keys of both generations, counts summed, highest first.
-func (h *heavy) top() []entry {
+// entries appends the keys of both generations to out: a key in both is
+// there twice (see mergeEntries).
+func (h *heavy) entries(out []entry) []entry {
 	h.mu.Lock()
-	cur := h.cur.top(nil)
-	prev := h.prev.top(nil)
+	out = h.cur.top(out)
+	out = h.prev.top(out)
 	h.mu.Unlock()
-	return mergeEntries(cur, prev)
+	return out
 }

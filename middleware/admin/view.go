@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"html/template"
 	"maps"
 	"slices"
 	"strconv"
@@ -78,7 +79,7 @@ type ruleView struct {
 	Refundable bool              `json:"refundable"`
 	Tiers      map[string]string `json:"tiers,omitempty"`
 	TierList   []tierView        `json:"-"`
-	Totals     counts            `json:"totals"`
+	Totals     *counts           `json:"totals"`
 	Windows    []windowView      `json:"windows"`
 	Hottest    []keyView         `json:"hottest"`
 	MostDenied []keyView         `json:"most_denied"`
@@ -86,21 +87,71 @@ type ruleView struct {
 
 type tierView struct{ Name, Limit string }
 
-// counts are one rule's outcomes, by counter name.
-type counts map[string]uint64
+// counts are one rule's outcomes, in counter order; as JSON an object
+// keyed by counter name.
+type counts [nCounts]uint64
+
+// MarshalJSON writes c as {"allowed":1,"denied":0,...}.
+func (c *counts) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 200)
+	for i, v := range c {
+		b = append(b, ',', '"')
+		b = append(b, counterNames[i]...)
+		b = append(b, '"', ':')
+		b = strconv.AppendUint(b, v, 10)
+	}
+	b[0] = '{'
+	return append(b, '}'), nil
+}
+
+// cells renders c as table cells, followed by the share denied: numbers
+// only, nothing to escape.
+func (c *counts) cells() template.HTML {
+	b := make([]byte, 0, 300)
+	for _, v := range c {
+		b = append(b, `<td class="n">`...)
+		b = strconv.AppendUint(b, v, 10)
+		b = append(b, "</td>"...)
+	}
+	b = append(b, `<td class="n">`...)
+	denied := c[cDenied] + c[cDeniedLocal]
+	if all := denied + c[cAllowed] + c[cShadowDenied] + c[cErrors] + c[cMissingKey]; all > 0 {
+		b = strconv.AppendFloat(b, 100*float64(denied)/float64(all), 'f', 1, 64)
+		b = append(b, '%')
+	}
+	return template.HTML(append(b, "</td>"...))
+}
 
 type windowView struct {
-	Window  string  `json:"window"`
-	Seconds float64 `json:"seconds"`
-	Counts  counts  `json:"counts"`
-	Values  []uint64
+	Window  string        `json:"window"`
+	Seconds float64       `json:"seconds"`
+	Counts  *counts       `json:"counts"`
+	Cells   template.HTML `json:"-"`
 }
 
 type keyView struct {
-	Key   string `json:"key"`
-	Keys  int    `json:"keys"`  // distinct keys behind a masked row
-	Count uint64 `json:"count"` // at most Error too many
-	Error uint64 `json:"error"`
+	Key   string        `json:"key"`
+	Keys  int           `json:"keys"`  // distinct keys behind a masked row
+	Count uint64        `json:"count"` // at most Error too many
+	Error uint64        `json:"error"`
+	Row   template.HTML `json:"-"`
+}
+
+// row renders k as a table row, its key escaped.
+func (k *keyView) row() template.HTML {
+	b := make([]byte, 0, 120+len(k.Key))
+	b = append(b, `<tr><td class="k">`...)
+	b = append(b, template.HTMLEscapeString(k.Key)...)
+	if k.Keys > 1 {
+		b = append(b, ` <span class="muted">(`...)
+		b = strconv.AppendInt(b, int64(k.Keys), 10)
+		b = append(b, ` keys)</span>`...)
+	}
+	b = append(b, `</td><td class="n">`...)
+	b = strconv.AppendUint(b, k.Count, 10)
+	b = append(b, `</td><td class="n muted">`...)
+	b = strconv.AppendUint(b, k.Error, 10)
+	return template.HTML(append(b, "</td></tr>"...))
 }
 
 type lookupView struct {
@@ -232,7 +283,7 @@ func (h *Handler) ruleView(s *Source, st *ruleState, now time.Time, tick int64) 
 		MissingKey: "deny",
 		Dynamic:    r.LimitFunc != nil,
 		Refundable: r.Refundable,
-		Totals:     counts{},
+		Totals:     new(counts),
 	}
 	if r.MissingKey == engine.SkipMissingKey {
 		rv.MissingKey = "skip"
@@ -249,52 +300,34 @@ func (h *Handler) ruleView(s *Source, st *ruleState, now time.Time, tick int64) 
 			rv.TierList = append(rv.TierList, tierView{name, r.Tiers[name].String()})
 		}
 	}
-	var cur [nCounts]uint64
+	cur := rv.Totals
 	for c := range cur {
 		cur[c] = st.counts[c].Load()
-		rv.Totals[counterNames[c]] = cur[c]
 	}
 	for _, w := range windows {
 		b, at := h.base(tick, w.ticks)
-		wv := windowView{Window: w.name, Seconds: round3(now.Sub(at).Seconds()), Counts: counts{}}
+		wv := windowView{Window: w.name, Seconds: round3(now.Sub(at).Seconds()), Counts: new(counts)}
 		for c := range cur {
-			d := cur[c] - st.history[b%ringLen][c]
-			wv.Counts[counterNames[c]] = d
-			wv.Values = append(wv.Values, d)
+			wv.Counts[c] = cur[c] - st.history[b%ringLen][c]
 		}
+		wv.Cells = wv.Counts.cells()
 		rv.Windows = append(rv.Windows, wv)
 	}
-	rv.Hottest = h.keyViews(st.hot.top())
-	rv.MostDenied = h.keyViews(st.denied.top())
+	rv.Hottest = h.keyViews(st.hot)
+	rv.MostDenied = h.keyViews(st.denied)
 	return rv
 }
 
-// keyViews masks the top entries' keys, merges rows of the same mask,
-// and keeps the first TopKeys.
-func (h *Handler) keyViews(top []entry) []keyView {
-	out := []keyView{}
-	idx := map[string]int{}
-	for _, e := range top {
-		k := h.display(e.Key)
-		if i, ok := idx[k]; ok {
-			out[i].Count += e.Count
-			out[i].Error += e.Err
-			out[i].Keys++
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, keyView{Key: k, Keys: 1, Count: e.Count, Error: e.Err})
+// keyViews merges the entries of both generations of a summary, and
+// of keys that share a mask, and keeps the first TopKeys.
+func (h *Handler) keyViews(hv *heavy) []keyView {
+	top, merged := mergeEntries(hv.entries(nil), h.display, h.topKeys)
+	out := make([]keyView, len(top))
+	for i, e := range top {
+		out[i] = keyView{Key: e.Key, Keys: merged[i], Count: e.Count, Error: e.Err}
+		out[i].Row = out[i].row()
 	}
-	slices.SortStableFunc(out, func(a, b keyView) int {
-		switch {
-		case a.Count > b.Count:
-			return -1
-		case a.Count < b.Count:
-			return 1
-		}
-		return 0
-	})
-	return out[:min(len(out), h.topKeys)]
+	return out
 }
 
 // display returns how the page shows the storage key k: its material,
@@ -304,11 +337,26 @@ func (h *Handler) display(k string) string {
 	if h.cfg.ShowKeys {
 		return m
 	}
-	if h.cfg.MaskKey != nil {
-		return h.cfg.MaskKey(m)
+	h.masksMu.Lock()
+	defer h.masksMu.Unlock()
+	if v, ok := h.masks[m]; ok {
+		return v
 	}
-	return MaskKey(m)
+	var v string
+	if h.cfg.MaskKey != nil {
+		v = h.cfg.MaskKey(m)
+	} else {
+		v = MaskKey(m)
+	}
+	if len(h.masks) >= maxMasks {
+		clear(h.masks)
+	}
+	h.masks[m] = v
+	return v
 }
+
+// maxMasks bounds the masks remembered: the keys of a few pages.
+const maxMasks = 1 << 14
 
 // lookupResult fills a lookupView from a peek's RuleDecision.
 func lookupResult(lv *lookupView, d *engine.Decision, rd *engine.RuleDecision) {
