@@ -153,19 +153,19 @@ type page struct {
 		} `json:"last_error"`
 		Latency []latencyView `json:"latency"`
 		Rules   []struct {
-			Name       string            `json:"name"`
-			Algorithm  string            `json:"algorithm"`
-			Limit      string            `json:"limit"`
-			Key        string            `json:"key"`
-			Tiers      map[string]string `json:"tiers"`
-			Totals     map[string]uint64 `json:"totals"`
-			Windows    []struct {
+			Name      string            `json:"name"`
+			Algorithm string            `json:"algorithm"`
+			Limit     string            `json:"limit"`
+			Key       string            `json:"key"`
+			Tiers     map[string]string `json:"tiers"`
+			Totals    map[string]uint64 `json:"totals"`
+			Windows   []struct {
 				Window  string            `json:"window"`
 				Seconds float64           `json:"seconds"`
 				Counts  map[string]uint64 `json:"counts"`
 			} `json:"windows"`
-			Hottest    []keyView         `json:"hottest"`
-			MostDenied []keyView         `json:"most_denied"`
+			Hottest    []keyView `json:"hottest"`
+			MostDenied []keyView `json:"most_denied"`
 		} `json:"rules"`
 	} `json:"sources"`
 	Lookup  *lookupView `json:"lookup"`
