@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +48,27 @@ func browser(t *testing.T) string {
 // admin page on a listener of its own.
 type service struct {
 	api, admin *httptest.Server
-	logs       strings.Builder
+	logs       logBuffer
+}
+
+// logBuffer is the service's log: written by its handlers, read by the
+// test, with no happens-before edge the race detector sees between them
+// (it runs through the browser).
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newService(t *testing.T) *service {
