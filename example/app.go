@@ -22,7 +22,6 @@ type app struct {
 	base, orders, payments *middleware.Middleware
 }
 
-//
 // src, when not nil, is the admin page's view of the limiters: it hears
 // every decision (middleware.Config.OnDecision) and gets their engines.
 func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Logger, src *admin.Source) (*app, error) {
