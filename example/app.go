@@ -22,8 +22,9 @@ type app struct {
 	base, orders, payments *middleware.Middleware
 }
 
-// src, when not nil, is the admin page's view of the limiters: it hears
-// every decision (middleware.Config.OnDecision) and gets their engines.
+// newApp builds the limiters on backend. src, when not nil, is the admin
+// page's view of them: it hears every decision
+// (middleware.Config.OnDecision) and gets their engines.
 func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Logger, src *admin.Source) (*app, error) {
 	ip, err := keyfunc.IP(keyfunc.IPConfig{TrustedProxies: trusted})
 	if err != nil {
