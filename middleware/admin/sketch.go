@@ -2,7 +2,9 @@ package admin
 
 import (
 	"hash/maphash"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 )
 
 // summary is a Space-Saving summary (Metwally, Agrawal, El Abbadi, 2005)
@@ -34,6 +36,9 @@ type summary struct {
 	bLo, bHi []int32  // slots of each bucket: [lo, hi]
 	bCount   []uint64 // the count of each bucket's slots
 	free     []int32  // buckets not in use
+
+	total uint64 // the sum of the counts
+	shift uint   // each count stands for 2^shift occurrences (see heavy)
 }
 
 func newSummary(k int, seed maphash.Seed) *summary {
@@ -76,10 +81,46 @@ func (s *summary) clear() {
 	for b := k - 1; b >= 1; b-- {
 		s.free = append(s.free, int32(b))
 	}
+	s.total, s.shift = 0, 0
+}
+
+// halve halves every count and error, forgetting the keys whose count
+// drops to 0, and doubles what a count stands for: O(k), once the counts
+// sum to sampleLimit.
+func (s *summary) halve() {
+	s.shift++
+	s.total = 0
+	k := len(s.keys)
+	for i := range k {
+		s.count[i] /= 2
+		s.err[i] /= 2
+		s.total += s.count[i]
+		if s.count[i] == 0 && s.keys[i] != "" {
+			s.unlink(int32(i))
+			s.keys[i] = ""
+			s.err[i] = 0
+		}
+	}
+	// Rebuild the runs of equal counts (still sorted: halving keeps the
+	// order).
+	s.free = s.free[:0]
+	b := int32(-1)
+	for i := range k {
+		if b < 0 || s.bCount[b] != s.count[i] {
+			b++
+			s.bLo[b], s.bCount[b] = int32(i), s.count[i]
+		}
+		s.bHi[b] = int32(i)
+		s.bucket[i] = b
+	}
+	for f := int32(k - 1); f > b; f-- {
+		s.free = append(s.free, f)
+	}
 }
 
 // add counts one occurrence of key.
 func (s *summary) add(key string) {
+	s.total++
 	h := maphash.String(s.seed, key)
 	i := h & s.mask
 	for {
@@ -182,10 +223,11 @@ type entry struct {
 }
 
 // top appends s's keys to out, highest count first.
+// Counts and errors are scaled by what a count stands for.
 func (s *summary) top(out []entry) []entry {
 	for i := len(s.keys) - 1; i >= 0; i-- {
 		if s.keys[i] != "" {
-			out = append(out, entry{Key: s.keys[i], Count: s.count[i], Err: s.err[i]})
+			out = append(out, entry{Key: s.keys[i], Count: s.count[i] << s.shift, Err: s.err[i] << s.shift})
 		}
 	}
 	return out
@@ -194,18 +236,37 @@ func (s *summary) top(out []entry) []entry {
 // heavy is the heavy hitters of one rule's keys over the last one to two
 // generations: two summaries, the current one counting, the previous one
 // kept for reading, swapped by rotate.
+//
+// It samples adaptively, so that a busy rule does not pay for a summary
+// update (and its mutex) on every decision: a generation counts every
+// occurrence until its counts sum to sampleLimit; then the summary is
+// halved and from then on counts one occurrence in two, each standing
+// for two, and so on (one in 2^shift). Below sampleLimit occurrences a
+// minute (68 a second) the counts are exact; above, a key's count is an
+// estimate whose relative error shrinks as its count grows.
 type heavy struct {
 	mu        sync.Mutex
 	cur, prev *summary
+	shift     atomic.Uint32 // cur.shift, read without the lock
 }
+
+// sampleLimit is the sum of a summary's counts at which it halves.
+const sampleLimit = 1 << 12
 
 func newHeavy(k int, seed maphash.Seed) *heavy {
 	return &heavy{cur: newSummary(k, seed), prev: newSummary(k, seed)}
 }
 
 func (h *heavy) add(key string) {
+	if s := h.shift.Load(); s > 0 && rand.Uint64()&(1<<s-1) != 0 {
+		return
+	}
 	h.mu.Lock()
 	h.cur.add(key)
+	if h.cur.total >= sampleLimit {
+		h.cur.halve()
+		h.shift.Store(uint32(h.cur.shift))
+	}
 	h.mu.Unlock()
 }
 
@@ -214,6 +275,7 @@ func (h *heavy) rotate() {
 	h.mu.Lock()
 	h.cur, h.prev = h.prev, h.cur
 	h.cur.clear()
+	h.shift.Store(0)
 	h.mu.Unlock()
 }
 

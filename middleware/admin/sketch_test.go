@@ -197,3 +197,56 @@ func BenchmarkHeavyAddSame(b *testing.B) {
 		h.add(key)
 	}
 }
+
+// TestHeavySampling: past sampleLimit occurrences a generation samples;
+// the estimates of the heavy keys stay close, and the structure sound.
+func TestHeavySampling(t *testing.T) {
+	h := newHeavy(64, maphash.MakeSeed())
+	exact := map[string]uint64{}
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(5, 6)), 1.2, 1, 5000)
+	const n = 2_000_000
+	for range n {
+		k := "k" + strconv.FormatUint(zipf.Uint64(), 10)
+		exact[k]++
+		h.add(k)
+	}
+	h.cur.check(t)
+	if s := h.shift.Load(); s < 5 {
+		t.Fatalf("shift %d after %d adds, want >= 5", s, n)
+	}
+	top, _ := mergeEntries(h.entries(nil), func(k string) string { return k }, 5)
+	for _, e := range top {
+		got, want := float64(e.Count), float64(exact[e.Key])
+		if got < 0.9*want || got > 1.1*want+float64(e.Err) {
+			t.Errorf("%s: estimate %v (err %d), true %v", e.Key, got, e.Err, want)
+		}
+	}
+	if top[0].Key != "k0" || top[1].Key != "k1" {
+		t.Errorf("top = %v, want k0, k1 first", top)
+	}
+}
+
+func TestSummaryHalve(t *testing.T) {
+	s := newSummary(8, maphash.MakeSeed())
+	for i, n := range []int{1, 1, 2, 3, 5, 8} {
+		for range n {
+			s.add("key" + strconv.Itoa(i))
+		}
+	}
+	s.halve()
+	s.check(t)
+	got := s.top(nil)
+	want := []entry{{"key5", 8, 0}, {"key4", 4, 0}, {"key3", 2, 0}, {"key2", 2, 0}}
+	if len(got) != len(want) {
+		t.Fatalf("after halve: %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Count != want[i].Count {
+			t.Fatalf("after halve: %v, want %v", got, want)
+		}
+	}
+	for range 20 {
+		s.add("new")
+	}
+	s.check(t)
+}
