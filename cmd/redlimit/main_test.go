@@ -247,6 +247,17 @@ func TestCluster(t *testing.T) {
 		"RULE   KEY  NEXT     REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n"+
 		"login  u3   allowed  5          5      0s           0s\n",
 		append(g, "peek", "login", "u3")...)
+	// watch the service deciding on the cluster: 4 decisions in 2 s.
+	defer func(w func() time.Time, s func(context.Context, time.Duration) error) { wallClock, sleep = w, s }(wallClock, sleep)
+	now := t0
+	wallClock = func() time.Time { return now }
+	sleep = func(context.Context, time.Duration) error {
+		s.spend(t, "login", "u3", 4)
+		now = now.Add(2 * time.Second)
+		return nil
+	}
+	want(t, `{"time":"2023-11-14T22:13:22Z","seconds":2,"rules":[{"rule":"svc/api","allowed":0,"denied":0,"denied_local":0,"shadow_denied":0,"errors":0,"fallback":0,"decisions_per_second":0,"denied_per_second":0},{"rule":"svc/login","allowed":4,"denied":0,"denied_local":0,"shadow_denied":0,"errors":0,"fallback":0,"decisions_per_second":2,"denied_per_second":0}]}`+"\n",
+		"-admin", s.url, "-token", "tok", "-json", "watch", "-count", "1")
 }
 
 // TestWatch polls two instances' admin endpoints; between polls each
