@@ -51,7 +51,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, who string) {
 	q := r.URL.Query()
-	v := h.view(who)
+	v := h.view(who, !wantsJSON(r))
 	if n, err := strconv.Atoi(q.Get("refresh")); err == nil && n > 0 {
 		v.Refresh = max(n, 2)
 	}
@@ -78,7 +78,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, who string) {
 		http.Error(w, "redlimit admin: missing or stale CSRF token: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	v := h.view(who)
+	v := h.view(who, !wantsJSON(r))
 	v.Form = formView{Rule: r.PostForm.Get("rule"), Key: r.PostForm.Get("key"), Tier: r.PostForm.Get("tier")}
 	if r.PostForm.Get("action") != "reset" {
 		v.Error = "unknown action " + strconv.Quote(r.PostForm.Get("action")) + ": the only one is reset"
