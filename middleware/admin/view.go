@@ -2,10 +2,10 @@ package admin
 
 import (
 	"html/template"
-	"strings"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlimit/redlimit/middleware/engine"
