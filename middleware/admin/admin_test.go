@@ -525,8 +525,8 @@ func TestLatency(t *testing.T) {
 		t.Fatalf("latency = %+v, want 100 decisions, max 100ms", l)
 	}
 	// Bucket upper bounds: at most 25% over the true quantiles (50, 99 ms).
-	if l.P50 < 50 || l.P50 > 62.5 || l.P99 < 99 || l.P99 > 124 {
-		t.Errorf("p50 %v, p99 %v; want [50, 62.5] and [99, 124]", l.P50, l.P99)
+	if l.P50 < 50 || l.P50 > 62.5 || l.P99 < 99 || l.P99 > 100 {
+		t.Errorf("p50 %v, p99 %v; want [50, 62.5] and [99, 100] (at most the max)", l.P50, l.P99)
 	}
 }
 

@@ -271,12 +271,13 @@ func (h *Handler) sourceView(s *Source, now time.Time, tick int64, html bool) so
 			hist[i] = cur[i] - s.lat.history[b%ringLen][i]
 			lv.Count += hist[i]
 		}
-		lv.P50 = ms(quantile(&hist, lv.Count, 0.50))
-		lv.P99 = ms(quantile(&hist, lv.Count, 0.99))
 		var m int64
 		for i := b; i <= tick; i++ {
 			m = max(m, s.lat.max[i%ringLen].Load())
 		}
+		// a bucket's upper bound may lie above the largest value seen
+		lv.P50 = ms(min(quantile(&hist, lv.Count, 0.50), m))
+		lv.P99 = ms(min(quantile(&hist, lv.Count, 0.99), m))
 		lv.Max = ms(m)
 		sv.Latency = append(sv.Latency, lv)
 	}
