@@ -70,7 +70,8 @@ func newService(t *testing.T, client redis.UniversalClient, prefix string) *serv
 		t.Fatal(err)
 	}
 	src, _ := adm.Source("svc")
-	e, err := engine.New(store, engine.Config{Rules: rules, Prefix: prefix, OnDecision: src.OnDecision, Logger: slog.New(slog.DiscardHandler), NoDenyCache: true})
+	e, err := engine.New(store, engine.Config{Rules: rules, Prefix: prefix, OnDecision: src.OnDecision, Logger: slog.New(slog.DiscardHandler), NoDenyCache: true,
+		Timeout: time.Minute}) // a loaded machine must not fail the test
 	if err != nil {
 		t.Fatal(err)
 	}

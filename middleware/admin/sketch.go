@@ -239,10 +239,10 @@ func (s *summary) top(out []entry) []entry {
 //
 // It samples adaptively, so that a busy rule does not pay for a summary
 // update (and its mutex) on every decision: a generation counts every
-// occurrence until its counts sum to sampleLimit; then the summary is
+// occurrence until its counts sum to sampleLimit (16384); then the summary is
 // halved and from then on counts one occurrence in two, each standing
 // for two, and so on (one in 2^shift). Below sampleLimit occurrences a
-// minute (68 a second) the counts are exact; above, a key's count is an
+// minute (273 a second) the counts are exact; above, a key's count is an
 // estimate whose relative error shrinks as its count grows.
 type heavy struct {
 	mu        sync.Mutex
@@ -251,7 +251,7 @@ type heavy struct {
 }
 
 // sampleLimit is the sum of a summary's counts at which it halves.
-const sampleLimit = 1 << 12
+const sampleLimit = 1 << 14
 
 func newHeavy(k int, seed maphash.Seed) *heavy {
 	return &heavy{cur: newSummary(k, seed), prev: newSummary(k, seed)}

