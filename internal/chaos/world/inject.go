@@ -78,6 +78,9 @@ func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event,
 				}
 			}
 			healErr = heal(ctx)
+			if !role && w.roleInPlace() {
+				return // the world is not whole until that fault heals
+			}
 			if herr := w.Healthy(ctx); herr != nil {
 				healErr = errors.Join(healErr, herr)
 			}
@@ -85,6 +88,13 @@ func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event,
 		return healErr
 	}
 	return ev, wrapped, err
+}
+
+// roleInPlace reports whether a role fault is in place.
+func (w *world) roleInPlace() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.roleBusy
 }
 
 // inject puts the fault in place and fills ev's Target, Detail and Hold.

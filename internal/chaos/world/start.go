@@ -187,8 +187,10 @@ func (w *world) Topology() string { return w.topo }
 func (w *world) Kinds() []string {
 	common := []string{Kill, KillAOF, Pause, ScriptFlush, ClientKill, MaxMemory, Latency, Stall, Drop, Reset}
 	switch w.topo {
-	case Sentinel, Cluster:
-		return append(common, Failover, KillMaster)
+	case Sentinel:
+		return append(common, Failover, KillMaster, ClockBehind, ClockAhead)
+	case Cluster:
+		return append(common, Failover, KillMaster, Migrate, ClockBehind, ClockAhead)
 	}
 	return common
 }

@@ -37,7 +37,31 @@ func requireRedis(t *testing.T) {
 // testOptions hold faults briefly: the tests check that each is put in
 // place and healed, not how the system behaves under it.
 func testOptions() Options {
-	return Options{PauseFor: 200 * time.Millisecond, Hold: 200 * time.Millisecond, MaxLatency: 30 * time.Millisecond}
+	return Options{
+		PauseFor: 200 * time.Millisecond, Hold: 200 * time.Millisecond, MaxLatency: 30 * time.Millisecond,
+		MigrateKeys: migrateKeys, Skews: []time.Duration{2 * time.Second},
+	}
+}
+
+// migrateKeys are the keys the tests write before a migration.
+var migrateKeys = func() []string {
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("mig:%d", i)
+	}
+	return keys
+}()
+
+// writeKeys sets every key of keys through a client of w.
+func writeKeys(t *testing.T, w World, keys []string) {
+	t.Helper()
+	c := w.NewClient(ClientOptions{MaxRetries: -1})
+	defer c.Close()
+	for _, k := range keys {
+		if err := c.Set(context.Background(), k, 0, 10*time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // start starts a world, closed (and checked to leave no process) when t
@@ -146,6 +170,7 @@ func TestFaults(t *testing.T) {
 		t.Run(topo, func(t *testing.T) {
 			t.Parallel()
 			w := start(t, topo, testOptions())
+			writeKeys(t, w, migrateKeys)
 			rng := rand.New(rand.NewPCG(1, uint64(len(topo))))
 			for _, kind := range w.Kinds() {
 				t.Run(kind, func(t *testing.T) {
