@@ -287,30 +287,23 @@ func (w *world) clockCluster(ctx context.Context, skew time.Duration, rng *rand.
 	}
 	var sid string
 	heal := func(ctx context.Context) error {
-		var err error
-		if role, rerr := roleOf(ctx, orig); rerr != nil || role != "master" {
-			err = clusterFailover(ctx, orig)
-		}
+		err := w.failBack(ctx, orig, s.Addr)
 		if err == nil {
-			// no node replicates the skewed one when it goes
-			err = poll(ctx, "a node still replicates the skewed one", func(ctx context.Context) error {
-				for _, d := range w.clus.Nodes {
-					repl, err := info(ctx, d.Addr, "replication")
-					if err != nil {
-						return err
-					}
-					if infoField(repl, "role") == "slave" && infoField(repl, "master_port") == strconv.Itoa(s.Port) {
-						return fmt.Errorf("%s replicates %s", d.Addr, s.Addr)
-					}
-				}
-				return nil
-			})
+			err = w.leaveSkewed(ctx, orig, sid, s.Port)
 		}
 		w.removeSkewed(s)
 		if sid != "" {
 			for _, d := range w.clus.Nodes {
 				nc := nodeClient(d.Addr)
-				if ferr := nc.ClusterForget(ctx, sid).Err(); ferr != nil && !strings.Contains(ferr.Error(), "Unknown node") {
+				fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				ferr := poll(fctx, "CLUSTER FORGET refused", func(ctx context.Context) error {
+					if err := nc.ClusterForget(ctx, sid).Err(); err != nil && !strings.Contains(err.Error(), "Unknown node") {
+						return err
+					}
+					return nil
+				})
+				cancel()
+				if ferr != nil {
 					err = errors.Join(err, fmt.Errorf("world: CLUSTER FORGET on %s: %w", d.Addr, ferr))
 				}
 				nc.Close()
@@ -360,7 +353,106 @@ func (w *world) clockCluster(ctx context.Context, skew time.Duration, rng *rand.
 	if err := fence(ctx, orig, tag, 2); err != nil {
 		return heal, err
 	}
-	return heal, clusterFailover(ctx, s.Addr)
+	if err := clusterFailover(ctx, s.Addr); err != nil {
+		return heal, err
+	}
+	// in place once the original master knows it is a replica now
+	return heal, poll(ctx, "original master not demoted", func(ctx context.Context) error { return linkUp(ctx, orig) })
+}
+
+// failBack makes orig master again in place of the skewed node: CLUSTER
+// FAILOVER on orig, until every node's view agrees (seen under load: a
+// failback that orig reported done, then lost to the skewed node).
+func (w *world) failBack(ctx context.Context, orig, skewed string) error {
+	for {
+		or, oerr := roleOf(ctx, orig)
+		sr, serr := roleOf(ctx, skewed)
+		if oerr != nil || serr != nil || or != "master" || sr == "master" {
+			if err := clusterFailover(ctx, orig); err != nil {
+				return err
+			}
+		}
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := poll(tctx, "failback not agreed", func(ctx context.Context) error { return w.viewAgrees(ctx, orig, skewed) })
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// viewAgrees returns nil once every data node's CLUSTER NODES flags orig
+// a master and skewed not.
+func (w *world) viewAgrees(ctx context.Context, orig, skewed string) error {
+	for _, d := range w.clus.Nodes {
+		nc := nodeClient(d.Addr)
+		nodes, err := nc.ClusterNodes(ctx).Result()
+		nc.Close()
+		if err != nil {
+			return err
+		}
+		for line := range strings.SplitSeq(nodes, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			addr, _, _ := strings.Cut(f[1], "@")
+			master := strings.Contains(f[2], "master")
+			if addr == orig && !master || addr == skewed && master {
+				return fmt.Errorf("%s sees %s as %s", d.Addr, addr, f[2])
+			}
+		}
+	}
+	return nil
+}
+
+// leaveSkewed waits until no node replicates the skewed node (at
+// skewedPort, node id sid) any more, by its replication link or in its
+// cluster view:
+// once the original master is master again its replicas follow it; one
+// that has not within 2s is told to (CLUSTER REPLICATE).
+func (w *world) leaveSkewed(ctx context.Context, orig, sid string, skewedPort int) error {
+	oc := nodeClient(orig)
+	oid, err := oc.ClusterMyID(ctx).Result()
+	oc.Close()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	return poll(ctx, "a node still replicates the skewed one", func(ctx context.Context) error {
+		for _, d := range w.clus.Nodes {
+			if d.Addr == orig {
+				continue
+			}
+			nc := nodeClient(d.Addr)
+			repl, err := nc.Info(ctx, "replication").Result()
+			var nodes string
+			if err == nil {
+				nodes, err = nc.ClusterNodes(ctx).Result()
+			}
+			if err != nil {
+				nc.Close()
+				return err
+			}
+			follows := infoField(repl, "role") == "slave" && infoField(repl, "master_port") == strconv.Itoa(skewedPort)
+			for line := range strings.SplitSeq(nodes, "\n") {
+				if f := strings.Fields(line); len(f) > 3 && strings.Contains(f[2], "myself") && f[3] == sid {
+					follows = true
+				}
+			}
+			if !follows {
+				nc.Close()
+				continue
+			}
+			rerr := errors.New("not yet told")
+			if time.Since(start) > 2*time.Second {
+				rerr = nc.ClusterReplicate(ctx, oid).Err()
+			}
+			nc.Close()
+			return fmt.Errorf("%s replicates %s (CLUSTER REPLICATE: %v)", d.Addr, infoField(repl, "master_port"), rerr)
+		}
+		return nil
+	})
 }
 
 // roleOf returns the role of the node at addr as INFO replication says.

@@ -41,7 +41,7 @@ func (w *world) Healthy(ctx context.Context) error {
 }
 
 // poll calls check every 25ms until it returns nil or ctx ends, then
-// returns its last error.
+// returns its last error. With WORLD_DEBUG set it prints every error.
 func poll(ctx context.Context, what string, check func(context.Context) error) error {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -97,6 +97,10 @@ var _ World = (*world)(nil)
 //
 // Single is one redis-server; Sentinel a master, two replicas and three
 // sentinels (quorum 2); Cluster three masters with one replica each.
+//
+// With WORLD_DEBUG set in the environment, every wait of the world
+// (Healthy, failovers, migrations) prints on stderr what it still waits
+// for.
 func Start(ctx context.Context, topology string, opts Options) (World, error) {
 	if redistest.Binary() == "" {
 		return nil, errors.New("world: redis-server not found on PATH")

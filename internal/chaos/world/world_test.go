@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,6 +140,9 @@ func serves(t *testing.T, w World) {
 
 func TestStartAndClose(t *testing.T) {
 	requireRedis(t)
+	if testing.Short() {
+		t.Skip("TestFaults starts and closes every topology in -short")
+	}
 	for _, topo := range []string{Single, Sentinel, Cluster} {
 		t.Run(topo, func(t *testing.T) {
 			t.Parallel()
@@ -185,6 +189,17 @@ func TestFaults(t *testing.T) {
 						t.Errorf("Inject(%s) = %+v, want its kind, a target and a detail", kind, ev)
 					}
 					t.Logf("%s %s: %s", ev.Kind, ev.Target, ev.Detail)
+					if kind == ClockBehind || kind == ClockAhead {
+						skew := testOptions().Skews[0]
+						if kind == ClockBehind {
+							skew = -skew
+						}
+						for _, a := range w.Addrs() {
+							if w.server(a).Pid() != 0 && !slices.Contains(w.runningData(), a) {
+								checkOffset(t, a, skew)
+							}
+						}
+					}
 					if err := heal(ctx); err != nil {
 						t.Fatalf("heal(%s) = %v", kind, err)
 					}
