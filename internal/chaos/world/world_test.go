@@ -322,3 +322,28 @@ func TestDropMidReplyIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// TestInjectReplays: the same seed against the same world draws the same
+// target and parameters.
+func TestInjectReplays(t *testing.T) {
+	requireRedis(t)
+	w := start(t, Single, testOptions())
+	ctx := context.Background()
+	for _, kind := range []string{Latency, Stall, Pause} {
+		var first Event
+		for i := range 2 {
+			ev, heal, err := w.Inject(ctx, kind, rand.New(rand.NewPCG(7, 7)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := heal(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = ev
+			} else if ev.Target != first.Target || ev.Detail != first.Detail || ev.Hold != first.Hold {
+				t.Errorf("Inject(%s) with the same seed = %q %q %v, then %q %q %v", kind, first.Target, first.Detail, first.Hold, ev.Target, ev.Detail, ev.Hold)
+			}
+		}
+	}
+}
