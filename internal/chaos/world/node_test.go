@@ -48,3 +48,29 @@ func TestKillPersistence(t *testing.T) {
 		})
 	}
 }
+
+// TestAOFWorld: with Options.AOF every data node runs appendonly yes.
+func TestAOFWorld(t *testing.T) {
+	requireRedis(t)
+	topos := []string{Single, Cluster}
+	if testing.Short() {
+		topos = topos[:1]
+	}
+	for _, topo := range topos {
+		t.Run(topo, func(t *testing.T) {
+			t.Parallel()
+			opts := testOptions()
+			opts.AOF = true
+			w := start(t, topo, opts)
+			ctx := context.Background()
+			for _, a := range w.Addrs() {
+				nc := nodeClient(a)
+				got, err := nc.ConfigGet(ctx, "appendonly").Result()
+				nc.Close()
+				if err != nil || got["appendonly"] != "yes" {
+					t.Errorf("%s: CONFIG GET appendonly = %v, %v; want yes", a, got, err)
+				}
+			}
+		})
+	}
+}

@@ -24,8 +24,10 @@ var ErrBusy = errors.New("world: a role fault is already in place")
 // Options shape a world. The zero value is usable.
 type Options struct {
 	// AOF starts every data node with appendonly yes and appendfsync
-	// everysec. Without it, kill-aof turns AOF on (CONFIG SET) on the node
-	// it kills just before killing it.
+	// everysec (a cluster's with CONFIG SET once started): a single node
+	// or a Sentinel data node killed by kill then restarts with its data
+	// too. Without it, kill-aof turns AOF on (CONFIG SET) on the node it
+	// kills just before killing it.
 	AOF bool
 	// PauseFor is how long a pause keeps a node stopped (SIGSTOP): set it
 	// above the engine's Timeout. Zero: 300ms.
