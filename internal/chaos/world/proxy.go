@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,7 @@ type proxy struct {
 	cutRST   bool
 	closed   bool
 	wg       sync.WaitGroup
+	accepted atomic.Int64 // connections accepted, ever
 }
 
 // link is one proxied connection.
@@ -65,6 +67,7 @@ func (p *proxy) accept() {
 		if err != nil {
 			return
 		}
+		p.accepted.Add(1)
 		p.wg.Add(1)
 		go p.serve(c)
 	}

@@ -173,8 +173,9 @@ func TestStartUnknownTopology(t *testing.T) {
 	}
 }
 
-// TestFaults injects every fault kind of every topology, heals it, and
-// checks that the world serves writes again.
+// TestFaults checks that the clients of every topology reach the masters
+// through their proxies, then injects every fault kind of the topology,
+// heals it, and checks that the world serves writes again.
 func TestFaults(t *testing.T) {
 	requireRedis(t)
 	topos := []string{Single, Sentinel, Cluster}
@@ -182,7 +183,16 @@ func TestFaults(t *testing.T) {
 		t.Run(topo, func(t *testing.T) {
 			t.Parallel()
 			w := start(t, topo, testOptions())
-			writeKeys(t, w, migrateKeys)
+			writeKeys(t, w, migrateKeys) // 64 keys: every cluster master gets some
+			ms, err := w.masters(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				if n := w.proxy(m).accepted.Load(); n == 0 {
+					t.Errorf("the proxy of master %s accepted no connection: the client bypasses it", m)
+				}
+			}
 			rng := rand.New(rand.NewPCG(1, uint64(len(topo))))
 			for _, kind := range w.Kinds() {
 				t.Run(kind, func(t *testing.T) {
