@@ -246,7 +246,7 @@ func (e *Engine) PeekInputs(ctx context.Context, in []Input, d *Decision) {
 	}
 	s := e.pool.Get().(*scratch)
 	s.checks, s.index = s.checks[:0], s.index[:0]
-	if e.build(ctx, in, s, d) == pass && len(s.checks) > 0 {
+	if e.build(ctx, in, s, d, 0) == pass && len(s.checks) > 0 {
 		e.s.peek(ctx, s, in, d)
 	}
 	clear(s.checks)
