@@ -122,6 +122,7 @@ type blockKey struct {
 	remote      atomic.Int64
 	remoteUntil atomic.Int64
 	retryAt     atomic.Int64 // ns: no block before (after a failed call)
+	resets      atomic.Int64 // Engine.ResetInputs of the key: a block taken across one is dropped
 
 	// The fetcher's (one at a time) and the sweeper's.
 	lastFetch    int64
@@ -236,6 +237,24 @@ func (br *blockRule) key(key string, now int64) *blockKey {
 	}
 	br.last.Store(k)
 	return k
+}
+
+// forget drops the blocks of key without giving their units back (see
+// Engine.ResetInputs).
+func (br *blockRule) forget(key string) {
+	br.mu.RLock()
+	k := br.keys[key]
+	br.mu.RUnlock()
+	if k == nil {
+		return
+	}
+	for i := range k.slots {
+		if b := k.slots[i].Swap(nil); b != nil {
+			b.retire()
+		}
+	}
+	k.resets.Add(1)
+	k.remoteUntil.Store(0)
 }
 
 // local is the units a request took from a block.
@@ -444,6 +463,7 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	defer close(ready)
 	defer k.fetching.Store(false)
 	sent := bs.clock()
+	resets := k.resets.Load()
 	n := br.size(k, limit, sent)
 	if n == 0 {
 		return
@@ -462,6 +482,9 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 		return
 	}
 	r := &results[0]
+	if k.resets.Load() != resets {
+		return // taken across a reset of the key: maybe before it
+	}
 	br.observe(k, limit, r, sent)
 	if !r.Allowed {
 		return
@@ -487,7 +510,7 @@ func (bs *blocks) install(k *blockKey, b *block) {
 		old := k.slots[i].Load()
 		if (old == nil || old.left() == 0 || now >= old.until) && k.slots[i].CompareAndSwap(old, b) {
 			if old != nil {
-				bs.end(old, now)
+				bs.end(k, old, now)
 			}
 			return
 		}
@@ -497,12 +520,13 @@ func (bs *blocks) install(k *blockKey, b *block) {
 		victim = 1
 	}
 	if old := k.slots[victim].Swap(b); old != nil {
-		bs.end(old, now)
+		bs.end(k, old, now)
 	}
 }
 
-// end retires b and gives its rest back when its window has not ended.
-func (bs *blocks) end(b *block, now int64) {
+// end retires b, a block of k, and gives its rest back when its window
+// has not ended: what k knows the store has left grows by as much.
+func (bs *blocks) end(k *blockKey, b *block, now int64) {
 	n := b.retire()
 	if n == 0 || now >= b.until {
 		return
@@ -516,7 +540,11 @@ func (bs *blocks) end(b *block, now int64) {
 	rf.Units = n
 	ctx, cancel := context.WithTimeout(context.Background(), s.configTimeout)
 	defer cancel()
-	if err := r.Refund(ctx, []algorithms.Refund{rf}); err != nil && !errors.Is(err, algorithms.ErrNotRefunded) {
+	err := r.Refund(ctx, []algorithms.Refund{rf})
+	switch {
+	case err == nil:
+		k.remote.Add(n)
+	case !errors.Is(err, algorithms.ErrNotRefunded):
 		s.logSettleError(err)
 	}
 }
@@ -571,7 +599,7 @@ func (bs *blocks) sweep(final bool) {
 				}
 				if final || now >= b.returnAt || now >= b.until || k.idle > 0 && b.left() > 0 {
 					if k.slots[i].CompareAndSwap(b, nil) {
-						bs.end(b, now)
+						bs.end(k, b, now)
 					}
 				}
 			}

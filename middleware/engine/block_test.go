@@ -255,12 +255,13 @@ func sum(xs []int64) int64 {
 // commands in calls).
 type blockSetup struct {
 	name     string
-	final    float64 // the saturating instant, in periods from the window's start
+	final    float64       // the saturating instant, in periods from the window's start
+	margin   time.Duration // the last instant before a window's end a test plays
 	backends func(t *testing.T, clk *stepClock, n int, calls *calls, hooks ...redis.Hook) []algorithms.Backend
 }
 
 var blockSetups = []blockSetup{
-	{"memstore", 1 - 1e-9, func(t *testing.T, clk *stepClock, n int, _ *calls, _ ...redis.Hook) []algorithms.Backend {
+	{"memstore", 1 - 1e-9, time.Microsecond, func(t *testing.T, clk *stepClock, n int, _ *calls, _ ...redis.Hook) []algorithms.Backend {
 		m, err := memstore.New(memstore.Config{Now: clk.Now})
 		if err != nil {
 			t.Fatal(err)
@@ -274,7 +275,7 @@ var blockSetups = []blockSetup{
 	// Redis expires a key on its clock at the window's end of the test's
 	// clock: the keys are persisted after the scripts, and the saturating
 	// instant leaves them time for it.
-	{"redis", 0.9, func(t *testing.T, clk *stepClock, n int, calls *calls, hooks ...redis.Hook) []algorithms.Backend {
+	{"redis", 0.9, time.Second, func(t *testing.T, clk *stepClock, n int, calls *calls, hooks ...redis.Hook) []algorithms.Backend {
 		srv := redistest.Require(t)
 		out := make([]algorithms.Backend, n)
 		for i := range out {
@@ -523,6 +524,133 @@ func TestBlocksConfig(t *testing.T) {
 			}
 			if !errors.Is(err, algorithms.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("New = %v, want %q...", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBlocksHeaders: a check answered from a block reports Remaining as
+// what the store reported after this instance's last call plus what its
+// blocks have left, and ResetAfter as the time until the window ends:
+// exact with one instance; with two, never below what the instance
+// admits afterwards.
+func TestBlocksHeaders(t *testing.T) {
+	clk := newStepClock(windowStart.Add(10 * time.Second))
+	m, err := memstore.New(memstore.Config{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a Hold of 10s: the sweeper gives back no block of a key idle for a
+	// moment of a busy machine while the test runs
+	rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 10 * time.Second}}
+	a := blockEngine(t, m, clk, "headers", rule)
+	in := []engine.Input{{Material: "hot"}}
+	var d engine.Decision
+	used, local := 0, 0
+	for range 300 {
+		a.Decide(context.Background(), in, &d)
+		waitIdle([]*engine.Engine{a})
+		if !d.Allowed {
+			t.Fatalf("check %d denied", used+1)
+		}
+		used++
+		r := d.Rules[0].Result
+		if d.Rules[0].FromBlock {
+			local++
+			if r.Remaining != int64(1000-used) || r.ResetAfter != 50*time.Second || r.Limit != 1000 {
+				t.Fatalf("check %d from a block: Result %+v, want Limit 1000, Remaining %d, ResetAfter 50s", used, r, 1000-used)
+			}
+		}
+	}
+	if local < 250 {
+		t.Fatalf("%d of 300 checks answered from blocks", local)
+	}
+	// a second instance takes units too: a's Remaining is then an upper
+	// bound of what a can still admit
+	b := blockEngine(t, m, clk, "headers", rule)
+	load([]*engine.Engine{b}, 1, 200, false)
+	waitIdle([]*engine.Engine{b})
+	a.Decide(context.Background(), in, &d)
+	waitIdle([]*engine.Engine{a})
+	claimed := d.Rules[0].Result.Remaining
+	if got := saturate(a); got > claimed {
+		t.Errorf("a reported Remaining %d, then admitted %d", claimed, got)
+	}
+}
+
+// TestBlocksReset: ResetInputs drops this instance's blocks of the key
+// without giving them back, and the key starts afresh: the instance
+// admits exactly the limit again.
+func TestBlocksReset(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backend := setup.backends(t, clk, 1, &n)[0]
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{}}
+			e := blockEngine(t, backend, clk, enginePrefix(t), rule)
+			if got := load([]*engine.Engine{e}, 4, 100, false); got != 400 {
+				t.Fatalf("admitted %d of 400", got)
+			}
+			waitIdle([]*engine.Engine{e})
+			if err := e.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			if got := saturate(e); got != 1000 {
+				t.Errorf("after Reset, admitted %d, want the whole limit 1000", got)
+			}
+		})
+	}
+}
+
+// TestBlocksCalendar: quota blocks of a calendar quota (a day in a zone)
+// count in the day they were taken: 4 instances × 8 callers get exactly
+// the day's quota just before midnight, and again from midnight, none
+// of the day before's blocks answering after it.
+func TestBlocksCalendar(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			day := time.Date(2026, 3, 28, 0, 0, 0, 0, berlin) // the day before the clocks go forward
+			clk := newStepClock(day.Add(12 * time.Hour))
+			var n calls
+			backends := setup.backends(t, clk, 4, &n)
+			rule := engine.Rule{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerDayIn(5000, berlin), Blocks: &engine.BlockConfig{}}
+			prefix := enginePrefix(t)
+			var engines []*engine.Engine
+			for _, b := range backends {
+				engines = append(engines, blockEngine(t, b, clk, prefix, rule))
+			}
+			noon := load(engines, 8, 40, false)
+			waitIdle(engines)
+			clk.Set(day.AddDate(0, 0, 1).Add(-setup.margin))
+			var evening int64
+			for {
+				got := load(engines, 8, 1, true)
+				waitIdle(engines)
+				evening += got
+				if got == 0 {
+					break
+				}
+			}
+			if noon+evening != 5000 {
+				t.Errorf("day 1: admitted %d at noon and %d before midnight, want 5000 in all", noon, evening)
+			}
+			clk.Set(day.AddDate(0, 0, 1))
+			var next int64
+			for {
+				got := load(engines, 8, 1, true)
+				waitIdle(engines)
+				next += got
+				if got == 0 {
+					break
+				}
+			}
+			if next != 5000 {
+				t.Errorf("day 2: admitted %d from midnight, want 5000", next)
 			}
 		})
 	}

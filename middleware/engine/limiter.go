@@ -319,6 +319,13 @@ func (e *Engine) Reset(ctx context.Context, material string) error {
 // RetryAfter the backend last reported to it (see package denycache,
 // "Reset").
 //
+// A rule with quota blocks (Rule.Blocks) drops this process's blocks of
+// the key, without giving their units back: they were charged before the
+// reset. Other processes' blocks are not told: each keeps answering from
+// the blocks it holds until their time is up (2 Holds, plus a sweep), and
+// gives back what it did not use, which then counts for the reset key
+// (see docs/leasing.md, "Reset").
+//
 // The call to the backend runs under Config.Timeout (as a context
 // deadline: a backend that does not honour deadlines is waited for). It
 // returns an error matching [errors.ErrUnsupported] when the backend
@@ -334,7 +341,11 @@ func (e *Engine) ResetInputs(ctx context.Context, in []Input) error {
 		case x.Err != nil:
 			return x.Err
 		case !x.Missing && x.Material != "":
-			keys = append(keys, e.rules[i].keys.key(x.Material))
+			k := e.rules[i].keys.key(x.Material)
+			keys = append(keys, k)
+			if br := e.rules[i].blocks; br != nil {
+				br.forget(k)
+			}
 		}
 	}
 	if len(keys) == 0 {
