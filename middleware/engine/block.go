@@ -122,6 +122,8 @@ type blockKey struct {
 	remote      atomic.Int64
 	remoteUntil atomic.Int64
 	retryAt     atomic.Int64 // ns: no block before (after a failed call)
+	deniedUntil atomic.Int64 // ns: checks denied locally before (see observe)
+	denyRetry   atomic.Int64 // ns: when the store said a denied check would pass
 	resets      atomic.Int64 // Engine.ResetInputs of the key: a block taken across one is dropped
 
 	// The fetcher's (one at a time) and the sweeper's.
@@ -279,30 +281,48 @@ func observeLeased(s *scratch, d *Decision, sent int64) {
 	}
 	for _, l := range s.leased {
 		c := &s.checks[l.j]
-		l.br.observe(l.k, c.Limit, &s.results[l.j], sent)
+		l.br.observe(l.k, c.Limit, &s.results[l.j], sent, true)
 	}
 }
 
+// What takeLocal did with a check.
+const (
+	toStore     = iota // the check goes to the backend
+	blockAllow         // answered from a block
+	blockDenial        // denied locally (see blockRule.observe)
+)
+
 // takeLocal answers rule i's check c from a block of its key, if one has
-// the units: it fills rd and reports true. A key whose blocks are empty
-// while one is being taken waits for it (no longer than a call to the
-// store would take, under the same timeout) rather than send a call of
-// its own. Otherwise the check goes to the backend; either way a block is
-// fetched in the background when the key runs low.
-func (e *Engine) takeLocal(ctx context.Context, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, now int64) bool {
+// the units: it fills rd and returns blockAllow. A key whose blocks are
+// empty while one is being taken waits for it (no longer than a call to
+// the store would take, under the same timeout) rather than send a call
+// of its own. A key the store denied a quarter Hold ago at most is denied
+// locally (blockDenial). Otherwise the check goes to the backend
+// (toStore), refundable so that the deny cache does not hold its denial
+// until the window ends (a denial within the refund window of a block is
+// Provisional); either way a block is fetched in the background when the
+// key runs low.
+func (e *Engine) takeLocal(ctx context.Context, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, now int64) int {
 	bs := e.s.blocks
 	k := br.key(c.Key, now)
 	k.arrivals.Add(1)
 	n := max(c.Cost, 1)
 	if k.take(bs, br, c, rd, s, n, now) {
-		return true
+		return blockAllow
+	}
+	if now < k.deniedUntil.Load() {
+		retry := time.Duration(max(k.denyRetry.Load()-now, 1))
+		rd.Evaluated = true
+		rd.Result = algorithms.Result{Limit: c.Limit.Capacity(br.alg), Remaining: max(k.remote.Load(), 0), RetryAfter: retry, ResetAfter: retry}
+		return blockDenial
 	}
 	bs.prefetch(br, k, c.Limit, now)
 	if bs.wait(ctx, k) && k.take(bs, br, c, rd, s, n, bs.clock()) {
-		return true
+		return blockAllow
 	}
+	c.RefundWindow = refundWindow(br.cfg.Hold)
 	s.leased = append(s.leased, leased{j: len(s.checks), br: br, k: k})
-	return false
+	return toStore
 }
 
 // take answers the check c of n units from a block of k, if one has them.
@@ -357,12 +377,23 @@ func (k *blockKey) left() int64 {
 
 // observe records what the store answered for a check of k taken at now
 // (the call began at sent).
-func (br *blockRule) observe(k *blockKey, limit algorithms.Limit, r *algorithms.Result, sent int64) {
+//
+// A check (not a block) the store denied denies the key's checks locally
+// for a quarter Hold (never past the store's RetryAfter): the deny cache
+// does not hold such denials (the check is refundable, see takeLocal), so
+// that units other instances give back are found within a quarter Hold
+// rather than when the window ends.
+func (br *blockRule) observe(k *blockKey, limit algorithms.Limit, r *algorithms.Result, sent int64, check bool) {
 	if r.Limit == 0 {
 		return
 	}
 	k.remote.Store(r.Remaining)
 	k.remoteUntil.Store(sent + br.knownFor(limit, r))
+	if check && !r.Allowed && r.RetryAfter > 0 {
+		retry := sent + int64(r.RetryAfter)
+		k.denyRetry.Store(retry)
+		k.deniedUntil.Store(min(retry, sent+br.hold/4))
+	}
 }
 
 // knownFor is how long (ns) after the call that produced r its Remaining
@@ -485,7 +516,7 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	if k.resets.Load() != resets {
 		return // taken across a reset of the key: maybe before it
 	}
-	br.observe(k, limit, r, sent)
+	br.observe(k, limit, r, sent, false)
 	if !r.Allowed {
 		return
 	}

@@ -142,8 +142,14 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
 		rd.Cost = max(x.Cost, 1)
 		c := algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost}
-		if rule.blocks != nil && now != 0 && e.takeLocal(ctx, rule.blocks, &c, rd, s, now) {
-			continue
+		if rule.blocks != nil && now != 0 {
+			switch e.takeLocal(ctx, rule.blocks, &c, rd, s, now) {
+			case blockAllow:
+				continue
+			case blockDenial:
+				d.Allowed, d.Source = false, SourcePrimary
+				return deny
+			}
 		}
 		s.checks = append(s.checks, c)
 		if rule.Algorithm == algorithms.Concurrency {
