@@ -655,3 +655,34 @@ func TestBlocksCalendar(t *testing.T) {
 		})
 	}
 }
+
+// TestBlocksReturnedUnitsFound: units one instance gives back are found
+// by another that the store denied meanwhile, a quarter Hold later: its
+// deny cache does not hold the denial to the window's end.
+func TestBlocksReturnedUnitsFound(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 2, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			tookA := load([]*engine.Engine{a}, 4, 100, false)
+			waitIdle([]*engine.Engine{a})
+			tookB := saturate(b)
+			a.Close() // gives back what its blocks hold
+			var d engine.Decision
+			b.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+			if d.Allowed {
+				t.Fatalf("b allowed at once after a denial: its local denial lasts a quarter Hold")
+			}
+			clk.Set(windowStart.Add(25 * time.Millisecond))
+			got := saturate(b)
+			if tookA+tookB+got != 1000 {
+				t.Errorf("a admitted %d, b %d, then %d after a gave back: %d in all, want 1000", tookA, tookB, got, tookA+tookB+got)
+			}
+		})
+	}
+}

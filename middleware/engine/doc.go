@@ -20,6 +20,8 @@
 //     primary healthy again.
 //   - A local deny cache in front of a remote backend.
 //   - Shadow rules, which report without denying.
+//   - Quota blocks for hot keys (Rule.Blocks): most checks answered from
+//     units already charged in the store, exactly.
 //   - A decision hook (Config.OnDecision) and log/slog logging, with backend
 //     errors logged at most once a second.
 //
@@ -56,6 +58,23 @@
 // (the actual cost of each rule) gives back, later, what the work did not
 // use: at most once, within Config.RefundWindow, on the backend that
 // decided, an [algorithms.Refunder].
+//
+// # Quota blocks
+//
+// A Rule with Blocks set ("quota leasing"; not the leases of concurrency
+// slots) lets an Engine take a hot key's units k at a time, in one atomic
+// call that charges them in the store as k requests would, and answer up
+// to k checks of the key from memory, without a call and without
+// allocating ([RuleDecision].FromBlock). k follows the key's local arrival
+// rate times [BlockConfig].Hold, capped by a share of what the key has
+// left, so the last units of a window go request by request; the next
+// block is taken in the background before the current one runs out. What
+// a block has not used goes back at most once ([algorithms.Refunder]) when
+// its time is up, when demand stops, and on [Engine.Close]; a request that
+// another rule denies puts its unit back. The sum admitted by every
+// instance never exceeds the limit: fixed window (calendar quotas
+// included) and sliding window rules only. See docs/leasing.md for the
+// exactness argument, the headers, Reset and crashes.
 //
 // # Backends as they describe themselves
 //
