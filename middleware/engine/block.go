@@ -125,6 +125,7 @@ type blockKey struct {
 	deniedUntil atomic.Int64 // ns: checks denied locally before (see observe)
 	denyRetry   atomic.Int64 // ns: when the store said a denied check would pass
 	resets      atomic.Int64 // Engine.ResetInputs of the key: a block taken across one is dropped
+	blockAt     atomic.Int64 // ns: when the last block arrived (0: never)
 
 	// The fetcher's (one at a time) and the sweeper's.
 	lastFetch    int64
@@ -320,7 +321,11 @@ func (e *Engine) takeLocal(ctx context.Context, br *blockRule, c *algorithms.Che
 	if bs.wait(ctx, k) && k.take(bs, br, c, rd, s, n, bs.clock()) {
 		return blockAllow
 	}
-	c.RefundWindow = refundWindow(br.cfg.Hold)
+	if at := k.blockAt.Load(); at != 0 && now-at < int64(refundWindow(br.cfg.Hold)) {
+		// the store reports a denial within a block's refund window
+		// Provisional only for a refundable check
+		c.RefundWindow = refundWindow(br.cfg.Hold)
+	}
 	s.leased = append(s.leased, leased{j: len(s.checks), br: br, k: k})
 	return toStore
 }
@@ -333,11 +338,14 @@ func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *Rule
 			continue
 		}
 		s.local = append(s.local, local{b: b, n: n})
+		// remote before left: a block arriving meanwhile is installed
+		// before its reply is recorded, so that Remaining errs high
+		remote := k.remote.Load()
 		left := k.left()
+		rem := min(remote+left, b.refund.Result.Limit)
 		if left <= b.size/2 {
 			bs.prefetch(br, k, c.Limit, now)
 		}
-		rem := min(k.remote.Load()+left, b.refund.Result.Limit)
 		rd.Evaluated = true
 		rd.FromBlock = true
 		rd.Result = algorithms.Result{Allowed: true, Limit: b.refund.Result.Limit, Remaining: rem, ResetAfter: time.Duration(max(b.resetAt-now, 0))}
@@ -346,22 +354,35 @@ func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *Rule
 	return false
 }
 
-// wait waits for the block of k being taken, if one is, and reports
-// whether it waited for one that was taken.
+// wait waits for the last block of k taken or being taken to be in, if
+// there was one, and reports whether it is (or the call failed).
 func (bs *blocks) wait(ctx context.Context, k *blockKey) bool {
 	p := k.ready.Load()
-	if p == nil || !k.fetching.Load() {
+	if p == nil {
 		return false
 	}
-	t := time.NewTimer(bs.s.configTimeout)
-	defer t.Stop()
+	var timeout <-chan time.Time
+	if d := bs.s.configTimeout; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-*p:
 		return true
 	case <-ctx.Done():
-	case <-t.C:
+	case <-timeout:
 	}
 	return false
+}
+
+// context is the context of a block's call or refund: Config.Timeout
+// from now, none when it is negative (timeouts disabled).
+func (bs *blocks) context() (context.Context, context.CancelFunc) {
+	if d := bs.s.configTimeout; d > 0 {
+		return context.WithTimeout(context.Background(), d)
+	}
+	return context.WithCancel(context.Background())
 }
 
 // left returns the units k's blocks have left.
@@ -421,14 +442,21 @@ func (br *blockRule) windowLeft(limit algorithms.Limit, r *algorithms.Result) in
 	return int64(r.ResetAfter) // the window's end
 }
 
-// size returns the units of k's next block at now, and resets the
-// arrival count of the rate: the key's local arrival rate times Hold
+// size returns the units of k's next block at now, and then starts the
+// arrival count of the rate afresh: the key's local arrival rate (at
+// least 2 checks since the last block, over at least a quarter Hold, and
+// no longer than 4 Holds) times Hold
 // (not above what the window has left), capped by Share of what the store
 // said it had left, Max and the key's capacity; below 2, no block.
 func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 {
 	arr := k.arrivals.Load()
 	n, elapsed := arr-k.lastArrivals, now-k.lastFetch
-	k.lastArrivals, k.lastFetch = arr, now
+	if elapsed > 4*br.hold {
+		// a rate over a long quiet time says nothing of the burst now:
+		// measure afresh
+		k.lastArrivals, k.lastFetch = arr, now
+		return 0
+	}
 	elapsed = max(elapsed, br.hold/4) // a burst at one instant is no infinite rate
 	span := br.hold
 	capacity := limit.Capacity(br.alg)
@@ -439,6 +467,9 @@ func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 
 			span = min(span, until-now)
 		}
 	}
+	if n < 2 {
+		return 0 // a key seen once since its last block is not hot
+	}
 	want := float64(n) * float64(span) / float64(elapsed)
 	size := int64(min(want, float64(remote)*br.cfg.Share, float64(capacity)))
 	if br.cfg.Max > 0 {
@@ -447,6 +478,7 @@ func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 
 	if size < 2 {
 		return 0
 	}
+	k.lastArrivals, k.lastFetch = arr, now
 	return size
 }
 
@@ -500,7 +532,7 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 		return
 	}
 	s := bs.s
-	ctx, cancel := context.WithTimeout(context.Background(), s.configTimeout)
+	ctx, cancel := bs.context()
 	defer cancel()
 	checks := []algorithms.Check{{Key: k.key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
 	results := make([]algorithms.Result, 1)
@@ -516,8 +548,8 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	if k.resets.Load() != resets {
 		return // taken across a reset of the key: maybe before it
 	}
-	br.observe(k, limit, r, sent, false)
 	if !r.Allowed {
+		br.observe(k, limit, r, sent, false)
 		return
 	}
 	recv := bs.clock()
@@ -529,30 +561,31 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 		refund:   algorithms.Refund{Check: checks[0], Result: *r},
 	}
 	b.units.Store(n)
-	bs.install(k, b)
+	k.blockAt.Store(recv)
+	old := bs.install(k, b)
+	br.observe(k, limit, r, sent, false) // after the block is in (see take)
+	if old != nil {
+		bs.end(k, old, bs.clock()) // its rest goes back after: remote grows by it
+	}
 }
 
 // install puts b in a free slot of k: an empty one, or one whose block is
-// spent or over; failing that, the block with fewer units left gives its
-// rest back.
-func (bs *blocks) install(k *blockKey, b *block) {
+// spent or over; failing that, it takes the place of the block with fewer
+// units left, which it returns: the caller ends it (its rest goes back)
+// once the reply of b is recorded.
+func (bs *blocks) install(k *blockKey, b *block) *block {
 	now := bs.clock()
 	for i := range k.slots {
 		old := k.slots[i].Load()
 		if (old == nil || old.left() == 0 || now >= old.until) && k.slots[i].CompareAndSwap(old, b) {
-			if old != nil {
-				bs.end(k, old, now)
-			}
-			return
+			return old
 		}
 	}
 	victim := 0
 	if a, b := k.slots[0].Load(), k.slots[1].Load(); a != nil && b != nil && b.left() < a.left() {
 		victim = 1
 	}
-	if old := k.slots[victim].Swap(b); old != nil {
-		bs.end(k, old, now)
-	}
+	return k.slots[victim].Swap(b)
 }
 
 // end retires b, a block of k, and gives its rest back when its window
@@ -569,7 +602,7 @@ func (bs *blocks) end(k *blockKey, b *block, now int64) {
 	}
 	rf := b.refund
 	rf.Units = n
-	ctx, cancel := context.WithTimeout(context.Background(), s.configTimeout)
+	ctx, cancel := bs.context()
 	defer cancel()
 	err := r.Refund(ctx, []algorithms.Refund{rf})
 	switch {

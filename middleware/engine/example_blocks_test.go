@@ -10,8 +10,9 @@ import (
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
-// A hot key with quota blocks: checks are answered from units taken from
-// the store in blocks, already counted there; Close gives back the rest.
+// A hot key with quota blocks: once the key has seen two checks, they are
+// answered from units taken from the store in blocks, already counted
+// there; Close gives back the rest.
 func ExampleBlockConfig() {
 	now := time.Unix(1_700_000_040, 0) // a minute's start
 	clock := func() time.Time { return now }
@@ -41,7 +42,7 @@ func ExampleBlockConfig() {
 	defer peek.Close()
 	fmt.Println("the store after Close:", peek.Peek(context.Background(), "GET /search").Rules[0].Result.Remaining)
 	// Output:
-	// allowed=true from a block=true remaining=999 reset after 1m0s
+	// allowed=true from a block=false remaining=999 reset after 1m0s
 	// allowed=true from a block=true remaining=998 reset after 1m0s
 	// allowed=true from a block=true remaining=997 reset after 1m0s
 	// the store after Close: 997
