@@ -686,3 +686,45 @@ func TestBlocksReturnedUnitsFound(t *testing.T) {
 		})
 	}
 }
+
+// TestBlocksResetOtherInstance: a reset on one instance is not told to
+// another: in the window of the reset, the key admits at most the limit
+// plus what the other instance held in its blocks at the reset (the
+// named excess of docs/leasing.md, "Reset"), and the next window exactly
+// the limit.
+func TestBlocksResetOtherInstance(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 2, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 10 * time.Second}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			load([]*engine.Engine{a}, 4, 50, false)
+			waitIdle([]*engine.Engine{a})
+			var d engine.Decision
+			a.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+			waitIdle([]*engine.Engine{a})
+			held := engine.BlockUnits(a, d.Rules[0].Key)
+			if err := b.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			after := saturate(b) + saturate(a)
+			a.Close() // gives back what its blocks hold: to the reset key
+			after += saturate(b)
+			t.Logf("a held %d units at the reset; the window admitted %d after it", held, after)
+			if held == 0 {
+				t.Fatalf("a held no block at the reset")
+			}
+			if after > 1000+held {
+				t.Errorf("after the reset the window admitted %d, over the limit 1000 plus the %d a held", after, held)
+			}
+			clk.Set(windowStart.Add(time.Minute))
+			if got := saturate(b); got != 1000 {
+				t.Errorf("the next window admitted %d, want 1000", got)
+			}
+		})
+	}
+}

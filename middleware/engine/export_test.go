@@ -32,3 +32,16 @@ func CrashBlocks(e *Engine) {
 		}
 	}
 }
+
+// BlockUnits returns the units e's blocks of key hold.
+func BlockUnits(e *Engine, key string) int64 {
+	var n int64
+	for _, br := range e.s.blocks.rules {
+		br.mu.RLock()
+		if k := br.keys[key]; k != nil {
+			n += k.left()
+		}
+		br.mu.RUnlock()
+	}
+	return n
+}
