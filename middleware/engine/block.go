@@ -102,6 +102,8 @@ type blockRule struct {
 	cfg  BlockConfig
 	hold int64 // ns
 
+	epochs bool // fixed window: the key carries an epoch (see epoch.go)
+
 	last atomic.Pointer[blockKey] // the key seen last: a hot key costs no map lookup
 	mu   sync.RWMutex
 	keys map[string]*blockKey
@@ -109,7 +111,8 @@ type blockRule struct {
 
 // blockKey is the state of one key of a rule with blocks.
 type blockKey struct {
-	key   string
+	key   string                   // the rule's storage key (epoch 0)
+	cur   atomic.Pointer[epochKey] // the key of the current epoch
 	slots [2]atomic.Pointer[block] // the block in use and the next one
 
 	arrivals atomic.Int64                  // requests seen, for the arrival rate
@@ -210,7 +213,8 @@ func (bs *blocks) clock() int64 { return int64(bs.now().Sub(bs.base)) }
 
 // rule registers a rule with blocks and starts the sweeper with the first.
 func (bs *blocks) rule(r *Rule) *blockRule {
-	br := &blockRule{alg: r.Algorithm, cfg: *r.Blocks, hold: int64(r.Blocks.Hold), keys: make(map[string]*blockKey)}
+	br := &blockRule{alg: r.Algorithm, cfg: *r.Blocks, hold: int64(r.Blocks.Hold), keys: make(map[string]*blockKey),
+		epochs: r.Algorithm == algorithms.FixedWindow}
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	bs.rules = append(bs.rules, br)
@@ -234,6 +238,7 @@ func (br *blockRule) key(key string, now int64) *blockKey {
 		br.mu.Lock()
 		if k = br.keys[key]; k == nil {
 			k = &blockKey{key: key, lastFetch: now}
+			k.cur.Store(&epochKey{key: key})
 			br.keys[key] = k
 		}
 		br.mu.Unlock()
@@ -303,9 +308,8 @@ const (
 // until the window ends (a denial within the refund window of a block is
 // Provisional); either way a block is fetched in the background when the
 // key runs low.
-func (e *Engine) takeLocal(ctx context.Context, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, now int64) int {
+func (e *Engine) takeLocal(ctx context.Context, br *blockRule, k *blockKey, c *algorithms.Check, rd *RuleDecision, s *scratch, now int64) int {
 	bs := e.s.blocks
-	k := br.key(c.Key, now)
 	k.arrivals.Add(1)
 	n := max(c.Cost, 1)
 	if k.take(bs, br, c, rd, s, n, now) {
@@ -318,8 +322,14 @@ func (e *Engine) takeLocal(ctx context.Context, br *blockRule, c *algorithms.Che
 		return blockDenial
 	}
 	bs.prefetch(br, k, c.Limit, now)
-	if bs.wait(ctx, k) && k.take(bs, br, c, rd, s, n, bs.clock()) {
-		return blockAllow
+	if bs.wait(ctx, k) {
+		t := bs.clock()
+		if k.take(bs, br, c, rd, s, n, t) {
+			return blockAllow
+		}
+		if _, key := k.epochAt(t); key != c.Key {
+			c.Key, rd.Key = key, key // the block call found a new epoch
+		}
 	}
 	if at := k.blockAt.Load(); at != 0 && now-at < int64(refundWindow(br.cfg.Hold)) {
 		// the store reports a denial within a block's refund window
@@ -534,8 +544,14 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	s := bs.s
 	ctx, cancel := bs.context()
 	defer cancel()
-	checks := []algorithms.Check{{Key: k.key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
-	results := make([]algorithms.Result, 1)
+	used, key := k.epochAt(sent)
+	checks := []algorithms.Check{{Key: key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
+	if br.epochs {
+		ec := k.epochCheck(limit, 1)
+		ec.RefundWindow = checks[0].RefundWindow
+		checks = append(checks, ec)
+	}
+	results := make([]algorithms.Result, len(checks))
 	if s.health != nil && s.health.down.Load() {
 		return // blocks come from the primary only
 	}
@@ -547,6 +563,13 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	r := &results[0]
 	if k.resets.Load() != resets {
 		return // taken across a reset of the key: maybe before it
+	}
+	if br.epochs && results[1].Limit != 0 {
+		n := epochOf(&results[1])
+		k.learn(n, sent+int64(results[1].ResetAfter))
+		if n != used {
+			return // taken in an epoch that has passed: never used
+		}
 	}
 	if !r.Allowed {
 		br.observe(k, limit, r, sent, false)

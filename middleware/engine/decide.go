@@ -142,8 +142,16 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
 		rd.Cost = max(x.Cost, 1)
 		c := algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost}
-		if rule.blocks != nil && now != 0 {
-			switch e.takeLocal(ctx, rule.blocks, &c, rd, s, now) {
+		if rule.blocks != nil {
+			if now == 0 { // a peek: no blocks, the key of the epoch
+				_, rd.Key = rule.blocks.key(rd.Key, 0).epochAt(e.s.blocks.clock())
+				c.Key = rd.Key
+				goto check
+			}
+			k := rule.blocks.key(rd.Key, now)
+			_, rd.Key = k.epochAt(now) // see epoch.go
+			c.Key = rd.Key
+			switch e.takeLocal(ctx, rule.blocks, k, &c, rd, s, now) {
 			case blockAllow:
 				continue
 			case blockDenial:
@@ -151,6 +159,7 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 				return deny
 			}
 		}
+	check:
 		s.checks = append(s.checks, c)
 		if rule.Algorithm == algorithms.Concurrency {
 			s.checks[len(s.checks)-1].Lease = algorithms.NewLease()

@@ -84,7 +84,9 @@ type Rule struct {
 	// use, at most once. The sum admitted by every instance never exceeds
 	// the limit. Fixed window (calendar quotas included) and sliding
 	// window rules only; the backend must be an [algorithms.Refunder]
-	// (memstore and redisstore are); not with Shadow or Refundable. See
+	// (memstore and redisstore are); not with Shadow or Refundable. A
+	// fixed window rule with blocks keeps its keys' epochs in sibling keys
+	// "<key>:epoch" and, after a reset, its state in "<key>:e<n>". See
 	// [BlockConfig] and docs/leasing.md.
 	Blocks *BlockConfig
 }
