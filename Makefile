@@ -50,6 +50,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzIP -fuzztime 300000x ./keyfunc
 	$(GO) test -run '^$$' -fuzz FuzzSanitize -fuzztime 300000x ./keyfunc
 
+## leasebench: quota blocks (engine.Rule.Blocks) against a bare EVALSHA and against no blocks, and their
+## exactness over 120 windows of 500ms, on a fresh redis-server (a few minutes at most; flags via LEASEBENCH_FLAGS)
+.PHONY: leasebench
+leasebench:
+	$(GO) run ./bench/leasebench $(LEASEBENCH_FLAGS)
+
 ## peerbench: redlimit against redis_rate, ulule/limiter and throttled on a fresh redis-server
 ## (nested module with its own go.mod); flags via PEERBENCH_FLAGS="-duration 3s -rounds 5"
 .PHONY: peerbench

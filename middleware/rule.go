@@ -115,6 +115,13 @@ type Rule struct {
 	// must be safe for concurrent use.
 	ResponseCost func(status int, written int64) int64
 
+	// Blocks, when set, turns on quota blocks for the rule: most checks
+	// of a hot key answered from units already charged in the store, k at
+	// a time, exactly (see engine.Rule.Blocks and docs/leasing.md). Fixed
+	// and sliding window rules only, without ResponseCost or Shadow; Close
+	// the Middleware when done to give back what the blocks hold.
+	Blocks *engine.BlockConfig
+
 	// MissingKey says what happens when Key finds no key material
 	// (keyfunc.ErrNoKey): engine.DenyMissingKey (the zero value) answers
 	// 429 without Retry-After, the decision naming the rule;
@@ -148,6 +155,7 @@ func engineRules(rules []Rule) ([]engine.Rule, error) {
 		}
 		out[i] = engine.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
 		out[i].Refundable = r.ResponseCost != nil
+		out[i].Blocks = r.Blocks
 		if r.LimitFunc != nil {
 			// The middleware calls r.LimitFunc on the request and passes its
 			// outcome in Input.Limit or Input.LimitErr; the engine calls

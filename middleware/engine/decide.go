@@ -53,13 +53,27 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 		e.s.policyFor(d, &algorithms.ConfigError{Field: "Decide", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
 	} else {
 		s := e.pool.Get().(*scratch)
-		s.checks, s.index = s.checks[:0], s.index[:0]
-		if e.build(ctx, in, s, d) == pass && len(s.checks) > 0 {
-			if e.s.evaluate(ctx, s, d) == pass && d.Source != SourceNone {
-				e.s.holdLeases(s, d)
+		s.checks, s.index, s.local, s.leased = s.checks[:0], s.index[:0], s.local[:0], s.leased[:0]
+		var now int64
+		if e.s.blocks.n.Load() > 0 {
+			now = e.s.blocks.clock()
+		}
+		if e.build(ctx, in, s, d, now) == pass {
+			if len(s.checks) > 0 {
+				if e.s.evaluate(ctx, s, d) == pass && d.Source != SourceNone {
+					e.s.holdLeases(s, d)
+				}
+				observeLeased(s, d, now)
+			} else if len(s.local) > 0 {
+				d.Source = SourcePrimary
 			}
 		}
+		if len(s.local) > 0 && !d.Allowed {
+			giveBack(s) // all-or-nothing: the other rules denied
+		}
 		clear(s.checks) // drop the keys of this request
+		clear(s.local)
+		clear(s.leased)
 		e.pool.Put(s)
 	}
 	if timed {
@@ -70,8 +84,10 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 
 // build fills s.checks from in. It returns deny for a missing key under
 // DenyMissingKey and for a negative cost, and applies the error policy to
-// a failed Input and to an unknown limit.
-func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision) verdict {
+// a failed Input and to an unknown limit. When now is not 0 (the blocks'
+// clock of a Decide), a rule with quota blocks is answered from a block
+// that has the units, into s.local, instead of a check.
+func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision, now int64) verdict {
 	for i := range e.rules {
 		rule := &e.rules[i]
 		rd := &d.Rules[i]
@@ -124,12 +140,31 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision)
 		}
 		rd.Key = rule.keys.key(x.Material)
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
-		s.checks = append(s.checks, algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost})
+		rd.Cost = max(x.Cost, 1)
+		c := algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost}
+		if rule.blocks != nil {
+			if now == 0 { // a peek: no blocks, the key of the epoch
+				_, rd.Key = rule.blocks.key(rd.Key, 0).epochAt(e.s.blocks.clock())
+				c.Key = rd.Key
+				goto check
+			}
+			k := rule.blocks.key(rd.Key, now)
+			_, rd.Key = k.epochAt(now) // see epoch.go
+			c.Key = rd.Key
+			switch e.takeLocal(ctx, rule.blocks, k, &c, rd, s, now) {
+			case blockAllow:
+				continue
+			case blockDenial:
+				d.Allowed, d.Source = false, SourcePrimary
+				return deny
+			}
+		}
+	check:
+		s.checks = append(s.checks, c)
 		if rule.Algorithm == algorithms.Concurrency {
 			s.checks[len(s.checks)-1].Lease = algorithms.NewLease()
 		}
 		s.index = append(s.index, i)
-		rd.Cost = max(x.Cost, 1)
 		if rule.Refundable {
 			s.checks[len(s.checks)-1].RefundWindow = e.s.refundWindow
 		}

@@ -119,6 +119,14 @@ type RuleDecision struct {
 	// request was denied without being decided (Decision.Err says which
 	// cost), or, for a shadow rule, would have been.
 	InvalidCost bool
+	// FromBlock reports that the rule was answered from a quota block this
+	// Engine holds (Rule.Blocks), without a backend call: its units were
+	// charged in the store when the block was taken. Result.Remaining is
+	// then what the store reported after this Engine's last call for the
+	// key plus what its blocks have left (see docs/leasing.md), and
+	// Result.ResetAfter the time until the key is full again as the store
+	// reported it when the block was taken.
+	FromBlock bool
 	// Evaluated is false when the backend answered without evaluating this
 	// rule (a local deny-cache hit on another rule of the request, or an
 	// error); Result is then the zero Result.

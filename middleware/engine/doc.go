@@ -12,7 +12,8 @@
 // applies the error policy ([FailOpen], [FailClosed], [Fallback] to an
 // in-process backend until a probe finds the primary again), puts a local
 // deny cache in front of a remote backend, reports shadow rules without
-// denying, and calls [Config].OnDecision.
+// denying, answers hot keys from quota blocks ([Rule].Blocks), and calls
+// [Config].OnDecision.
 //
 // # The key-first API
 //
@@ -26,6 +27,23 @@
 // allowed Decision of a concurrency rule holds slots until
 // [Decision.Release]; a Refundable rule's charge is settled by
 // [Engine.Refund] or [Engine.Settle].
+//
+// # Quota blocks
+//
+// A Rule with Blocks set ("quota leasing"; not the leases of concurrency
+// slots) lets an Engine take a hot key's units k at a time, in one atomic
+// call that charges them in the store as k requests would, and answer up
+// to k checks of the key from memory, without a call and without
+// allocating ([RuleDecision].FromBlock). k follows the key's local arrival
+// rate times [BlockConfig].Hold, capped by a share of what the key has
+// left, so the last units of a window go request by request; the next
+// block is taken in the background before the current one runs out. What
+// a block has not used goes back at most once ([algorithms.Refunder]) when
+// its time is up, when demand stops, and on [Engine.Close]; a request that
+// another rule denies puts its unit back. The sum admitted by every
+// instance never exceeds the limit: fixed window (calendar quotas
+// included) and sliding window rules only. See docs/leasing.md for the
+// exactness argument, the headers, Reset and crashes.
 //
 // # Backends as they describe themselves
 //

@@ -76,6 +76,13 @@ type Config struct {
 	// for that long (see algorithms.Check.RefundWindow).
 	RefundWindow time.Duration
 
+	// Now is the clock of quota blocks (Rule.Blocks): their holding time
+	// and their window's end, measured from the instant a block was
+	// taken. Default time.Now, whose monotonic reading ignores steps of
+	// the wall clock. Tests that run the backend on an injected clock give
+	// the same one here (and to DenyCache.Now).
+	Now func() time.Time
+
 	// Logger receives backend errors (Warn, at most one line a second),
 	// fallback switches (Warn/Info) and, at Debug, every decision. Default
 	// slog.Default().
@@ -110,18 +117,22 @@ type shared struct {
 	sleep         func(context.Context, time.Duration) error
 	refundWindow  time.Duration // of the checks of refundable rules
 	logger        *slog.Logger
-	errLog        throttle     // of the lines of undecided requests
-	stalled       atomic.Int64 // abandoned backend calls still running (see bounded)
-	abandoned     atomic.Int64 // releases of failed calls' leases running (releaseAbandoned)
-	leaser        bool         // the backend given to New can release leases
-	settleLog     throttle     // of the lines of settle errors
+	errLog        throttle           // of the lines of undecided requests
+	stalled       atomic.Int64       // abandoned backend calls still running (see bounded)
+	abandoned     atomic.Int64       // releases of failed calls' leases running (releaseAbandoned)
+	leaser        bool               // the backend given to New can release leases
+	settleLog     throttle           // of the lines of settle errors
+	primary       algorithms.Backend // the backend given to New, unwrapped
+	blocks        *blocks            // quota blocks of the rules with Rule.Blocks
 }
 
 // scratch is the per-call working memory, pooled.
 type scratch struct {
 	checks  []algorithms.Check
 	results []algorithms.Result
-	index   []int // rule index of each check
+	index   []int    // rule index of each check
+	local   []local  // units taken from quota blocks
+	leased  []leased // checks of rules with blocks sent to the backend
 }
 
 // New returns an Engine deciding with backend, configured by cfg. Invalid
@@ -160,6 +171,10 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	primary := backend
 	_, leaser := backend.(algorithms.Leaser)
 	local := inProcess(backend)
 	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
@@ -184,7 +199,9 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		refundWindow:  cfg.RefundWindow,
 		logger:        cfg.Logger,
 		leaser:        leaser,
+		primary:       primary,
 	}
+	s.blocks = newBlocks(s, cfg.Now)
 	if local {
 		s.timeout = -1
 	}
@@ -223,6 +240,12 @@ func (s *shared) engine(base []compiled, rules []Rule) (*Engine, error) {
 		if err := s.checkLeaser(r); err != nil {
 			return nil, err
 		}
+		if r.Blocks != nil {
+			if err := s.checkBlocks(r); err != nil {
+				return nil, err
+			}
+			c.blocks = s.blocks.rule(&c.Rule)
+		}
 		for i := range e.rules {
 			if e.rules[i].Name == r.Name {
 				return nil, &algorithms.ConfigError{Rule: r.Name, Field: "Name", Reason: "is used by two rules"}
@@ -251,11 +274,17 @@ func (e *Engine) LocalDenials() uint64 {
 }
 
 // Close stops the fallback probe, if one runs, for e and every Engine
-// derived from the same New. The Engines keep working.
+// derived from the same New, and ends their quota blocks (Rule.Blocks):
+// it waits for the blocks being taken, then gives back, at most once,
+// what every block has left, and stops the sweeper that returns blocks
+// whose time is up. The Engines keep working, without blocks: every
+// check of a rule with blocks then goes to the backend. Close an Engine
+// with blocks when done with it, or its sweeper runs on.
 func (e *Engine) Close() error {
 	if e.s.health != nil {
 		e.s.health.close()
 	}
+	e.s.blocks.shut()
 	return nil
 }
 

@@ -246,7 +246,7 @@ func (e *Engine) PeekInputs(ctx context.Context, in []Input, d *Decision) {
 	}
 	s := e.pool.Get().(*scratch)
 	s.checks, s.index = s.checks[:0], s.index[:0]
-	if e.build(ctx, in, s, d) == pass && len(s.checks) > 0 {
+	if e.build(ctx, in, s, d, 0) == pass && len(s.checks) > 0 {
 		e.s.peek(ctx, s, in, d)
 	}
 	clear(s.checks)
@@ -319,6 +319,16 @@ func (e *Engine) Reset(ctx context.Context, material string) error {
 // RetryAfter the backend last reported to it (see package denycache,
 // "Reset").
 //
+// A rule with quota blocks (Rule.Blocks) drops this process's blocks of
+// the key, without giving their units back: they were charged before the
+// reset. A fixed window rule's key then moves to its next epoch instead of
+// being deleted: other processes learn of it with their next block call,
+// and what they give back of earlier blocks goes to the abandoned key. A
+// sliding window rule's key is deleted: other processes keep answering
+// from the blocks they hold until their time is up (2 Holds, plus a
+// sweep), and what they give back then counts for the reset key. See
+// docs/leasing.md, "Reset".
+//
 // The call to the backend runs under Config.Timeout (as a context
 // deadline: a backend that does not honour deadlines is waited for). It
 // returns an error matching [errors.ErrUnsupported] when the backend
@@ -329,12 +339,30 @@ func (e *Engine) ResetInputs(ctx context.Context, in []Input) error {
 		return &algorithms.ConfigError{Field: "ResetInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(len(e.rules))}
 	}
 	keys := make([]string, 0, len(in))
+	var epochs []int // rules with quota blocks of a fixed window: see epoch.go
 	for i := range e.rules {
 		switch x := &in[i]; {
 		case x.Err != nil:
 			return x.Err
 		case !x.Missing && x.Material != "":
-			keys = append(keys, e.rules[i].keys.key(x.Material))
+			k := e.rules[i].keys.key(x.Material)
+			if br := e.rules[i].blocks; br != nil && br.epochs {
+				epochs = append(epochs, i)
+				continue
+			} else if br != nil {
+				br.forget(k)
+			}
+			keys = append(keys, k)
+		}
+	}
+	for _, i := range epochs {
+		r := &e.rules[i]
+		limit, err := r.limitFor(ctx, &in[i])
+		if err != nil {
+			return err
+		}
+		if err := e.s.resetEpoch(ctx, r.blocks, r.keys.key(in[i].Material), limit); err != nil {
+			return err
 		}
 	}
 	if len(keys) == 0 {

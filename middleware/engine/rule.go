@@ -75,6 +75,20 @@ type Rule struct {
 	// algorithms.Check.RefundWindow); every process sharing the rule's
 	// keys must agree on it.
 	Refundable bool
+
+	// Blocks, when set, turns on quota blocks for the rule ("quota
+	// leasing", not to be confused with the leases of concurrency slots):
+	// the Engine takes a hot key's units from the store k at a time, in
+	// one atomic call that charges them as k requests would, answers up
+	// to k checks of the key from memory, and gives back what it did not
+	// use, at most once. The sum admitted by every instance never exceeds
+	// the limit. Fixed window (calendar quotas included) and sliding
+	// window rules only; the backend must be an [algorithms.Refunder]
+	// (memstore and redisstore are); not with Shadow or Refundable. A
+	// fixed window rule with blocks keeps its keys' epochs in sibling keys
+	// "<key>:epoch" and, after a reset, its state in "<key>:e<n>". See
+	// [BlockConfig] and docs/leasing.md.
+	Blocks *BlockConfig
 }
 
 // MissingKey is what a rule does with a request for which the caller found
@@ -113,7 +127,8 @@ func ValidRuleName(s string) bool {
 // compiled is a validated rule.
 type compiled struct {
 	Rule
-	keys *keyCache // builds "<prefix>:<name>:<tag>:{<material>}"
+	keys   *keyCache  // builds "<prefix>:<name>:<tag>:{<material>}"
+	blocks *blockRule // nil unless Rule.Blocks
 }
 
 func compile(prefix string, r Rule) (compiled, error) {
@@ -140,6 +155,9 @@ func compile(prefix string, r Rule) (compiled, error) {
 		}
 	} else if err := r.Limit.Validate(r.Algorithm); err != nil {
 		return compiled{}, algorithms.WithRule(err, name)
+	}
+	if err := compileBlocks(&r); err != nil {
+		return compiled{}, err
 	}
 	for _, tier := range slices.Sorted(maps.Keys(r.Tiers)) { // sorted: the same error every time
 		if err := r.Tiers[tier].Validate(r.Algorithm); err != nil {

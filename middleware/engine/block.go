@@ -1,0 +1,722 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
+
+// Quota blocks ("quota leasing"). A rule with Rule.Blocks set lets each
+// Engine take a block of k units of a hot key in one backend call, which
+// charges them in the store exactly as k requests would, and answer up to
+// k checks of that key from memory; what it has not used when the block's
+// time is up, when demand stops or on Close goes back to the store, at
+// most once, with a refund (algorithms.Refunder). Not to be confused with
+// the leases of concurrency slots (algorithms.Lease, Decision.Release).
+// See docs/leasing.md.
+
+// BlockConfig turns on quota blocks for a rule (Rule.Blocks). The zero
+// BlockConfig is valid: every field has a default.
+type BlockConfig struct {
+	// Hold is how long a block should last: k is the key's local arrival
+	// rate times Hold. Default 100ms; at least 1ms, at most 10s. A block
+	// not used up within 2×Hold gives the rest back; a window's block is
+	// never used after its window ends.
+	Hold time.Duration
+
+	// Share is the largest fraction of what the key has left in the store
+	// (the Remaining of the last reply) one block may take, so that the
+	// instances sharing a key split the end of a window between them and
+	// the last units go request by request: a block of fewer than 2 units
+	// is not taken. Default 0.25; above 0, at most 1.
+	Share float64
+
+	// Max caps the units of one block; 0 means the key's capacity.
+	Max int64
+}
+
+// blockable reports whether quota blocks are exact for a: the window
+// algorithms, whose units count in the window they are charged in.
+func blockable(a algorithms.Algorithm) bool {
+	return a == algorithms.FixedWindow || a == algorithms.SlidingWindow
+}
+
+// compileBlocks validates r's BlockConfig and sets its defaults.
+func compileBlocks(r *Rule) error {
+	b := r.Blocks
+	if b == nil {
+		return nil
+	}
+	fail := func(field, reason string) error {
+		return &algorithms.ConfigError{Rule: r.Name, Field: field, Reason: reason}
+	}
+	switch {
+	case !blockable(r.Algorithm):
+		return fail("Blocks", "is not exact for "+r.Algorithm.String()+": quota blocks serve fixed_window (calendar quotas included) and sliding_window rules (see docs/leasing.md)")
+	case r.Shadow:
+		return fail("Blocks", "must be nil for a shadow rule")
+	case r.Refundable:
+		return fail("Blocks", "must be nil for a refundable rule")
+	case b.Hold < 0 || b.Hold != 0 && (b.Hold < time.Millisecond || b.Hold > 10*time.Second):
+		return fail("Blocks.Hold", "must be 0 (100ms) or between 1ms and 10s, got "+b.Hold.String())
+	case b.Share < 0 || b.Share > 1 || math.IsNaN(b.Share):
+		return fail("Blocks.Share", "must be 0 (0.25) or in (0, 1], got "+strconv.FormatFloat(b.Share, 'g', -1, 64))
+	case b.Max < 0:
+		return fail("Blocks.Max", "must be >= 0, got "+strconv.FormatInt(b.Max, 10))
+	}
+	c := *b
+	if c.Hold == 0 {
+		c.Hold = 100 * time.Millisecond
+	}
+	if c.Share == 0 {
+		c.Share = 0.25
+	}
+	r.Blocks = &c
+	return nil
+}
+
+// checkBlocks returns a *ConfigError when r has blocks that s cannot serve.
+func (s *shared) checkBlocks(r Rule) error {
+	fail := func(reason string) error {
+		return &algorithms.ConfigError{Rule: r.Name, Field: "Blocks", Reason: reason}
+	}
+	if s.shadow {
+		return fail("must be nil under Config.Shadow")
+	}
+	if _, ok := s.primary.(algorithms.Refunder); !ok {
+		return fail("needs a backend that can give units back (an algorithms.Refunder, as memstore and redisstore are), got " + fmt.Sprintf("%T", s.primary))
+	}
+	return nil
+}
+
+// blockRule is the quota blocks of one rule: its keys' states.
+type blockRule struct {
+	alg  algorithms.Algorithm
+	cfg  BlockConfig
+	hold int64 // ns
+
+	epochs bool // fixed window: the key carries an epoch (see epoch.go)
+
+	last atomic.Pointer[blockKey] // the key seen last: a hot key costs no map lookup
+	mu   sync.RWMutex
+	keys map[string]*blockKey
+}
+
+// blockKey is the state of one key of a rule with blocks.
+type blockKey struct {
+	key   string                   // the rule's storage key (epoch 0)
+	cur   atomic.Pointer[epochKey] // the key of the current epoch
+	slots [2]atomic.Pointer[block] // the block in use and the next one
+
+	arrivals atomic.Int64                  // requests seen, for the arrival rate
+	fetching atomic.Bool                   // a block is being taken (one at a time)
+	ready    atomic.Pointer[chan struct{}] // closed when that block is in
+
+	// What the store said at the last reply (of a block or a request that
+	// went to it): its Remaining, and until when (ns) that still bounds
+	// what the key can give.
+	remote      atomic.Int64
+	remoteUntil atomic.Int64
+	retryAt     atomic.Int64 // ns: no block before (after a failed call)
+	deniedUntil atomic.Int64 // ns: checks denied locally before (see observe)
+	denyRetry   atomic.Int64 // ns: when the store said a denied check would pass
+	resets      atomic.Int64 // Engine.ResetInputs of the key: a block taken across one is dropped
+	blockAt     atomic.Int64 // ns: when the last block arrived (0: never)
+
+	// The fetcher's (one at a time) and the sweeper's.
+	lastFetch    int64
+	lastArrivals int64
+	seen         int64 // arrivals at the last sweep
+	idle         int   // sweeps without arrivals
+}
+
+// block is k units charged in the store, answered locally.
+type block struct {
+	units    atomic.Int64 // left; negative once retired
+	size     int64
+	until    int64 // ns: used while now < until (its window's end, at the latest)
+	returnAt int64 // ns: its time is up; the rest goes back
+	resetAt  int64 // ns: when the key is full again (at the latest)
+	refund   algorithms.Refund
+}
+
+// retired is what a retired block's units hold: far below any cost.
+const retired = math.MinInt64 / 2
+
+// take takes n units of b, if it has them.
+func (b *block) take(n int64) bool {
+	for {
+		u := b.units.Load()
+		if u < n {
+			return false
+		}
+		if b.units.CompareAndSwap(u, u-n) {
+			return true
+		}
+	}
+}
+
+// put gives n units taken back to b; they are lost when b has been
+// retired meanwhile (its rest has gone back already).
+func (b *block) put(n int64) {
+	for {
+		u := b.units.Load()
+		if u < 0 || b.units.CompareAndSwap(u, u+n) {
+			return
+		}
+	}
+}
+
+// retire ends b and returns what it had left, once: 0 to every later call.
+func (b *block) retire() int64 {
+	return max(b.units.Swap(retired), 0)
+}
+
+// left returns the units b has left (0 when retired).
+func (b *block) left() int64 { return max(b.units.Load(), 0) }
+
+// blocks is the quota-block machinery an Engine and the Engines derived
+// from it share: their rules' states, the bound on fetches, the sweeper.
+type blocks struct {
+	s     *shared
+	now   func() time.Time
+	base  time.Time
+	sem   chan struct{} // fetches in flight
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	rules []*blockRule
+	stop  chan struct{}
+	done  chan struct{}
+	close bool
+	n     atomic.Int32 // rules with blocks
+
+	sweeping sync.Mutex
+}
+
+// maxFetches bounds the blocks being taken at once, per Engine.
+const maxFetches = 64
+
+func newBlocks(s *shared, now func() time.Time) *blocks {
+	// base is 1ns back, so that the clock never reads 0 (no clock, to build)
+	return &blocks{s: s, now: now, base: now().Add(-time.Nanosecond), sem: make(chan struct{}, maxFetches)}
+}
+
+// clock is the blocks' time, in ns since base (monotonic with time.Now).
+func (bs *blocks) clock() int64 { return int64(bs.now().Sub(bs.base)) }
+
+// rule registers a rule with blocks and starts the sweeper with the first.
+func (bs *blocks) rule(r *Rule) *blockRule {
+	br := &blockRule{alg: r.Algorithm, cfg: *r.Blocks, hold: int64(r.Blocks.Hold), keys: make(map[string]*blockKey),
+		epochs: r.Algorithm == algorithms.FixedWindow}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	bs.rules = append(bs.rules, br)
+	bs.n.Add(1)
+	if bs.stop == nil && !bs.close {
+		bs.stop, bs.done = make(chan struct{}), make(chan struct{})
+		go bs.sweeper(bs.stop, bs.done, r.Blocks.Hold)
+	}
+	return br
+}
+
+// key returns the state of key, made on first use.
+func (br *blockRule) key(key string, now int64) *blockKey {
+	if k := br.last.Load(); k != nil && k.key == key {
+		return k
+	}
+	br.mu.RLock()
+	k := br.keys[key]
+	br.mu.RUnlock()
+	if k == nil {
+		br.mu.Lock()
+		if k = br.keys[key]; k == nil {
+			k = &blockKey{key: key, lastFetch: now}
+			k.cur.Store(&epochKey{key: key})
+			br.keys[key] = k
+		}
+		br.mu.Unlock()
+	}
+	br.last.Store(k)
+	return k
+}
+
+// forget drops the blocks of key without giving their units back (see
+// Engine.ResetInputs).
+func (br *blockRule) forget(key string) {
+	br.mu.RLock()
+	k := br.keys[key]
+	br.mu.RUnlock()
+	if k == nil {
+		return
+	}
+	for i := range k.slots {
+		if b := k.slots[i].Swap(nil); b != nil {
+			b.retire()
+		}
+	}
+	k.resets.Add(1)
+	k.remoteUntil.Store(0)
+}
+
+// local is the units a request took from a block.
+type local struct {
+	b *block
+	n int64
+}
+
+// leased is a check of a rule with blocks that went to the backend: its
+// answer tells how much the key has left.
+type leased struct {
+	j  int // its index in scratch.checks
+	br *blockRule
+	k  *blockKey
+}
+
+// observeLeased records what the primary answered for the checks of
+// rules with blocks that the request sent it.
+func observeLeased(s *scratch, d *Decision, sent int64) {
+	if d.Source != SourcePrimary {
+		return
+	}
+	for _, l := range s.leased {
+		c := &s.checks[l.j]
+		l.br.observe(l.k, c.Limit, &s.results[l.j], sent, true)
+	}
+}
+
+// What takeLocal did with a check.
+const (
+	toStore     = iota // the check goes to the backend
+	blockAllow         // answered from a block
+	blockDenial        // denied locally (see blockRule.observe)
+)
+
+// takeLocal answers rule i's check c from a block of its key, if one has
+// the units: it fills rd and returns blockAllow. A key whose blocks are
+// empty while one is being taken waits for it (no longer than a call to
+// the store would take, under the same timeout) rather than send a call
+// of its own. A key the store denied a quarter Hold ago at most is denied
+// locally (blockDenial). Otherwise the check goes to the backend
+// (toStore), refundable so that the deny cache does not hold its denial
+// until the window ends (a denial within the refund window of a block is
+// Provisional); either way a block is fetched in the background when the
+// key runs low.
+func (e *Engine) takeLocal(ctx context.Context, br *blockRule, k *blockKey, c *algorithms.Check, rd *RuleDecision, s *scratch, now int64) int {
+	bs := e.s.blocks
+	k.arrivals.Add(1)
+	n := max(c.Cost, 1)
+	if k.take(bs, br, c, rd, s, n, now) {
+		return blockAllow
+	}
+	if now < k.deniedUntil.Load() {
+		retry := time.Duration(max(k.denyRetry.Load()-now, 1))
+		rd.Evaluated = true
+		rd.Result = algorithms.Result{Limit: c.Limit.Capacity(br.alg), Remaining: max(k.remote.Load(), 0), RetryAfter: retry, ResetAfter: retry}
+		return blockDenial
+	}
+	bs.prefetch(br, k, c.Limit, now)
+	if bs.wait(ctx, k) {
+		t := bs.clock()
+		if k.take(bs, br, c, rd, s, n, t) {
+			return blockAllow
+		}
+		if _, key := k.epochAt(t); key != c.Key {
+			c.Key, rd.Key = key, key // the block call found a new epoch
+		}
+	}
+	if at := k.blockAt.Load(); at != 0 && now-at < int64(refundWindow(br.cfg.Hold)) {
+		// the store reports a denial within a block's refund window
+		// Provisional only for a refundable check
+		c.RefundWindow = refundWindow(br.cfg.Hold)
+	}
+	s.leased = append(s.leased, leased{j: len(s.checks), br: br, k: k})
+	return toStore
+}
+
+// take answers the check c of n units from a block of k, if one has them.
+func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, n, now int64) bool {
+	for i := range k.slots {
+		b := k.slots[i].Load()
+		if b == nil || now >= b.until || b.refund.Check.Limit != c.Limit || !b.take(n) {
+			continue
+		}
+		s.local = append(s.local, local{b: b, n: n})
+		// remote before left: a block arriving meanwhile is installed
+		// before its reply is recorded, so that Remaining errs high
+		remote := k.remote.Load()
+		left := k.left()
+		rem := min(remote+left, b.refund.Result.Limit)
+		if left <= b.size/2 {
+			bs.prefetch(br, k, c.Limit, now)
+		}
+		rd.Evaluated = true
+		rd.FromBlock = true
+		rd.Result = algorithms.Result{Allowed: true, Limit: b.refund.Result.Limit, Remaining: rem, ResetAfter: time.Duration(max(b.resetAt-now, 0))}
+		return true
+	}
+	return false
+}
+
+// wait waits for the last block of k taken or being taken to be in, if
+// there was one, and reports whether it is (or the call failed).
+func (bs *blocks) wait(ctx context.Context, k *blockKey) bool {
+	p := k.ready.Load()
+	if p == nil {
+		return false
+	}
+	var timeout <-chan time.Time
+	if d := bs.s.configTimeout; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-*p:
+		return true
+	case <-ctx.Done():
+	case <-timeout:
+	}
+	return false
+}
+
+// context is the context of a block's call or refund: Config.Timeout
+// from now, none when it is negative (timeouts disabled).
+func (bs *blocks) context() (context.Context, context.CancelFunc) {
+	if d := bs.s.configTimeout; d > 0 {
+		return context.WithTimeout(context.Background(), d)
+	}
+	return context.WithCancel(context.Background())
+}
+
+// left returns the units k's blocks have left.
+func (k *blockKey) left() int64 {
+	var n int64
+	for i := range k.slots {
+		if b := k.slots[i].Load(); b != nil {
+			n += b.left()
+		}
+	}
+	return n
+}
+
+// observe records what the store answered for a check of k taken at now
+// (the call began at sent).
+//
+// A check (not a block) the store denied denies the key's checks locally
+// for a quarter Hold (never past the store's RetryAfter): the deny cache
+// does not hold such denials (the check is refundable, see takeLocal), so
+// that units other instances give back are found within a quarter Hold
+// rather than when the window ends.
+func (br *blockRule) observe(k *blockKey, limit algorithms.Limit, r *algorithms.Result, sent int64, check bool) {
+	if r.Limit == 0 {
+		return
+	}
+	k.remote.Store(r.Remaining)
+	k.remoteUntil.Store(sent + br.knownFor(limit, r))
+	if check && !r.Allowed && r.RetryAfter > 0 {
+		retry := sent + int64(r.RetryAfter)
+		k.denyRetry.Store(retry)
+		k.deniedUntil.Store(min(retry, sent+br.hold/4))
+	}
+}
+
+// knownFor is how long (ns) after the call that produced r its Remaining
+// still bounds what the key can give: until its window ends for a fixed
+// window (a window's count only grows, but for refunds), one Hold for a
+// sliding window (whose previous window's weight decays).
+func (br *blockRule) knownFor(limit algorithms.Limit, r *algorithms.Result) int64 {
+	if br.alg == algorithms.FixedWindow {
+		d := r.ResetAfter
+		if !r.Allowed && r.RetryAfter > d {
+			d = r.RetryAfter
+		}
+		return int64(d)
+	}
+	return br.hold
+}
+
+// windowLeft is how long (ns) after the call that produced the allowed
+// r its window lasts: a unit charged in a window must be used in it.
+func (br *blockRule) windowLeft(limit algorithms.Limit, r *algorithms.Result) int64 {
+	if br.alg == algorithms.SlidingWindow {
+		// an allowed check's ResetAfter is the window's start + 2 periods
+		return int64(r.ResetAfter - limit.Period)
+	}
+	return int64(r.ResetAfter) // the window's end
+}
+
+// size returns the units of k's next block at now, and then starts the
+// arrival count of the rate afresh: the key's local arrival rate (at
+// least 2 checks since the last block, over at least a quarter Hold, and
+// no longer than 4 Holds) times Hold
+// (not above what the window has left), capped by Share of what the store
+// said it had left, Max and the key's capacity; below 2, no block.
+func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 {
+	arr := k.arrivals.Load()
+	n, elapsed := arr-k.lastArrivals, now-k.lastFetch
+	if elapsed > 4*br.hold {
+		// a rate over a long quiet time says nothing of the burst now:
+		// measure afresh
+		k.lastArrivals, k.lastFetch = arr, now
+		return 0
+	}
+	elapsed = max(elapsed, br.hold/4) // a burst at one instant is no infinite rate
+	span := br.hold
+	capacity := limit.Capacity(br.alg)
+	remote := capacity
+	if until := k.remoteUntil.Load(); now < until {
+		remote = k.remote.Load()
+		if br.alg == algorithms.FixedWindow {
+			span = min(span, until-now)
+		}
+	}
+	if n < 2 {
+		return 0 // a key seen once since its last block is not hot
+	}
+	want := float64(n) * float64(span) / float64(elapsed)
+	size := int64(min(want, float64(remote)*br.cfg.Share, float64(capacity)))
+	if br.cfg.Max > 0 {
+		size = min(size, br.cfg.Max)
+	}
+	if size < 2 {
+		return 0
+	}
+	k.lastArrivals, k.lastFetch = arr, now
+	return size
+}
+
+// prefetch starts taking a block of k in the background when k's blocks
+// run low and none is being taken.
+func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, now int64) {
+	if k.fetching.Load() || now < k.retryAt.Load() {
+		return
+	}
+	if until := k.remoteUntil.Load(); now < until && float64(k.remote.Load())*br.cfg.Share < 2 {
+		return // the key's last units go request by request
+	}
+	if !k.fetching.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case bs.sem <- struct{}{}:
+	default:
+		k.fetching.Store(false)
+		return
+	}
+	bs.mu.Lock()
+	if bs.close {
+		bs.mu.Unlock()
+		<-bs.sem
+		k.fetching.Store(false)
+		return
+	}
+	bs.wg.Add(1)
+	bs.mu.Unlock()
+	ready := make(chan struct{})
+	k.ready.Store(&ready)
+	go bs.fetch(br, k, limit, ready)
+}
+
+// refundWindow is how long after it is taken a block's rest may go back:
+// 4 Holds, and at least 2s, so that a sweep late by a busy scheduler still
+// gives back (the store keeps a marker per block that long).
+func refundWindow(hold time.Duration) time.Duration { return max(4*hold, 2*time.Second) }
+
+// fetch takes a block of k in one backend call and installs it.
+func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, ready chan struct{}) {
+	defer bs.wg.Done()
+	defer func() { <-bs.sem }()
+	defer close(ready)
+	defer k.fetching.Store(false)
+	sent := bs.clock()
+	resets := k.resets.Load()
+	n := br.size(k, limit, sent)
+	if n == 0 {
+		return
+	}
+	s := bs.s
+	ctx, cancel := bs.context()
+	defer cancel()
+	used, key := k.epochAt(sent)
+	checks := []algorithms.Check{{Key: key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
+	if br.epochs {
+		ec := k.epochCheck(limit, 1)
+		ec.RefundWindow = checks[0].RefundWindow
+		checks = append(checks, ec)
+	}
+	results := make([]algorithms.Result, len(checks))
+	if s.health != nil && s.health.down.Load() {
+		return // blocks come from the primary only
+	}
+	if err := allow(ctx, s.backend, checks, results); err != nil {
+		k.retryAt.Store(sent + br.hold)
+		s.logError(err)
+		return
+	}
+	r := &results[0]
+	if k.resets.Load() != resets {
+		return // taken across a reset of the key: maybe before it
+	}
+	if br.epochs && results[1].Limit != 0 {
+		n := epochOf(&results[1])
+		k.learn(n, sent+int64(results[1].ResetAfter))
+		if n != used {
+			return // taken in an epoch that has passed: never used
+		}
+	}
+	if !r.Allowed {
+		br.observe(k, limit, r, sent, false)
+		return
+	}
+	recv := bs.clock()
+	b := &block{
+		size:     n,
+		until:    sent + br.windowLeft(limit, r),
+		returnAt: recv + 2*br.hold,
+		resetAt:  recv + int64(r.ResetAfter),
+		refund:   algorithms.Refund{Check: checks[0], Result: *r},
+	}
+	b.units.Store(n)
+	k.blockAt.Store(recv)
+	old := bs.install(k, b)
+	br.observe(k, limit, r, sent, false) // after the block is in (see take)
+	if old != nil {
+		bs.end(k, old, bs.clock()) // its rest goes back after: remote grows by it
+	}
+}
+
+// install puts b in a free slot of k: an empty one, or one whose block is
+// spent or over; failing that, it takes the place of the block with fewer
+// units left, which it returns: the caller ends it (its rest goes back)
+// once the reply of b is recorded.
+func (bs *blocks) install(k *blockKey, b *block) *block {
+	now := bs.clock()
+	for i := range k.slots {
+		old := k.slots[i].Load()
+		if (old == nil || old.left() == 0 || now >= old.until) && k.slots[i].CompareAndSwap(old, b) {
+			return old
+		}
+	}
+	victim := 0
+	if a, b := k.slots[0].Load(), k.slots[1].Load(); a != nil && b != nil && b.left() < a.left() {
+		victim = 1
+	}
+	return k.slots[victim].Swap(b)
+}
+
+// end retires b, a block of k, and gives its rest back when its window
+// has not ended: what k knows the store has left grows by as much.
+func (bs *blocks) end(k *blockKey, b *block, now int64) {
+	n := b.retire()
+	if n == 0 || now >= b.until {
+		return
+	}
+	s := bs.s
+	r, ok := s.backend.(algorithms.Refunder)
+	if !ok {
+		return
+	}
+	rf := b.refund
+	rf.Units = n
+	ctx, cancel := bs.context()
+	defer cancel()
+	err := r.Refund(ctx, []algorithms.Refund{rf})
+	switch {
+	case err == nil:
+		k.remote.Add(n)
+	case !errors.Is(err, algorithms.ErrNotRefunded):
+		s.logSettleError(err)
+	}
+}
+
+// sweeper gives back the blocks whose time is up, every Hold/2, and
+// forgets the keys idle for a while.
+func (bs *blocks) sweeper(stop, done chan struct{}, hold time.Duration) {
+	defer close(done)
+	t := time.NewTicker(max(hold/2, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			bs.sweep(false)
+		}
+	}
+}
+
+// sweep ends the blocks whose time is up (all of them when final) and
+// forgets idle keys.
+func (bs *blocks) sweep(final bool) {
+	bs.sweeping.Lock() // one sweep at a time: seen and idle are the sweep's
+	defer bs.sweeping.Unlock()
+	bs.mu.Lock()
+	rules := append([]*blockRule(nil), bs.rules...)
+	bs.mu.Unlock()
+	now := bs.clock()
+	for _, br := range rules {
+		br.mu.Lock()
+		keys := make([]*blockKey, 0, len(br.keys))
+		for key, k := range br.keys {
+			arr := k.arrivals.Load()
+			if arr == k.seen {
+				k.idle++
+			} else {
+				k.seen, k.idle = arr, 0
+			}
+			if k.idle >= 4 && k.left() == 0 && !k.fetching.Load() {
+				delete(br.keys, key)
+				br.last.CompareAndSwap(k, nil)
+			}
+			keys = append(keys, k)
+		}
+		br.mu.Unlock()
+		for _, k := range keys {
+			for i := range k.slots {
+				b := k.slots[i].Load()
+				if b == nil {
+					continue
+				}
+				if final || now >= b.returnAt || now >= b.until || k.idle > 0 && b.left() > 0 {
+					if k.slots[i].CompareAndSwap(b, nil) {
+						bs.end(k, b, now)
+					}
+				}
+			}
+		}
+	}
+}
+
+// shut stops the sweeper, waits for the blocks being taken and gives
+// back every block's rest.
+func (bs *blocks) shut() {
+	bs.mu.Lock()
+	if bs.close {
+		bs.mu.Unlock()
+		return
+	}
+	bs.close = true
+	stop, done := bs.stop, bs.done
+	bs.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	bs.wg.Wait()
+	bs.sweep(true)
+}
+
+// giveBack returns the units the request took from blocks, for a
+// request denied by another rule (all-or-nothing).
+func giveBack(s *scratch) {
+	for _, l := range s.local {
+		l.b.put(l.n)
+	}
+}

@@ -1,0 +1,71 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// blockBenchEngine returns an Engine with one rule with quota blocks on
+// memstore, whose limit a benchmark cannot exhaust.
+func blockBenchEngine(b testing.TB) *engine.Engine {
+	m, err := memstore.New(memstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newEngine(b, m, engine.Config{Rules: []engine.Rule{{Name: "hot", Algorithm: algorithms.FixedWindow,
+		Limit: algorithms.Limit{Rate: 1 << 40, Period: time.Hour}, Blocks: &engine.BlockConfig{}}}})
+}
+
+// BenchmarkDecideBlock is Decide on a hot key answered from quota blocks.
+func BenchmarkDecideBlock(b *testing.B) {
+	e := blockBenchEngine(b)
+	in := []engine.Input{{Material: "hot"}}
+	var d engine.Decision
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			e.Decide(context.Background(), in, &d)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var d engine.Decision
+			for pb.Next() {
+				e.Decide(context.Background(), in, &d)
+			}
+		})
+	})
+}
+
+// TestDecideBlockAllocs: a check answered from a block allocates nothing.
+func TestDecideBlockAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items: allocation counts mean nothing")
+	}
+	e := blockBenchEngine(t)
+	in := []engine.Input{{Material: "hot"}}
+	var d engine.Decision
+	for range 1000 {
+		e.Decide(context.Background(), in, &d)
+	}
+	waitIdle([]*engine.Engine{e})
+	local := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		e.Decide(context.Background(), in, &d)
+		if d.Rules[0].FromBlock {
+			local++
+		}
+	})
+	if local < 900 {
+		t.Fatalf("%d of 1000 checks answered from a block", local)
+	}
+	if allocs != 0 {
+		t.Errorf("Decide from a block allocates %v times, want 0", allocs)
+	}
+}

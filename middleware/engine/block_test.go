@@ -1,0 +1,736 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/denycache"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// stepClock is a clock the test moves: every instance, the store, the
+// deny cache and the blocks read it.
+type stepClock struct{ us atomic.Int64 }
+
+func (c *stepClock) Now() time.Time       { return time.UnixMicro(c.us.Load()) }
+func (c *stepClock) Set(t time.Time)      { c.us.Store(t.UnixMicro()) }
+func newStepClock(t time.Time) *stepClock { c := new(stepClock); c.Set(t); return c }
+
+// calls counts the commands a go-redis client sends (a pipeline's each).
+type calls struct{ n atomic.Int64 }
+
+func (c *calls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *calls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *calls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// persist makes every key a script touches persistent, in the pipeline
+// of the script: Redis expires keys on its own clock, and the tests play
+// windows on a clock of their own.
+type persist struct{}
+
+func persistCmds(ctx context.Context, cmds []redis.Cmder) []redis.Cmder {
+	out := cmds
+	for _, c := range cmds {
+		a := c.Args()
+		if len(a) < 3 {
+			continue
+		}
+		if name, _ := a[0].(string); !strings.EqualFold(name, "evalsha") && !strings.EqualFold(name, "eval") {
+			continue
+		}
+		n, _ := a[2].(int)
+		for _, k := range a[3 : 3+n] {
+			out = append(out, redis.NewIntCmd(ctx, "persist", k))
+		}
+	}
+	return out
+}
+
+func (persist) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (persist) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		for _, p := range persistCmds(ctx, []redis.Cmder{cmd})[1:] {
+			_ = next(ctx, p)
+		}
+		return err
+	}
+}
+func (persist) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return next(ctx, persistCmds(ctx, cmds))
+	}
+}
+
+// resendRefunds runs every refund script twice, as a client that lost the
+// first reply and sent the command again would.
+type resendRefunds struct{ sha string }
+
+func newResendRefunds() *resendRefunds {
+	h := sha1.Sum([]byte(lua.Refund()))
+	return &resendRefunds{sha: hex.EncodeToString(h[:])}
+}
+
+func (r *resendRefunds) refund(cmd redis.Cmder) bool {
+	a := cmd.Args()
+	return len(a) > 1 && strings.EqualFold(a[0].(string), "evalsha") && a[1] == r.sha
+}
+
+func (r *resendRefunds) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *resendRefunds) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if r.refund(cmd) {
+			_ = next(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (r *resendRefunds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if r.refund(c) {
+				_ = next(ctx, cmds)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// windowStart is a minute boundary: windows of 1s and 1m start on it.
+// The tests' windows are minutes of the test's clock, so that Redis, whose
+// own clock expires keys, keeps a window's state while the test plays it.
+var windowStart = time.Unix(1_700_000_040, 0)
+
+// blockEngine returns an Engine with the rules on b, every clock clk.
+func blockEngine(t testing.TB, b algorithms.Backend, clk *stepClock, prefix string, rules ...engine.Rule) *engine.Engine {
+	t.Helper()
+	return newEngine(t, b, engine.Config{
+		Prefix: prefix, Timeout: 10 * time.Second, Now: clk.Now,
+		DenyCache: denycache.Config{Now: clk.Now}, Rules: rules,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+}
+
+// waitIdle waits until no instance is taking a block.
+func waitIdle(engines []*engine.Engine) {
+	for {
+		busy := 0
+		for _, e := range engines {
+			busy += engine.BlocksInFlight(e)
+		}
+		if busy == 0 {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// load is the traffic of one instant: callers goroutines per instance,
+// each making attempts checks of material on the single rule of its
+// instance, or, when untilDenied, checking until one is denied (at least
+// attempts). It returns how many were admitted.
+func load(engines []*engine.Engine, callers, attempts int, untilDenied bool) int64 {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for _, e := range engines {
+		for range callers {
+			wg.Go(func() {
+				var d engine.Decision
+				in := []engine.Input{{Material: "hot"}}
+				for i := 0; ; i++ {
+					if i >= attempts && !untilDenied {
+						return
+					}
+					e.Decide(context.Background(), in, &d)
+					if d.Allowed {
+						admitted.Add(1)
+					} else if untilDenied && i >= attempts {
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return admitted.Load()
+}
+
+// phases are the instants of a window (from its start) at which light
+// load arrives, a tenth of a second apart as a steady stream would: at
+// each, about a twentieth of the limit.
+var phases = []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond,
+	500 * time.Millisecond, 600 * time.Millisecond, 700 * time.Millisecond, 800 * time.Millisecond, 900 * time.Millisecond}
+
+// playWindows offers each of windows windows of period the light load of
+// phases, then, at final periods from its start, checks until every
+// instance is denied and no block is being taken. It
+// returns the checks admitted per window, per instant (the last one the
+// saturating one).
+func playWindows(t *testing.T, engines []*engine.Engine, clk *stepClock, period time.Duration, final float64, windows, callers int, limit int64, after func(w int)) [][]int64 {
+	t.Helper()
+	out := make([][]int64, windows)
+	light := max(int(limit)/20/(callers*len(engines)), 1)
+	for w := range windows {
+		start := windowStart.Add(time.Duration(w) * period)
+		for _, at := range phases {
+			clk.Set(start.Add(at))
+			for _, e := range engines {
+				engine.SweepBlocks(e)
+			}
+			out[w] = append(out[w], load(engines, callers, light, false))
+			waitIdle(engines)
+		}
+		// the sweeper's turn, once the blocks' time is up (2 Holds)
+		clk.Set(start.Add(phases[len(phases)-1] + 300*time.Millisecond))
+		for _, e := range engines {
+			engine.SweepBlocks(e)
+		}
+		clk.Set(start.Add(finalAt(period, final)))
+		for _, e := range engines {
+			engine.SweepBlocks(e)
+		}
+		var n int64
+		for first := true; ; first = false {
+			attempts := 1
+			if first {
+				attempts = int(limit) / (callers * len(engines))
+			}
+			got := load(engines, callers, attempts, true)
+			waitIdle(engines)
+			n += got
+			if got == 0 && !first {
+				break
+			}
+		}
+		out[w] = append(out[w], n)
+		if after != nil {
+			after(w)
+		}
+	}
+	return out
+}
+
+// finalAt is the saturating instant of a window of period: f periods
+// from its start, in whole µs.
+func finalAt(period time.Duration, f float64) time.Duration {
+	return time.Duration(f * float64(period)).Truncate(time.Microsecond)
+}
+
+func sum(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// blockBackends returns, per instance, the backend of a test: memstore
+// shared by all, or a redisstore on a client of its own (counting its
+// commands in calls).
+type blockSetup struct {
+	name     string
+	final    float64       // the saturating instant, in periods from the window's start
+	margin   time.Duration // the last instant before a window's end a test plays
+	backends func(t *testing.T, clk *stepClock, n int, calls *calls, hooks ...redis.Hook) []algorithms.Backend
+}
+
+var blockSetups = []blockSetup{
+	{"memstore", 1 - 1e-9, time.Microsecond, func(t *testing.T, clk *stepClock, n int, _ *calls, _ ...redis.Hook) []algorithms.Backend {
+		m, err := memstore.New(memstore.Config{Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]algorithms.Backend, n)
+		for i := range out {
+			out[i] = m
+		}
+		return out
+	}},
+	// Redis expires a key on its clock at the window's end of the test's
+	// clock: the keys are persisted after the scripts, and the saturating
+	// instant leaves them time for it.
+	{"redis", 0.9, time.Second, func(t *testing.T, clk *stepClock, n int, calls *calls, hooks ...redis.Hook) []algorithms.Backend {
+		srv := redistest.Require(t)
+		out := make([]algorithms.Backend, n)
+		for i := range out {
+			c := srv.Client(t)
+			c.AddHook(calls)
+			c.AddHook(persist{})
+			for _, h := range hooks {
+				c.AddHook(h)
+			}
+			b, err := redisstore.New(c, redisstore.Config{Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = b
+		}
+		return out
+	}},
+}
+
+// TestBlocksExactFixedWindow: 4 instances × 8 callers on one hot key of a
+// fixed window rule with quota blocks, on memstore and on a real
+// redis-server (each instance its own client), offered more than twice
+// the limit in every window: no window admits more than the limit, every
+// window admits at least 99% of it, and at steady state (from the second
+// window on) the instances send at most 0.05 Redis commands per admitted
+// request.
+func TestBlocksExactFixedWindow(t *testing.T) {
+	const instances, callers, windows, limit = 4, 8, 12, 8000
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, instances, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(limit), Blocks: &engine.BlockConfig{}}
+			engines := make([]*engine.Engine, instances)
+			for i := range engines {
+				engines[i] = blockEngine(t, backends[i], clk, prefix, rule)
+			}
+			var steady, before int64
+			got := playWindows(t, engines, clk, time.Minute, setup.final, windows, callers, limit, func(w int) {
+				if w == 0 {
+					before = n.n.Load()
+				}
+			})
+			for w, ns := range got {
+				admitted := sum(ns)
+				if admitted > limit {
+					t.Errorf("window %d admitted %d (per instant %v), over the limit %d", w, admitted, ns, limit)
+				}
+				if admitted*100 < limit*99 {
+					t.Errorf("window %d admitted %d (per instant %v), under 99%% of the limit %d", w, admitted, ns, limit)
+				}
+				if w > 0 {
+					steady += admitted
+				}
+			}
+			if setup.name == "redis" {
+				per := float64(n.n.Load()-before) / float64(steady)
+				t.Logf("%d Redis commands for %d admitted from window 1 on: %.4f per admitted request", n.n.Load()-before, steady, per)
+				if per > 0.05 {
+					t.Errorf("%.4f Redis commands per admitted request, want <= 0.05", per)
+				}
+			}
+		})
+	}
+}
+
+// TestBlocksExactSlidingWindow: the same load on a sliding window counter
+// rule: at every instant the estimate (the previous window's count
+// weighted by its part still in the sliding interval, plus the current
+// window's count) never exceeds the limit, and the saturating instant one
+// µs before a window's end fills it to at least 99% of what the estimate
+// leaves.
+func TestBlocksExactSlidingWindow(t *testing.T) {
+	const instances, callers, windows, limit = 4, 8, 8, 4000
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, instances, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(limit), Blocks: &engine.BlockConfig{}}
+			engines := make([]*engine.Engine, instances)
+			for i := range engines {
+				engines[i] = blockEngine(t, backends[i], clk, prefix, rule)
+			}
+			got := playWindows(t, engines, clk, time.Minute, setup.final, windows, callers, limit, nil)
+			period := float64(time.Minute / time.Microsecond)
+			var prev int64
+			for w, ns := range got {
+				var cur int64
+				for p, at := range append(phases, finalAt(time.Minute, setup.final)) {
+					cur += ns[p]
+					elapsed := float64(at / time.Microsecond)
+					est := float64(prev) * (period - elapsed) / period
+					if est+float64(cur) > limit {
+						t.Errorf("window %d at %v: previous %d weighs %.3f, current %d: over the limit %d", w, at, prev, est, cur, limit)
+					}
+					if p == len(phases) && float64(cur)*100 < (limit-est-1)*99 {
+						t.Errorf("window %d: current %d under 99%% of the %.3f the estimate leaves", w, cur, limit-est)
+					}
+				}
+				prev = cur
+			}
+		})
+	}
+}
+
+// TestBlocksLayeredDenialGivesBack: a request that another rule denies
+// gives the unit it took from a block back: the hot key still admits
+// exactly its limit in all.
+func TestBlocksLayeredDenialGivesBack(t *testing.T) {
+	clk := newStepClock(windowStart)
+	m, err := memstore.New(memstore.Config{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := blockEngine(t, m, clk, "layered",
+		engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{}},
+		engine.Rule{Name: "user", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(10)})
+	var d engine.Decision
+	var admitted, fromBlock, deniedByUser int
+	decide := func(user string) {
+		e.Decide(context.Background(), []engine.Input{{Material: "hot"}, {Material: user}}, &d)
+		if d.Allowed {
+			admitted++
+		} else if d.Rules[1].Evaluated && !d.Rules[1].Result.Allowed {
+			deniedByUser++
+		}
+		if d.Rules[0].FromBlock {
+			fromBlock++
+		}
+	}
+	for range 500 {
+		decide("alice")
+		waitIdle([]*engine.Engine{e})
+	}
+	if admitted != 10 || deniedByUser != 490 {
+		t.Fatalf("alice: admitted %d, denied by her rule %d; want 10, 490", admitted, deniedByUser)
+	}
+	if fromBlock == 0 {
+		t.Fatalf("no check of the hot key was answered from a block")
+	}
+	for i := 0; ; i++ {
+		before := admitted
+		decide("user" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)))
+		waitIdle([]*engine.Engine{e})
+		if admitted == before && i > 2000 {
+			break
+		}
+	}
+	if admitted != 1000 {
+		t.Errorf("the hot key admitted %d in all, want exactly its limit 1000", admitted)
+	}
+}
+
+// TestBlocksCloseGivesBack: Close gives back what a block has left, at
+// most once even when every refund script is sent twice, so another
+// instance gets exactly the rest of the window; a crashed instance's
+// units count until the window ends, and the next window is whole.
+func TestBlocksCloseGivesBack(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 3, &n, newResendRefunds())
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(1000), Blocks: &engine.BlockConfig{}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			c := blockEngine(t, backends[2], clk, prefix, rule)
+			took := load([]*engine.Engine{a}, 4, 50, false)
+			waitIdle([]*engine.Engine{a})
+			if took != 200 {
+				t.Fatalf("a admitted %d of 200, want all", took)
+			}
+			a.Close()
+			got := saturate(b)
+			if got != 1000-took {
+				t.Errorf("after a closed, b admitted %d, want the %d a had not used", got, 1000-took)
+			}
+			// crash: c takes blocks, then dies without giving back
+			clk.Set(windowStart.Add(time.Second))
+			tookC := load([]*engine.Engine{c}, 4, 50, false)
+			waitIdle([]*engine.Engine{c})
+			engine.CrashBlocks(c)
+			if got := saturate(b); got+tookC > 1000 {
+				t.Errorf("window 1: c admitted %d and crashed, b %d: over the limit 1000", tookC, got)
+			}
+			clk.Set(windowStart.Add(2 * time.Second))
+			if got := saturate(b); got != 1000 {
+				t.Errorf("window 2, after c crashed: b admitted %d, want the whole 1000", got)
+			}
+		})
+	}
+}
+
+// saturate checks on e until it is denied with no block being taken, and
+// returns how many it admitted.
+func saturate(e *engine.Engine) int64 {
+	var n int64
+	for {
+		got := load([]*engine.Engine{e}, 4, 1, true)
+		waitIdle([]*engine.Engine{e})
+		n += got
+		if got == 0 {
+			return n
+		}
+	}
+}
+
+// TestBlocksConfig: a rule whose blocks cannot be exact, or a backend
+// that cannot give units back, is refused when the Engine is built.
+func TestBlocksConfig(t *testing.T) {
+	m, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		b    algorithms.Backend
+		rule engine.Rule
+		want string
+	}{
+		{"gcra", m, engine.Rule{Name: "r", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks is not exact for gcra`},
+		{"token bucket", m, engine.Rule{Name: "r", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks is not exact for token_bucket`},
+		{"sliding log", m, engine.Rule{Name: "r", Algorithm: algorithms.SlidingLog, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks is not exact for sliding_log`},
+		{"hold", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{Hold: time.Microsecond}},
+			`redlimit: rule "r": Blocks.Hold must be 0 (100ms) or between 1ms and 10s, got 1µs`},
+		{"share", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{Share: 2}},
+			`redlimit: rule "r": Blocks.Share must be 0 (0.25) or in (0, 1], got 2`},
+		{"shadow", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Shadow: true, Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks must be nil for a shadow rule`},
+		{"no refunder", algorithms.AllowAll{}, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks needs a backend that can give units back`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := engine.New(tc.b, engine.Config{Rules: []engine.Rule{tc.rule}})
+			if err == nil {
+				e.Close()
+				t.Fatalf("New = nil error, want %q", tc.want)
+			}
+			if !errors.Is(err, algorithms.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("New = %v, want %q...", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBlocksHeaders: a check answered from a block reports Remaining as
+// what the store reported after this instance's last call plus what its
+// blocks have left, and ResetAfter as the time until the window ends:
+// exact with one instance; with two, never below what the instance
+// admits afterwards.
+func TestBlocksHeaders(t *testing.T) {
+	clk := newStepClock(windowStart.Add(10 * time.Second))
+	m, err := memstore.New(memstore.Config{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a Hold of 10s: the sweeper gives back no block of a key idle for a
+	// moment of a busy machine while the test runs
+	rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 10 * time.Second}}
+	a := blockEngine(t, m, clk, "headers", rule)
+	in := []engine.Input{{Material: "hot"}}
+	var d engine.Decision
+	used, local := 0, 0
+	for range 300 {
+		a.Decide(context.Background(), in, &d)
+		waitIdle([]*engine.Engine{a})
+		if !d.Allowed {
+			t.Fatalf("check %d denied", used+1)
+		}
+		used++
+		r := d.Rules[0].Result
+		if d.Rules[0].FromBlock {
+			local++
+			if r.Remaining != int64(1000-used) || r.ResetAfter != 50*time.Second || r.Limit != 1000 {
+				t.Fatalf("check %d from a block: Result %+v, want Limit 1000, Remaining %d, ResetAfter 50s", used, r, 1000-used)
+			}
+		}
+	}
+	if local < 250 {
+		t.Fatalf("%d of 300 checks answered from blocks", local)
+	}
+	// a second instance takes units too: a's Remaining is then an upper
+	// bound of what a can still admit
+	b := blockEngine(t, m, clk, "headers", rule)
+	load([]*engine.Engine{b}, 1, 200, false)
+	waitIdle([]*engine.Engine{b})
+	a.Decide(context.Background(), in, &d)
+	waitIdle([]*engine.Engine{a})
+	claimed := d.Rules[0].Result.Remaining
+	if got := saturate(a); got > claimed {
+		t.Errorf("a reported Remaining %d, then admitted %d", claimed, got)
+	}
+}
+
+// TestBlocksReset: ResetInputs drops this instance's blocks of the key
+// without giving them back, and the key starts afresh: the instance
+// admits exactly the limit again.
+func TestBlocksReset(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backend := setup.backends(t, clk, 1, &n)[0]
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{}}
+			e := blockEngine(t, backend, clk, enginePrefix(t), rule)
+			if got := load([]*engine.Engine{e}, 4, 100, false); got != 400 {
+				t.Fatalf("admitted %d of 400", got)
+			}
+			waitIdle([]*engine.Engine{e})
+			if err := e.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			if got := saturate(e); got != 1000 {
+				t.Errorf("after Reset, admitted %d, want the whole limit 1000", got)
+			}
+		})
+	}
+}
+
+// TestBlocksCalendar: quota blocks of a calendar quota (a day in a zone)
+// count in the day they were taken: 4 instances × 8 callers get exactly
+// the day's quota just before midnight, and again from midnight, none
+// of the day before's blocks answering after it.
+func TestBlocksCalendar(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			day := time.Date(2026, 3, 28, 0, 0, 0, 0, berlin) // the day before the clocks go forward
+			clk := newStepClock(day.Add(12 * time.Hour))
+			var n calls
+			backends := setup.backends(t, clk, 4, &n)
+			rule := engine.Rule{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerDayIn(5000, berlin), Blocks: &engine.BlockConfig{}}
+			prefix := enginePrefix(t)
+			var engines []*engine.Engine
+			for _, b := range backends {
+				engines = append(engines, blockEngine(t, b, clk, prefix, rule))
+			}
+			noon := load(engines, 8, 40, false)
+			waitIdle(engines)
+			clk.Set(day.AddDate(0, 0, 1).Add(-setup.margin))
+			var evening int64
+			for {
+				got := load(engines, 8, 1, true)
+				waitIdle(engines)
+				evening += got
+				if got == 0 {
+					break
+				}
+			}
+			if noon+evening != 5000 {
+				t.Errorf("day 1: admitted %d at noon and %d before midnight, want 5000 in all", noon, evening)
+			}
+			clk.Set(day.AddDate(0, 0, 1))
+			var next int64
+			for {
+				got := load(engines, 8, 1, true)
+				waitIdle(engines)
+				next += got
+				if got == 0 {
+					break
+				}
+			}
+			if next != 5000 {
+				t.Errorf("day 2: admitted %d from midnight, want 5000", next)
+			}
+		})
+	}
+}
+
+// TestBlocksReturnedUnitsFound: units one instance gives back are found
+// by another that the store denied meanwhile, a quarter Hold later: its
+// deny cache does not hold the denial to the window's end.
+func TestBlocksReturnedUnitsFound(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 2, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			tookA := load([]*engine.Engine{a}, 4, 100, false)
+			waitIdle([]*engine.Engine{a})
+			tookB := saturate(b)
+			a.Close() // gives back what its blocks hold
+			var d engine.Decision
+			b.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+			if d.Allowed {
+				t.Fatalf("b allowed at once after a denial: its local denial lasts a quarter Hold")
+			}
+			clk.Set(windowStart.Add(25 * time.Millisecond))
+			got := saturate(b)
+			if tookA+tookB+got != 1000 {
+				t.Errorf("a admitted %d, b %d, then %d after a gave back: %d in all, want 1000", tookA, tookB, got, tookA+tookB+got)
+			}
+		})
+	}
+}
+
+// TestBlocksResetOtherInstance: a reset on one instance moves the key to
+// its next epoch. What another instance gives back afterwards of a block
+// taken before the reset (a closes) goes to the abandoned epoch's key and
+// creates no capacity: the resetting instance gets exactly the limit. A
+// third instance learns of the reset with its next block call and drops
+// its blocks: it admits at most what it held at the reset. The next window
+// admits exactly the limit.
+func TestBlocksResetOtherInstance(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 3, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 10 * time.Second}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			c := blockEngine(t, backends[2], clk, prefix, rule)
+			held := map[*engine.Engine]int64{}
+			for _, e := range []*engine.Engine{a, c} {
+				load([]*engine.Engine{e}, 4, 30, false)
+				waitIdle([]*engine.Engine{e})
+				var d engine.Decision
+				e.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+				waitIdle([]*engine.Engine{e})
+				if held[e] = engine.BlockUnits(e, d.Rules[0].Key); held[e] == 0 {
+					t.Fatalf("an instance held no block at the reset")
+				}
+			}
+			if err := b.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			first := load([]*engine.Engine{b}, 1, 10, false) // the key lives again
+			a.Close()                                        // gives back a block taken before the reset
+			if got := first + saturate(b); got != 1000 {
+				t.Errorf("after the reset and a's refund of %d, b admitted %d, want exactly the limit 1000", held[a], got)
+			}
+			if got := saturate(c); got > held[c] {
+				t.Errorf("after the reset c admitted %d, more than the %d it held at the reset", got, held[c])
+			}
+			clk.Set(windowStart.Add(time.Minute))
+			if got := saturate(b) + saturate(c); got != 1000 {
+				t.Errorf("the next window admitted %d, want 1000", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,49 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// A hot key with quota blocks: once the key has seen two checks, they are
+// answered from units taken from the store in blocks, already counted
+// there; Close gives back the rest.
+func ExampleBlockConfig() {
+	now := time.Unix(1_700_000_040, 0) // a minute's start
+	clock := func() time.Time { return now }
+	mem, err := memstore.New(memstore.Config{Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{Now: clock, Rules: []engine.Rule{{
+		Name: "route", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000),
+		Blocks: &engine.BlockConfig{Hold: 100 * time.Millisecond},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	var d engine.Decision
+	for range 3 {
+		e.Decide(context.Background(), []engine.Input{{Material: "GET /search"}}, &d)
+		r := d.Rules[0].Result
+		fmt.Printf("allowed=%v from a block=%v remaining=%d reset after %v\n", d.Allowed, d.Rules[0].FromBlock, r.Remaining, r.ResetAfter)
+	}
+	e.Close() // gives back what the blocks hold
+
+	peek, err := engine.New(mem, engine.Config{Rules: []engine.Rule{{Name: "route", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000)}}})
+	if err != nil {
+		panic(err)
+	}
+	defer peek.Close()
+	fmt.Println("the store after Close:", peek.Peek(context.Background(), "GET /search").Rules[0].Result.Remaining)
+	// Output:
+	// allowed=true from a block=false remaining=999 reset after 1m0s
+	// allowed=true from a block=true remaining=998 reset after 1m0s
+	// allowed=true from a block=true remaining=997 reset after 1m0s
+	// the store after Close: 997
+}
