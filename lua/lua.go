@@ -65,10 +65,11 @@ func init() {
 		general := prelude + alg + "local check = " + name + "\n" + source("one")
 		switch {
 		case name == "fixed_window":
-			// The fixed window's fast path reads the server's clock only
-			// when it starts a window (see fixed_window_one.lua): now is
-			// nil until then, and now.lua reads it for the general code.
-			single[name] = source("fast") + source("fixed_window_one") +
+			// The fixed window's fast paths read the server's clock only
+			// when they start a window (see fixed_window_flat.lua and
+			// fixed_window_one.lua): now is nil until then, and now.lua
+			// reads it for the general code.
+			single[name] = source("fixed_window_flat") + source("fast") + source("fixed_window_one") +
 				"local fast, now = fixed_window_fast, nil\nif ARGV[1] ~= '0' then now = tonumber(ARGV[1]) end\n" +
 				source("one_fast") + source("now") + general
 		case fast[name] != "":

@@ -15,6 +15,17 @@
 // one) every call is one EVALSHA, and all-or-nothing is atomic: the script
 // evaluates every check, then commits all of them only if all pass.
 //
+// # Stored state
+//
+// Each algorithm's key layout is documented at the top of its Lua file
+// (see package lua). The fixed window has two: on the server's clock, for
+// a period of whole milliseconds, a string counter whose TTL ends with its
+// window (a check of an existing key is INCRBY and PTTL, and reads no
+// clock), and with [Config].Now, or another period, a hash {s, e, c} that
+// is exact to the µs. Each reads the other, and the hashes of earlier
+// versions, and a write turns a key into its clock's layout with its count
+// kept: a redeploy needs no migration.
+//
 // # Pipelining
 //
 // On a *redis.Client, a *redis.ClusterClient and each shard of a
