@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -180,4 +182,45 @@ func TestFixedWindowUpgrade(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestFixedWindowDenial: on the server's clock the flat path adds with
+// INCRBY before it knows; a denial takes its units back, so the count stays
+// at the limit, and the next window starts from zero. ResetAfter and
+// RetryAfter are the window's rest, read from the TTL (ms).
+func TestFixedWindowDenial(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	b, err := New(client, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := backendtest.T0.Add(250 * time.Millisecond)
+	mr.SetTime(now)
+	check := []algorithms.Check{{Key: "{d}", Algorithm: algorithms.FixedWindow, Limit: algorithms.Limit{Rate: 3, Period: time.Second}}}
+	res := make([]algorithms.Result, 1)
+	allow := func(wantAllowed bool, wantRemaining int64, wantRetry time.Duration) {
+		t.Helper()
+		if err := b.Allow(ctx, check, res); err != nil || res[0].Allowed != wantAllowed || res[0].Remaining != wantRemaining || res[0].RetryAfter != wantRetry {
+			t.Fatalf("Allow at +%v = %+v, %v; want allowed %v, %d remaining, retry %v\n%s", now.Sub(backendtest.T0), res[0], err, wantAllowed, wantRemaining, wantRetry, dumpState(mr))
+		}
+	}
+	allow(true, 2, 0)
+	allow(true, 1, 0)
+	allow(true, 0, 0)
+	allow(false, 0, 750*time.Millisecond)
+	allow(false, 0, 750*time.Millisecond)
+	if v, _ := mr.Get("{d}"); v != "3" {
+		t.Fatalf("count %q after two denials, want \"3\": a denial consumes nothing", v)
+	}
+	check[0].Cost = 4 // can never fit: the general code, which writes nothing
+	allow(false, 0, 0)
+	check[0].Cost = 0
+	now = now.Add(750 * time.Millisecond) // the next window
+	mr.SetTime(now)
+	mr.FastForward(750 * time.Millisecond)
+	allow(true, 2, 0)
 }
