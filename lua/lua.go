@@ -6,7 +6,9 @@
 // The sources are meant to be read: prelude.lua documents what every
 // algorithm file defines, one.lua, dispatch.lua and batch.lua their calling
 // convention (KEYS, ARGV, reply), each algorithm file its state, each
-// <algorithm>_one.lua the flat fast path that starts its one-check script,
+// <algorithm>_one.lua the flat fast path that starts its one-check script
+// (the fixed window's starts with fixed_window_flat.lua, INCRBY and PTTL on
+// the server's clock, then fixed_window_one.lua),
 // batch_gcra.lua the flat loop that starts the batch scripts holding GCRA,
 // and batch_fast.lua the one that starts the batch scripts of
 // fixed_window, sliding_window and token_bucket around their fast
