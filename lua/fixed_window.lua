@@ -33,16 +33,19 @@
 -- a client's clock counts until the key expires.
 
 -- fixed_window_string returns the count of a string key and its expiry in
--- µs on the server's clock (read here: TIME, whatever now is): the end of
--- its window. It returns nothing for a key without a TTL. A string that is
--- not a count is an error of the key's state.
-local function fixed_window_string(key, v)
+-- µs on the server's clock (now when it is that clock, else read here:
+-- TIME): the end of its window. It returns nothing for a key without a
+-- TTL. A string that is not a count is an error of the key's state.
+local function fixed_window_string(key, v, now)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return end
-  local t = redis.call('TIME')
-  return c, (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl + 1) * 1000
+  if not server_clock then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return c, (floor(now / 1000) + ttl + 1) * 1000
 end
 
 -- fixed_window_write stores count units in the window [start, stop). On the
@@ -76,13 +79,13 @@ end
 -- nil; whether start and end are stored as such (a hash in the current
 -- form); and whether the key is a string (its start is then unknown, and
 -- returned as nil, its end as its expiry, see fixed_window_string).
-local function fixed_window_load(key, period)
+local function fixed_window_load(key, period, now)
   local v
   if server_clock then
     v = redis.pcall('GET', key)
     if type(v) ~= 'table' then
       if not v then return nil end
-      local c, e = fixed_window_string(key, v)
+      local c, e = fixed_window_string(key, v, now)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
@@ -90,7 +93,7 @@ local function fixed_window_load(key, period)
   v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then
     if not server_clock then
-      local c, e = fixed_window_string(key, redis.call('GET', key))
+      local c, e = fixed_window_string(key, redis.call('GET', key), now)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
@@ -109,7 +112,7 @@ local function fixed_window_load(key, period)
 end
 
 local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, stored, str = fixed_window_load(key, period)
+  local s, e, c, stored, str = fixed_window_load(key, period, now)
   local start = floor(now / period) * period
   local stop = start + period
   local count = 0
@@ -150,7 +153,7 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v)
+    local c, e = fixed_window_string(key, v, at)
     local d = at + reset - (e or 0)
     if not c or d < -1000 or d > 1000 then return end
     if c - cost <= 0 then
@@ -160,7 +163,7 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period)
+  local _, e, c = fixed_window_load(key, period, at)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then
