@@ -61,3 +61,9 @@ leasebench:
 .PHONY: peerbench
 peerbench:
 	cd bench/peerbench && $(GO) run . $(PEERBENCH_FLAGS)
+
+## peerbench-same: only the same-algorithm comparison (redlimit's fixed window beside ulule/limiter's,
+## its GCRA beside redis_rate's, every cell a ratio to the bare EVALSHA of the same round)
+.PHONY: peerbench-same
+peerbench-same:
+	cd bench/peerbench && $(GO) run . -same $(PEERBENCH_FLAGS)

@@ -15,6 +15,8 @@
 //     one after another, each decided as its own script would alone.
 //   - [Refund]: gives back, after the response, what a refundable call
 //     reserved and did not use.
+//   - [Cancel]: settles a part of a call spanning Cluster slots whose
+//     caller never learned whether it committed (its deadline ended).
 //   - [Release], [Renew]: free or extend concurrency leases.
 //
 // Each script, assembled, is checked in under docs/scripts/ with a header
@@ -30,11 +32,13 @@
 //
 //	now.lua                        reads now (ARGV[1], or TIME when it is 0)
 //	fast.lua + <alg>_one.lua       a flat fast path for the common case (gcra, fixed_window,
-//	                               sliding_window, token_bucket)
+//	                               sliding_window, token_bucket); the fixed window's starts
+//	                               with fixed_window_flat.lua (INCRBY and PTTL of its string
+//	                               counter, on the server's clock)
 //	prelude.lua                    helpers every algorithm uses
 //	<alg>.lua (one, or all)        the algorithm: <alg>, <alg>_write, <alg>_refund
 //	entry point                    one.lua, dispatch.lua, batch.lua, refund.lua,
-//	                               release.lua or renew.lua
+//	                               cancel.lua, release.lua or renew.lua
 //
 // A batch script starts with batch_state.lua and a flat loop
 // (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)

@@ -18,7 +18,7 @@ func ExampleMulti() {
 		}
 	}
 	// Output:
-	// -- Fixed window: hash {s = window start µs, e = window end µs, c = count}.
+	// -- Fixed window: two layouts, one per clock.
 	// -- Sliding log: sorted set, one member per unit, score = µs. An entry at s
 	// -- Sliding window counter: hash {s = start µs of the stored window, e = its
 	// -- Token bucket: hash {m = tokens missing from a full bucket, as the time

@@ -1,31 +1,104 @@
--- Fixed window: hash {s = window start µs, e = window end µs, c = count}.
--- Windows are aligned to the Unix epoch. Start and end are instants, so they
--- mean the same under any limit: the count still counts while now < e and
--- the stored window started in the current window of the current period
--- (or later: the clock went back, and the key is held at the later window),
--- until e under the period it was written with, else until e or the current
--- window's end, whichever comes first. A change of period never locks a key
--- for longer than one period of the new limit, nor beyond e (the key's TTL).
--- State written before windows were stored as instants, {w = window index,
--- c = count}, is read as a window of the current period.
--- fixed_window_write stores count units in the window [start, stop). When
--- that is the window the key holds (same) and now is the server's clock,
--- only the count changes: the key's TTL already ends with the window (see
--- fixed_window_one.lua). On a client's clock the TTL is set again from
--- the writer's now.
-local function fixed_window_write(key, start, stop, count, now, same)
-  if same and server_clock then
-    redis.call('HSET', key, 'c', fmt(count))
+-- Fixed window: two layouts, one per clock.
+--
+-- On the server's clock (TIME, the clock of TTLs), for a period of whole
+-- ms, a key is a string, the count, whose TTL ends with its window: while
+-- the key exists its window is the one it counts in, so a check of an
+-- existing key reads no clock (fixed_window_one.lua); a new window reads
+-- TIME once, to set the TTL. The expiry is set with PXAT to the window's
+-- last ms: Redis keeps a key while its clock in ms has not passed that ms,
+-- so exactly until the window ends. A count counts until its key expires,
+-- whatever the period: a key written under a longer period keeps its count
+-- until its window ends (at most one old period), and a clock that went
+-- back finds its key held at the later window (Redis's TTLs follow the
+-- same clock).
+--
+-- On a client's clock (Config.Now, which Redis's TTLs do not follow), or
+-- for a period that is not a whole number of ms, a key is a hash {s =
+-- window start µs, e = window end µs, c = count}. Windows are aligned to
+-- the Unix epoch. Start and end are instants, so they mean the same under
+-- any limit: the count still counts while now < e and the stored window
+-- started in the current window of the current period (or later: the
+-- clock went back, and the key is held at the later window), until e
+-- under the period it was written with, else until e or the current
+-- window's end, whichever comes first. A change of period never locks a
+-- key for longer than one period of the new limit, nor beyond e (the key's
+-- TTL). State written before windows were stored as instants, {w = window
+-- index, c = count}, is read as a window of the current period.
+--
+-- Each reads the other layout (a redeploy meets hashes written before the
+-- string layout, and calendar quotas share the hash), and a write turns
+-- the key into the layout of its clock: a hash read on the server's clock
+-- becomes a string whose TTL ends with the hash's window, count kept
+-- (unless that end is not a whole ms: it stays a hash). A string read on
+-- a client's clock counts until the key expires.
+
+-- fixed_window_string returns the count of a string key and its expiry in
+-- µs on the server's clock (now when it is that clock, else read here:
+-- TIME): the end of its window. It returns nothing for a key without a
+-- TTL. A string that is not a count is an error of the key's state.
+local function fixed_window_string(key, v, now)
+  local c = tonumber(v)
+  if not c then error('fixed window key holds a string that is not a count') end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then return end
+  if not server_clock then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return c, (floor(now / 1000) + ttl + 1) * 1000
+end
+
+-- fixed_window_write stores count units in the window [start, stop). On the
+-- server's clock, when stop is a whole ms, the key is a string: a write to
+-- the window the string holds (same and str) leaves its TTL, which ends
+-- with the window; any other sets it (and replaces a hash). Else it is a
+-- hash, whose TTL is set from the writer's now: on a client's clock every
+-- write sets it again (a TTL set by another client whose clock runs ahead
+-- would end the window early), on the server's only a new window's; str
+-- says the key holds a string, which the hash replaces.
+local function fixed_window_write(key, start, stop, count, now, same, str)
+  if server_clock and stop % 1000 == 0 then
+    if same and str then
+      redis.call('SET', key, fmt(count), 'KEEPTTL')
+    else
+      redis.call('SET', key, fmt(count), 'PXAT', fmt(stop / 1000 - 1))
+    end
     return
   end
-  redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  if str then redis.call('DEL', key) end
+  if same and not str then
+    redis.call('HSET', key, 'c', fmt(count))
+    if server_clock then return end
+  else
+    redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  end
   pexpire(key, stop - now)
 end
 
 -- fixed_window_load returns the stored window's start, end and count, or
--- nil, and whether start and end are stored as such (not the older form).
-local function fixed_window_load(key, period)
-  local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
+-- nil; whether start and end are stored as such (a hash in the current
+-- form); and whether the key is a string (its start is then unknown, and
+-- returned as nil, its end as its expiry, see fixed_window_string).
+local function fixed_window_load(key, period, now)
+  local v
+  if server_clock then
+    v = redis.pcall('GET', key)
+    if type(v) ~= 'table' then
+      if not v then return nil end
+      local c, e = fixed_window_string(key, v, now)
+      if not c then return nil, nil, nil, false, true end
+      return nil, e, c, false, true
+    end
+  end
+  v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+  if v.err then
+    if not server_clock then
+      local c, e = fixed_window_string(key, redis.call('GET', key), now)
+      if not c then return nil, nil, nil, false, true end
+      return nil, e, c, false, true
+    end
+    redis.call('HMGET', key, 'c') -- neither a string nor a hash: raises
+  end
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   local stored = s ~= nil
   if not s then
@@ -35,15 +108,22 @@ local function fixed_window_load(key, period)
     e = s + period
   end
   if not (e and c) then return nil end
-  return s, e, c, stored
+  return s, e, c, stored, false
 end
 
 local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, stored = fixed_window_load(key, period)
+  local s, e, c, stored, str = fixed_window_load(key, period, now)
   local start = floor(now / period) * period
   local stop = start + period
   local count = 0
-  if s and now < e and s >= start then
+  if str then
+    -- a string counts until it expires; its end, read in ms (the TTL's
+    -- unit), is the current window's end when within 1 ms of it
+    if e and now < e then
+      count = c
+      if e < stop - 1000 or e > stop + 1000 then stop = e end
+    end
+  elseif s and now < e and s >= start then
     count, start = c, s
     if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
       if e < stop then stop = e end
@@ -57,18 +137,33 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   if count + cost > cap then return 0, cap - count, stop - now, reset end
   count = count + cost
   -- the window the key holds, unchanged
-  local same = stored and start == s and stop == e
-  if commit then fixed_window_write(key, start, stop, count, now, same) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, same
+  local same = (stored and start == s and stop == e) or (str and count > cost)
+  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit
 -- replied reset = end - at, which names the window by its end. If another
 -- commit has moved the key to another window since, the units no longer
 -- count and there is nothing to give back; else the TTL stays (the window
--- ends when it did), whenever the refund comes.
+-- ends when it did), whenever the refund comes. A string key's end is its
+-- expiry, read to the ms: the commit's window if within 1 ms of its end
+-- (windows of one key end at least a period, a whole ms, apart).
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
-  local _, e, c = fixed_window_load(key, period)
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'table' then
+    if not v then return end
+    local c, e = fixed_window_string(key, v, at)
+    local d = at + reset - (e or 0)
+    if not c or d < -1000 or d > 1000 then return end
+    if c - cost <= 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, fmt(c - cost), 'KEEPTTL')
+    end
+    return
+  end
+  local _, e, c = fixed_window_load(key, period, at)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then

@@ -1,19 +1,53 @@
--- Fixed window, one check, the common case written flat: a key that holds
--- no state, or a window stored under the same period (not a calendar
--- quota's window of the same length). fixed_window_fast
--- makes fixed_window's decision as token_bucket_fast does
--- (token_bucket_one.lua). server is true when now is the server's clock,
--- the clock of TTLs: a write to the window the key holds then leaves its
--- TTL, which already ends with the window. On a client's clock every
--- write sets the TTL again, measured from the writer's now: a TTL set by
--- another client whose clock runs ahead would end the window early.
+-- Fixed window, one check, the common case written flat. On the server's
+-- clock (server true) with a period of whole ms, the key is a string
+-- whose TTL ends with its window (see fixed_window.lua): an existing key
+-- is read with GET and PTTL, no clock, and an allowed check adds with
+-- INCRBY, which keeps the TTL; no key starts a window, reading TIME if now
+-- is nil. Its expiry is set with PXAT to the window's last ms: Redis keeps
+-- a key while its clock in ms has not passed that ms, so exactly until the
+-- window ends; reset_after is then the TTL + 1 ms, at most 1 ms over the
+-- µs. A key that holds a hash (an older layout, a calendar quota's window,
+-- a client clock's write) is left to the general code, which reads it and
+-- rewrites it as a string. On a client's clock, the key holds a hash: a
+-- key that holds no state, or a window stored under the same period (not a
+-- calendar quota's window of the same length), is decided here as
+-- fixed_window decides it, and the TTL is set again from the writer's now
+-- (a TTL set by another client whose clock runs ahead would end the window
+-- early). The function returns nothing, having written nothing, for what
+-- it leaves to the general code.
 local fw_b, fw_cap, fw_period, fw_cost -- its numbers at b (see token_bucket_one.lua)
 local function fixed_window_fast(key, b, now, server)
-  local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
   if b ~= fw_b then
     fw_b, fw_cap, fw_period, fw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
   end
   local period = fw_period
+  if server and period % 1000 == 0 then
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' then return end -- a hash
+    local cap, cost = fw_cap, fw_cost
+    if v then
+      local c = tonumber(v)
+      if not c then return end
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 then return end
+      local reset = (ttl + 1) * 1000
+      local remaining = cap - c
+      if remaining < 0 then remaining = 0 end
+      if cost > cap then return 0, remaining, 0, reset end
+      if c + cost > cap then return 0, remaining, reset, reset end
+      return 1, cap - redis.call('INCRBY', key, cost), 0, reset
+    end
+    if cost > cap then return 0, cap, 0, 0 end
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    local stop = (math.floor(now / period) + 1) * period
+    redis.call('SET', key, string.format(intf, cost), 'PXAT', string.format(intf, stop / 1000 - 1))
+    return 1, cap - cost, 0, stop - now
+  end
+  local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+  if v.err then return end -- a string: the general code
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = fw_cap, fw_cost

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -285,7 +286,7 @@ func evalCmd(ctx context.Context, s *redis.Script, eval bool, keys []string, arg
 	if eval {
 		a = append(a, "eval", sources[s], len(keys))
 	} else {
-		a = append(a, "evalsha", s.Hash(), len(keys))
+		a = append(a, "evalsha", boxedHash(s), len(keys))
 	}
 	for _, k := range keys {
 		a = append(a, k)
@@ -293,12 +294,30 @@ func evalCmd(ctx context.Context, s *redis.Script, eval bool, keys []string, arg
 	return redis.NewIntSliceCmd(ctx, append(a, args...)...)
 }
 
+// hashes holds each script's SHA1 boxed in an interface value once, so
+// that an EVALSHA's arguments do not box it again on every call.
+var hashes sync.Map // *redis.Script -> any (string)
+
+func boxedHash(s *redis.Script) any {
+	if h, ok := hashes.Load(s); ok {
+		return h
+	}
+	h, _ := hashes.LoadOrStore(s, any(s.Hash()))
+	return h
+}
+
+// noScript reports whether err is the server's NOSCRIPT (checked for nil
+// first: redis.HasErrorPrefix allocates on every call).
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
 // runScript runs s on c as go-redis's Script.Run does (EVALSHA, then EVAL
 // on NOSCRIPT), reading the reply as evalCmd does.
 func runScript(ctx context.Context, c pipeClient, s *redis.Script, keys []string, args []any) ([]int64, error) {
 	cmd := evalCmd(ctx, s, false, keys, args)
 	_ = c.Process(ctx, cmd)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if noScript(cmd.Err()) {
 		cmd = evalCmd(ctx, s, true, keys, args)
 		_ = c.Process(ctx, cmd)
 	}

@@ -16,6 +16,17 @@
 // With a *redis.Client (a failover client is one) every call is one
 // EVALSHA, and all-or-nothing is atomic.
 //
+// # Stored state
+//
+// Each algorithm's key layout is documented at the top of its Lua file
+// (see package lua). The fixed window has two: on the server's clock, for
+// a period of whole milliseconds, a string counter whose TTL ends with its
+// window (a check of an existing key is INCRBY and PTTL, and reads no
+// clock), and with [Config].Now, or another period, a hash {s, e, c} that
+// is exact to the µs. Each reads the other, and the hashes of earlier
+// versions, and a write turns a key into its clock's layout with its count
+// kept: a redeploy needs no migration.
+//
 // # Pipelining
 //
 // Concurrent calls share round trips: a call that finds fewer than

@@ -167,7 +167,7 @@ func (p *pipeline) send(batch []*call) {
 	var retry redis.Pipeliner
 	for i := range us {
 		u := &us[i]
-		if redis.HasErrorPrefix(u.cmd.Err(), "NOSCRIPT") {
+		if noScript(u.cmd.Err()) {
 			if retry == nil {
 				retry = p.client.Pipeline()
 			}

@@ -12,7 +12,8 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 )
 
-// TestWindowTTL: a fixed window's key expires when its window ends, a
+// TestWindowTTL: a fixed window's key expires when its window ends (on
+// the server's clock, a string that lives through the window's last ms), a
 // sliding window counter's one period later (it still weighs the window
 // then), whether their checks are decided alone, in batches or in calls of
 // several checks. On the server's clock a check in the window the key
@@ -68,6 +69,11 @@ func testWindowTTL(t *testing.T, alg algorithms.Algorithm) {
 		}
 		ttl := func(key string, want time.Duration) {
 			t.Helper()
+			if alg == algorithms.FixedWindow && key != "{b}" {
+				// a string whose expiry is the window's last ms (PXAT):
+				// Redis keeps it until its clock has passed that ms
+				want -= time.Millisecond
+			}
 			if got := mr.TTL(key); got != want+after {
 				t.Fatalf("TTL of %s %v, want %v\n%s", key, got, want+after, dumpState(mr))
 			}

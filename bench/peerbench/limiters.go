@@ -42,6 +42,11 @@ type limiter struct {
 	prefix string
 	// stateless marks the baseline, which limits nothing.
 	stateless bool
+	// same names the algorithm of a same-algorithm pair ("fixed window",
+	// "GCRA"), peer marks the other library's row of the pair: the table
+	// "Same algorithm, side by side" sets each redlimit row beside its peer.
+	same string
+	peer bool
 }
 
 func (lm limiter) runs(scenario string) bool {
@@ -56,22 +61,28 @@ func (lm limiter) runs(scenario string) bool {
 	return false
 }
 
+// The algorithms of the same-algorithm pairs.
+const (
+	sameFixedWindow = "fixed window"
+	sameGCRA        = "GCRA"
+)
+
 // limiters lists the rows in table order; the first is the reference of
 // every ratio.
 func limiters() []limiter {
 	secondary := []string{scHot8, scKeys}
 	return []limiter{
-		{name: "redlimit gcra", id: "gcra", build: redlimit(algorithms.GCRA, redisstore.Config{}, false)},
+		{name: "redlimit gcra", id: "gcra", build: redlimit(algorithms.GCRA, redisstore.Config{}, false), same: sameGCRA},
 		{name: "redlimit gcra + DenyCache", id: "gcra-dc", build: redlimit(algorithms.GCRA, redisstore.Config{}, true), only: []string{scHot64, scKeys, scAbuse}},
 		{name: "redlimit gcra, unpipelined (Pipelines: -1)", id: "gcra-unpiped", build: redlimit(algorithms.GCRA, redisstore.Config{Pipelines: -1}, false)},
-		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:"},
+		{name: "go-redis/redis_rate v10", id: "redis_rate", build: redisRate, prefix: "rate:", same: sameGCRA, peer: true},
 		{name: "go-redis/redis_rate v10, autopipelined client", id: "redis_rate-ap", build: redisRateAutoPipelined, prefix: "rate:"},
-		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:"},
+		{name: "ulule/limiter v3 (redis store)", id: "ulule", build: ulule, prefix: "limiter:", same: sameFixedWindow, peer: true},
 		{name: "throttled v2 (goredisstore.v9)", id: "throttled", build: throttledGCRA, prefix: "throttled:"},
 		{name: "baseline: EVALSHA `return 1`", id: "baseline", build: baseline, stateless: true},
 		{name: "redlimit token_bucket", id: "tb", build: redlimit(algorithms.TokenBucket, redisstore.Config{}, false), only: secondary},
 		{name: "redlimit sliding_window", id: "sw", build: redlimit(algorithms.SlidingWindow, redisstore.Config{}, false), only: secondary},
-		{name: "redlimit fixed_window", id: "fw", build: redlimit(algorithms.FixedWindow, redisstore.Config{}, false), only: secondary},
+		{name: "redlimit fixed_window", id: "fw", build: redlimit(algorithms.FixedWindow, redisstore.Config{}, false), same: sameFixedWindow},
 		{name: "redlimit sliding_log", id: "sl", build: redlimit(algorithms.SlidingLog, redisstore.Config{}, false), only: secondary},
 	}
 }

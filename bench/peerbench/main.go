@@ -40,6 +40,7 @@ var (
 	addr     = flag.String("redis", "", "address of an existing redis-server to use instead of starting one (it is FLUSHALLed and its stats reset)")
 	only     = flag.String("only", "", "a regular expression: run only the limiters whose name matches it (and redlimit gcra, the reference of every ratio)")
 	scOnly   = flag.String("scenarios", "", "a regular expression: run only the throughput scenarios whose name matches it")
+	same     = flag.Bool("same", false, "run only the same-algorithm comparison: redlimit's fixed window and GCRA, ulule/limiter, redis_rate and the bare EVALSHA")
 )
 
 // Scenario names, also the columns of the tables.
@@ -139,6 +140,9 @@ func run() error {
 	lms, err := selected(limiters(), *only, *scOnly)
 	if err != nil {
 		return err
+	}
+	if *same {
+		lms = sameAlgorithm(lms)
 	}
 	results, err := e.rounds(ctx, lms)
 	if err != nil {

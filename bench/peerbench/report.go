@@ -231,6 +231,7 @@ func report(w io.Writer, h header, lms []limiter, res map[string]map[string][]ru
 	)
 	(&table{w: w, cols: cols}).print(lms)
 	fmt.Fprintf(w, "%s\n\n", spread(lms, res))
+	reportSame(w, lms, res, once)
 
 	fmt.Fprintf(w, "**Redis work per check (lower is better).** Round trips and commands sent: counted by a go-redis hook on the client. Commands run: INFO commandstats calls, including the commands scripts run. Command µs: commandstats usec of the commands sent (a script's usec includes its inner commands). Redis CPU µs: used_cpu_user+sys. Client CPU µs: the CPU time of the benchmark process (limiter, go-redis and harness), user+sys. The two share 2 cores: at c=64 their sum bounds the throughput.\n\n")
 	(&table{w: w, cols: []column{

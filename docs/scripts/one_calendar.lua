@@ -22,7 +22,7 @@
 --   server's now lies outside both windows (nothing decided, nothing written:
 --   the Go side sends again with windows around that now)
 --
--- SHA1 f54ab6c254f8b0577da818cff9bf2ae93fa54856 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 7bbb0e343ca2f3a102a70b815875b7faeacdfd4a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -126,6 +126,9 @@ end
 -- State: the fixed window's hash {s = window start µs, e = window end µs,
 -- c = count}, so that a key moving between an epoch-aligned fixed window
 -- and a calendar quota reads as the fixed window reads a change of period.
+-- A fixed window's string (its layout on the server's clock, see
+-- fixed_window.lua) is read as a count from the current window until the
+-- key expires, and the next write replaces it with the hash.
 -- The count still counts while now < e and the stored window started in
 -- the current window (or later): until e or the current window's end,
 -- whichever comes first, or until e when the stored window starts at or
@@ -137,8 +140,10 @@ local function calendar_outside(now, s0, s2)
   return now < s0 or now >= s2
 end
 
--- calendar_write stores count units in the window [start, stop).
-local function calendar_write(key, start, stop, count, now)
+-- calendar_write stores count units in the window [start, stop); str says
+-- the key holds a fixed window's string, which the hash replaces.
+local function calendar_write(key, start, stop, count, now, str)
+  if str then redis.call('DEL', key) end
   redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
   pexpire(key, stop - now)
 end
@@ -146,8 +151,22 @@ end
 local function calendar(key, cap, s0, s1, s2, cost, now, commit)
   local start, stop = s0, s1
   if now >= s1 then start, stop = s1, s2 end
-  local v = redis.call('HMGET', key, 's', 'e', 'c')
-  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local v = redis.pcall('HMGET', key, 's', 'e', 'c')
+  local s, e, c, str
+  if v.err then
+    -- a fixed window's count on the server's clock (see fixed_window.lua):
+    -- counted, as from the current window, until its key expires
+    str = true
+    c = tonumber(redis.call('GET', key))
+    if not c then error('calendar quota key holds a string that is not a count') end
+    local ttl = redis.call('PTTL', key)
+    if ttl >= 0 then
+      local t = redis.call('TIME')
+      s, e = start, (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl + 1) * 1000
+    end
+  else
+    s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  end
   local count = 0
   if s and e and c and now < e and s >= start then
     count = c
@@ -159,14 +178,15 @@ local function calendar(key, cap, s0, s1, s2, cost, now, commit)
   if cost > cap then return 0, cap - count, 0, reset end
   if count + cost > cap then return 0, cap - count, stop - now, reset end
   count = count + cost
-  if commit then calendar_write(key, start, stop, count, now) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now
+  if commit then calendar_write(key, start, stop, count, now, str) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now, str
 end
 
 -- Refund, as fixed_window_refund: the commit at at replied reset = end -
 -- at, which names its window by its end.
 local function calendar_refund(key, _, _, _, _, cost, at, reset)
-  local v = redis.call('HMGET', key, 'e', 'c')
+  local v = redis.pcall('HMGET', key, 'e', 'c')
+  if v.err then return end -- a fixed window's string: another window
   local e, c = tonumber(v[1]), tonumber(v[2])
   if e ~= at + reset or not c then return end
   c = c - cost

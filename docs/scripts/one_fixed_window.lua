@@ -16,42 +16,104 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 63b851fe51bff0902f36850bfced8e9fcede2047 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: now.lua, fast.lua, fixed_window_one.lua, one_fast.lua, prelude.lua, fixed_window.lua, one.lua,
+-- SHA1 a3d561c279ea795d40cfda2760d0cf2b2416425c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: fixed_window_flat.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
--- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
--- is 0 (compared as the string the Go side sends: parsing a number costs
--- more). It starts every one-check script (see one.lua), and the Go side
--- joins it before the entry point of the others (dispatch.lua, refund.lua,
--- release.lua, renew.lua), which read now from it.
-local now = ARGV[1]
-if now == '0' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(now)
+-- The fixed window's one-check script starts here: a check on the
+-- server's clock with a period of whole ms, not a part of a call spanning
+-- slots (KEYS[3]), and whose cost can fit, is decided flat, before any
+-- function is defined, with the commands ulule/limiter's counter needs:
+-- INCRBY then PTTL. The key is a string whose TTL ends with its window
+-- (see fixed_window.lua): a key with a TTL is the current window, and the
+-- check reads no clock. A denial takes its units back (DECRBY): a denied
+-- check consumes nothing. A key INCRBY created (no TTL, count = cost)
+-- starts a window: TIME, and its expiry at the window's last ms (PEXPIREAT,
+-- as fixed_window_fast sets it). Anything else (a hash: INCRBY fails; a
+-- string with no TTL that was there before) is left, unchanged, to what
+-- follows: fixed_window_fast, then the general code. See one.lua for KEYS,
+-- ARGV and the reply, which leaves out the now, as one_fast.lua's.
+if ARGV[1] == '0' and not KEYS[3] then
+  local key, cap, period, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
+  if cost <= cap and period % 1000 == 0 then
+    local c = redis.pcall('INCRBY', key, cost)
+    if type(c) == 'number' then
+      local ttl = redis.call('PTTL', key)
+      if ttl >= 0 then
+        local reset = (ttl + 1) * 1000
+        if c <= cap then return {1, cap - c, 0, reset} end
+        redis.call('DECRBY', key, cost)
+        local allowed = 0
+        if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
+        local remaining = cap - c + cost
+        if remaining < 0 then remaining = 0 end
+        return {allowed, remaining, reset, reset}
+      end
+      if c == cost then
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        local stop = (math.floor(now / period) + 1) * period
+        redis.call('PEXPIREAT', key, string.format('%.0f', stop / 1000 - 1))
+        return {1, cap - c, 0, stop - now}
+      end
+      redis.call('DECRBY', key, cost)
+    end
+  end
 end
 -- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
 -- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
--- Fixed window, one check, the common case written flat: a key that holds
--- no state, or a window stored under the same period (not a calendar
--- quota's window of the same length). fixed_window_fast
--- makes fixed_window's decision as token_bucket_fast does
--- (token_bucket_one.lua). server is true when now is the server's clock,
--- the clock of TTLs: a write to the window the key holds then leaves its
--- TTL, which already ends with the window. On a client's clock every
--- write sets the TTL again, measured from the writer's now: a TTL set by
--- another client whose clock runs ahead would end the window early.
+-- Fixed window, one check, the common case written flat. On the server's
+-- clock (server true) with a period of whole ms, the key is a string
+-- whose TTL ends with its window (see fixed_window.lua): an existing key
+-- is read with GET and PTTL, no clock, and an allowed check adds with
+-- INCRBY, which keeps the TTL; no key starts a window, reading TIME if now
+-- is nil. Its expiry is set with PXAT to the window's last ms: Redis keeps
+-- a key while its clock in ms has not passed that ms, so exactly until the
+-- window ends; reset_after is then the TTL + 1 ms, at most 1 ms over the
+-- µs. A key that holds a hash (an older layout, a calendar quota's window,
+-- a client clock's write) is left to the general code, which reads it and
+-- rewrites it as a string. On a client's clock, the key holds a hash: a
+-- key that holds no state, or a window stored under the same period (not a
+-- calendar quota's window of the same length), is decided here as
+-- fixed_window decides it, and the TTL is set again from the writer's now
+-- (a TTL set by another client whose clock runs ahead would end the window
+-- early). The function returns nothing, having written nothing, for what
+-- it leaves to the general code.
 local fw_b, fw_cap, fw_period, fw_cost -- its numbers at b (see token_bucket_one.lua)
 local function fixed_window_fast(key, b, now, server)
-  local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
   if b ~= fw_b then
     fw_b, fw_cap, fw_period, fw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
   end
   local period = fw_period
+  if server and period % 1000 == 0 then
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' then return end -- a hash
+    local cap, cost = fw_cap, fw_cost
+    if v then
+      local c = tonumber(v)
+      if not c then return end
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 then return end
+      local reset = (ttl + 1) * 1000
+      local remaining = cap - c
+      if remaining < 0 then remaining = 0 end
+      if cost > cap then return 0, remaining, 0, reset end
+      if c + cost > cap then return 0, remaining, reset, reset end
+      return 1, cap - redis.call('INCRBY', key, cost), 0, reset
+    end
+    if cost > cap then return 0, cap, 0, 0 end
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    local stop = (math.floor(now / period) + 1) * period
+    redis.call('SET', key, string.format(intf, cost), 'PXAT', string.format(intf, stop / 1000 - 1))
+    return 1, cap - cost, 0, stop - now
+  end
+  local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+  if v.err then return end -- a string: the general code
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = fw_cap, fw_cost
@@ -84,7 +146,8 @@ local function fixed_window_fast(key, b, now, server)
     return 1, cap - count, 0, stop - now
   end
 end
-local fast = fixed_window_fast
+local fast, now = fixed_window_fast, nil
+if ARGV[1] ~= '0' then now = tonumber(ARGV[1]) end
 -- The fast path of a one-check script whose algorithm's fast path is a
 -- function (the Go side names it `fast`): it decides the common case, and
 -- a call whose part of a call spanning slots (KEYS[3]) must set markers
@@ -98,6 +161,18 @@ if not KEYS[3] then
     if remaining < 0 then remaining = 0 end
     return {allowed, remaining, retry, reset}
   end
+end
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0 (compared as the string the Go side sends: parsing a number costs
+-- more). It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
+local now = ARGV[1]
+if now == '0' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(now)
 end
 -- redlimit's scripts: each is this prelude, one or all of the algorithm
 -- files, then an entry point. one.lua decides one check (the common case)
@@ -175,34 +250,107 @@ local function bucket_debt(a, b, rs, now, r, full, same)
   if diff > full then return full, true end
   return diff, false
 end
--- Fixed window: hash {s = window start µs, e = window end µs, c = count}.
--- Windows are aligned to the Unix epoch. Start and end are instants, so they
--- mean the same under any limit: the count still counts while now < e and
--- the stored window started in the current window of the current period
--- (or later: the clock went back, and the key is held at the later window),
--- until e under the period it was written with, else until e or the current
--- window's end, whichever comes first. A change of period never locks a key
--- for longer than one period of the new limit, nor beyond e (the key's TTL).
--- State written before windows were stored as instants, {w = window index,
--- c = count}, is read as a window of the current period.
--- fixed_window_write stores count units in the window [start, stop). When
--- that is the window the key holds (same) and now is the server's clock,
--- only the count changes: the key's TTL already ends with the window (see
--- fixed_window_one.lua). On a client's clock the TTL is set again from
--- the writer's now.
-local function fixed_window_write(key, start, stop, count, now, same)
-  if same and server_clock then
-    redis.call('HSET', key, 'c', fmt(count))
+-- Fixed window: two layouts, one per clock.
+--
+-- On the server's clock (TIME, the clock of TTLs), for a period of whole
+-- ms, a key is a string, the count, whose TTL ends with its window: while
+-- the key exists its window is the one it counts in, so a check of an
+-- existing key reads no clock (fixed_window_one.lua); a new window reads
+-- TIME once, to set the TTL. The expiry is set with PXAT to the window's
+-- last ms: Redis keeps a key while its clock in ms has not passed that ms,
+-- so exactly until the window ends. A count counts until its key expires,
+-- whatever the period: a key written under a longer period keeps its count
+-- until its window ends (at most one old period), and a clock that went
+-- back finds its key held at the later window (Redis's TTLs follow the
+-- same clock).
+--
+-- On a client's clock (Config.Now, which Redis's TTLs do not follow), or
+-- for a period that is not a whole number of ms, a key is a hash {s =
+-- window start µs, e = window end µs, c = count}. Windows are aligned to
+-- the Unix epoch. Start and end are instants, so they mean the same under
+-- any limit: the count still counts while now < e and the stored window
+-- started in the current window of the current period (or later: the
+-- clock went back, and the key is held at the later window), until e
+-- under the period it was written with, else until e or the current
+-- window's end, whichever comes first. A change of period never locks a
+-- key for longer than one period of the new limit, nor beyond e (the key's
+-- TTL). State written before windows were stored as instants, {w = window
+-- index, c = count}, is read as a window of the current period.
+--
+-- Each reads the other layout (a redeploy meets hashes written before the
+-- string layout, and calendar quotas share the hash), and a write turns
+-- the key into the layout of its clock: a hash read on the server's clock
+-- becomes a string whose TTL ends with the hash's window, count kept
+-- (unless that end is not a whole ms: it stays a hash). A string read on
+-- a client's clock counts until the key expires.
+
+-- fixed_window_string returns the count of a string key and its expiry in
+-- µs on the server's clock (now when it is that clock, else read here:
+-- TIME): the end of its window. It returns nothing for a key without a
+-- TTL. A string that is not a count is an error of the key's state.
+local function fixed_window_string(key, v, now)
+  local c = tonumber(v)
+  if not c then error('fixed window key holds a string that is not a count') end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then return end
+  if not server_clock then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return c, (floor(now / 1000) + ttl + 1) * 1000
+end
+
+-- fixed_window_write stores count units in the window [start, stop). On the
+-- server's clock, when stop is a whole ms, the key is a string: a write to
+-- the window the string holds (same and str) leaves its TTL, which ends
+-- with the window; any other sets it (and replaces a hash). Else it is a
+-- hash, whose TTL is set from the writer's now: on a client's clock every
+-- write sets it again (a TTL set by another client whose clock runs ahead
+-- would end the window early), on the server's only a new window's; str
+-- says the key holds a string, which the hash replaces.
+local function fixed_window_write(key, start, stop, count, now, same, str)
+  if server_clock and stop % 1000 == 0 then
+    if same and str then
+      redis.call('SET', key, fmt(count), 'KEEPTTL')
+    else
+      redis.call('SET', key, fmt(count), 'PXAT', fmt(stop / 1000 - 1))
+    end
     return
   end
-  redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  if str then redis.call('DEL', key) end
+  if same and not str then
+    redis.call('HSET', key, 'c', fmt(count))
+    if server_clock then return end
+  else
+    redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  end
   pexpire(key, stop - now)
 end
 
 -- fixed_window_load returns the stored window's start, end and count, or
--- nil, and whether start and end are stored as such (not the older form).
-local function fixed_window_load(key, period)
-  local v = redis.call('HMGET', key, 's', 'e', 'c', 'w')
+-- nil; whether start and end are stored as such (a hash in the current
+-- form); and whether the key is a string (its start is then unknown, and
+-- returned as nil, its end as its expiry, see fixed_window_string).
+local function fixed_window_load(key, period, now)
+  local v
+  if server_clock then
+    v = redis.pcall('GET', key)
+    if type(v) ~= 'table' then
+      if not v then return nil end
+      local c, e = fixed_window_string(key, v, now)
+      if not c then return nil, nil, nil, false, true end
+      return nil, e, c, false, true
+    end
+  end
+  v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+  if v.err then
+    if not server_clock then
+      local c, e = fixed_window_string(key, redis.call('GET', key), now)
+      if not c then return nil, nil, nil, false, true end
+      return nil, e, c, false, true
+    end
+    redis.call('HMGET', key, 'c') -- neither a string nor a hash: raises
+  end
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   local stored = s ~= nil
   if not s then
@@ -212,15 +360,22 @@ local function fixed_window_load(key, period)
     e = s + period
   end
   if not (e and c) then return nil end
-  return s, e, c, stored
+  return s, e, c, stored, false
 end
 
 local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, stored = fixed_window_load(key, period)
+  local s, e, c, stored, str = fixed_window_load(key, period, now)
   local start = floor(now / period) * period
   local stop = start + period
   local count = 0
-  if s and now < e and s >= start then
+  if str then
+    -- a string counts until it expires; its end, read in ms (the TTL's
+    -- unit), is the current window's end when within 1 ms of it
+    if e and now < e then
+      count = c
+      if e < stop - 1000 or e > stop + 1000 then stop = e end
+    end
+  elseif s and now < e and s >= start then
     count, start = c, s
     if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
       if e < stop then stop = e end
@@ -234,18 +389,33 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   if count + cost > cap then return 0, cap - count, stop - now, reset end
   count = count + cost
   -- the window the key holds, unchanged
-  local same = stored and start == s and stop == e
-  if commit then fixed_window_write(key, start, stop, count, now, same) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, same
+  local same = (stored and start == s and stop == e) or (str and count > cost)
+  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit
 -- replied reset = end - at, which names the window by its end. If another
 -- commit has moved the key to another window since, the units no longer
 -- count and there is nothing to give back; else the TTL stays (the window
--- ends when it did), whenever the refund comes.
+-- ends when it did), whenever the refund comes. A string key's end is its
+-- expiry, read to the ms: the commit's window if within 1 ms of its end
+-- (windows of one key end at least a period, a whole ms, apart).
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
-  local _, e, c = fixed_window_load(key, period)
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'table' then
+    if not v then return end
+    local c, e = fixed_window_string(key, v, at)
+    local d = at + reset - (e or 0)
+    if not c or d < -1000 or d > 1000 then return end
+    if c - cost <= 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, fmt(c - cost), 'KEEPTTL')
+    end
+    return
+  end
+  local _, e, c = fixed_window_load(key, period, at)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then

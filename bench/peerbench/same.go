@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// sameAlgorithm keeps the rows of the same-algorithm comparison: each
+// redlimit algorithm that a peer also runs, that peer, and the baseline
+// that every cell is divided by. The first row, the reference of the
+// other tables, is a pair's redlimit row.
+func sameAlgorithm(lms []limiter) []limiter {
+	var out []limiter
+	for _, lm := range lms {
+		if lm.same != "" || lm.stateless {
+			out = append(out, lm)
+		}
+	}
+	return out
+}
+
+// roundRatios returns, round by round, a's checks/s in scenario sc divided
+// by b's in the same round; nil when either was not measured.
+func roundRatios(res map[string]map[string][]runResult, a, b, sc string) []float64 {
+	ra, rb := res[a][sc], res[b][sc]
+	n := min(len(ra), len(rb))
+	if n == 0 {
+		return nil
+	}
+	out := make([]float64, n)
+	for i := range n {
+		out[i] = ra[i].rate() / max(rb[i].rate(), 1)
+	}
+	return out
+}
+
+// reportSame prints the table "Same algorithm, side by side": every row of
+// a same-algorithm pair and the baseline, each cell its median checks/s and
+// the median of its round-by-round ratios to the baseline of the same
+// round, then per pair the ratio redlimit ÷ peer of each round and the
+// lowest, and the pairs' Redis memory per key and allocations per check.
+// It prints nothing unless the baseline and a whole pair ran.
+func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResult, once map[string]single) {
+	var base *limiter
+	for i := range lms {
+		if lms[i].stateless {
+			base = &lms[i]
+		}
+	}
+	type pair struct{ ours, peer limiter }
+	var pairs []pair
+	for _, o := range lms {
+		if o.same == "" || o.peer {
+			continue
+		}
+		for _, p := range lms {
+			if p.peer && p.same == o.same {
+				pairs = append(pairs, pair{o, p})
+			}
+		}
+	}
+	if base == nil || len(pairs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "**Same algorithm, side by side (checks/s; × = ratio to the bare EVALSHA of the same round, median of the rounds).** Each pair below: redlimit ÷ the peer running the same algorithm, round by round (the lowest in bold).\n\n")
+	fmt.Fprint(w, "| contender |")
+	for _, sc := range scenarios {
+		if sc.name != scAbuse {
+			fmt.Fprintf(w, " %s |", sc.name)
+		}
+	}
+	fmt.Fprint(w, " MEMORY USAGE, B/key | used_memory, B/key | allocs/check | B/check |\n|---|")
+	for _, sc := range scenarios {
+		if sc.name != scAbuse {
+			fmt.Fprint(w, "---:|")
+		}
+	}
+	fmt.Fprintln(w, "---:|---:|---:|---:|")
+	row := func(lm limiter) {
+		fmt.Fprintf(w, "| %s |", lm.name)
+		for _, sc := range scenarios {
+			if sc.name == scAbuse {
+				continue
+			}
+			rs := res[lm.id][sc.name]
+			if len(rs) == 0 {
+				fmt.Fprint(w, " — |")
+				continue
+			}
+			rates := make([]float64, len(rs))
+			for i, r := range rs {
+				rates[i] = r.rate()
+			}
+			fmt.Fprintf(w, " %s (%.2f) |", number(median(rates), 0), median(roundRatios(res, lm.id, base.id, sc.name)))
+		}
+		s := once[lm.id]
+		if lm.stateless {
+			fmt.Fprint(w, " — | — |")
+		} else {
+			fmt.Fprintf(w, " %d | %s |", s.mem.sampleSize, number(s.mem.perKey, 0))
+		}
+		fmt.Fprintf(w, " %.1f | %s |\n", s.allocs, number(s.bytes, 0))
+	}
+	row(*base)
+	for _, p := range pairs {
+		row(p.ours)
+		row(p.peer)
+	}
+	for _, p := range pairs {
+		fmt.Fprintf(w, "| **%s ÷ %s** (%s) |", shortName(p.ours), shortName(p.peer), p.ours.same)
+		for _, sc := range scenarios {
+			if sc.name == scAbuse {
+				continue
+			}
+			fmt.Fprintf(w, " %s |", ratioCell(roundRatios(res, p.ours.id, p.peer.id, sc.name)))
+		}
+		o, q := once[p.ours.id], once[p.peer.id]
+		fmt.Fprintf(w, " %.2f | %.2f | %.2f | %.2f |\n",
+			float64(o.mem.sampleSize)/float64(max(q.mem.sampleSize, 1)), o.mem.perKey/max(q.mem.perKey, 1),
+			o.allocs/max(q.allocs, 1), o.bytes/max(q.bytes, 1))
+	}
+	fmt.Fprintln(w)
+}
+
+// ratioCell shows ratios round by round, the lowest in bold.
+func ratioCell(rs []float64) string {
+	if len(rs) == 0 {
+		return "—"
+	}
+	lo := 0
+	for i, r := range rs {
+		if r < rs[lo] {
+			lo = i
+		}
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
+		if i == lo {
+			parts[i] = "**" + parts[i] + "**"
+		}
+	}
+	return strings.Join(parts, " / ")
+}
+
+// shortName is a row's name up to its first space after the library:
+// "redlimit fixed_window", "ulule/limiter".
+func shortName(lm limiter) string {
+	f := strings.Fields(lm.name)
+	if len(f) > 1 && f[0] == "redlimit" {
+		return f[0] + " " + f[1]
+	}
+	return f[0]
+}
