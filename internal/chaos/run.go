@@ -1,0 +1,363 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redlimit/redlimit/internal/chaos/world"
+)
+
+// Options configure one run.
+type Options struct {
+	Topology string
+	Duration time.Duration // the workload's time, faults then quiet; default 8s
+	Seed     uint64
+	Mutate   string // "", MutateOveradmit or MutateLockout
+	// Short is the mode `make test` runs: liveness gets a forgiving slack
+	// (see ShortSlack) since a loaded CI machine may delay any call.
+	Short bool
+	// Processes runs each application instance as a worker process (the
+	// binary Exe re-executed, see Worker); otherwise instances are
+	// goroutines of this process.
+	Processes bool
+	Exe       []string // the command that starts a worker; default os.Args[0] -worker
+
+	Instances int           // default 3
+	Workers   int           // goroutines per instance; default 3
+	Timeout   time.Duration // the engines' Timeout; default 50ms
+
+	// StartWorld starts the topology; default the local world (single only).
+	StartWorld func(topology string) (world.World, error)
+	// Log receives the schedule and progress; nil discards.
+	Log io.Writer
+	// HistoryFile, when set, receives the run's history (JSON lines).
+	HistoryFile string
+}
+
+// ShortSlack is the liveness slack of the short mode: a call may take
+// Timeout + ShortSlack. The long mode uses LongSlack. The short mode runs
+// in `make test` beside other packages' tests on a loaded machine, where a
+// goroutine may wait that long for a CPU; tests must never fail because
+// the machine is slow.
+const (
+	ShortSlack = 250 * time.Millisecond
+	LongSlack  = 20 * time.Millisecond
+)
+
+func (o *Options) defaults() {
+	if o.Duration == 0 {
+		o.Duration = 8 * time.Second
+	}
+	if o.Instances == 0 {
+		o.Instances = 3
+	}
+	if o.Workers == 0 {
+		o.Workers = 3
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	if o.StartWorld == nil {
+		o.StartWorld = startLocal
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// CheckOptions returns the checker's options for a run made with o.
+func (o Options) CheckOptions() CheckOptions {
+	o.defaults()
+	slack := LongSlack
+	if o.Short {
+		slack = ShortSlack
+	}
+	return CheckOptions{Timeout: o.Timeout, Slack: slack}
+}
+
+// Replay is the command that replays the run.
+func (o Options) Replay() string {
+	s := "go run ./cmd/chaos -topology " + o.Topology + " -seed " + strconv.FormatUint(o.Seed, 10) + " -duration " + o.Duration.String()
+	if o.Mutate != "" {
+		s += " -mutate " + o.Mutate
+	}
+	if o.Short {
+		s += " -short"
+	}
+	if o.Processes {
+		s += " -processes"
+	}
+	return s
+}
+
+// RunResult is one run: its schedule, history and what the checker found.
+type RunResult struct {
+	Options  Options
+	Schedule Schedule
+	Kinds    []string // the fault kinds the world offered, and world.InstanceCrash
+	History  *History
+	Summary  Summary
+}
+
+// Run starts the world, runs the workload under the schedule drawn from
+// the seed, probes every key once the faults have stopped, stops
+// everything it started, and checks the history.
+func Run(ctx context.Context, o Options) (*RunResult, error) {
+	o.defaults()
+	w, err := o.StartWorld(o.Topology)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	if err := w.Healthy(ctx); err != nil {
+		return nil, err
+	}
+
+	sched := NewSchedule(o.Seed, kindsWithCrash(w.Kinds()), o.Duration)
+	fmt.Fprintf(o.Log, "chaos: topology=%s %s", w.Topology(), sched)
+
+	start := time.Now()
+	h := NewHistory(start)
+	clock := func() int64 { return time.Since(start).Microseconds() }
+	baseline := runtime.NumGoroutine()
+
+	fleet := &fleet{o: o, w: w, h: h, clock: clock, base: h.Base, prefix: "chaos" + strconv.FormatUint(o.Seed, 36)}
+	for range o.Instances {
+		if err := fleet.spawn(ctx); err != nil {
+			fleet.stopAll()
+			return nil, err
+		}
+	}
+
+	runNemesis(ctx, o, w, sched, h, clock, fleet)
+	h.Add(Record{Kind: KindPhase, Phase: "quiet", Start: clock(), End: clock()})
+	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_ = w.Healthy(hctx)
+	cancel()
+
+	// The fault-free tail; then the workload stops, every instance still
+	// up, and each probes every key once the keys' deadlines have passed.
+	sleepUntil(ctx, start.Add(o.Duration))
+	fleet.quiesceAll()
+	copts := o.CheckOptions()
+	var latest int64
+	for _, d := range Deadlines(h.Records(), copts) {
+		latest = max(latest, d)
+	}
+	wait := min(time.Duration(latest-clock())*time.Microsecond, 15*time.Second)
+	sleepUntil(ctx, time.Now().Add(wait))
+	h.Add(Record{Kind: KindPhase, Phase: "probe", Start: clock(), End: clock()})
+	fleet.probeAll(ctx)
+	fleet.stopAll()
+
+	// Goroutines back to the baseline.
+	after := runtime.NumGoroutine()
+	for i := 0; i < 50 && after > baseline+2; i++ {
+		time.Sleep(100 * time.Millisecond)
+		after = runtime.NumGoroutine()
+	}
+	if !o.Processes {
+		h.Add(Record{Kind: KindGoroutines, Start: clock(), End: clock(), Before: baseline, After: after})
+	}
+
+	if o.HistoryFile != "" {
+		if err := writeHistory(o.HistoryFile, h); err != nil {
+			fmt.Fprintf(o.Log, "chaos: %v\n", err)
+		}
+	}
+	res := &RunResult{Options: o, Schedule: sched, History: h, Kinds: kindsWithCrash(w.Kinds())}
+	res.Summary = Check(h, copts)
+	return res, ctx.Err()
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	if d := time.Until(t); d > 0 {
+		pause(ctx, d)
+	}
+}
+
+// fleet is the application instances of a run, in process or not.
+type fleet struct {
+	o      Options
+	w      world.World
+	h      *History
+	clock  func() int64
+	base   int64
+	prefix string
+
+	mu    sync.Mutex
+	next  int
+	alive []member
+}
+
+// member is one live instance: a goroutine-run instance or a worker.
+type member interface {
+	quiesce()                  // its workload stops, the operations in flight complete
+	probe(ctx context.Context) // it decides every key once
+	stop()                     // it closes (after quiesce)
+	crash()                    // abrupt: slots held, refunds pending
+}
+
+func (f *fleet) spawn(ctx context.Context) error {
+	f.mu.Lock()
+	id := f.next
+	f.next++
+	f.mu.Unlock()
+	cfg := instanceConfig{ID: id, Seed: f.o.Seed, Prefix: f.prefix, Timeout: f.o.Timeout, Workers: f.o.Workers, Mutate: f.o.Mutate, Base: f.base}
+	var m member
+	if f.o.Processes {
+		p, err := startWorker(ctx, f.o, f.w, cfg, f.h)
+		if err != nil {
+			return err
+		}
+		m = p
+	} else {
+		in, err := newInstance(cfg, f.w.NewClient(clientOptions(f.o)), f.clock, f.h.Add)
+		if err != nil {
+			return err
+		}
+		in.start(ctx)
+		m = in
+	}
+	f.mu.Lock()
+	f.alive = append(f.alive, m)
+	f.mu.Unlock()
+	return nil
+}
+
+func clientOptions(o Options) world.ClientOptions {
+	return world.ClientOptions{PoolSize: 2 * o.Workers, ReadTimeout: 2 * o.Timeout, WriteTimeout: 2 * o.Timeout}
+}
+
+// crashOne crashes a live instance drawn with rng, and names it.
+func (f *fleet) crashOne(rng *rand.Rand) (string, error) {
+	f.mu.Lock()
+	if len(f.alive) == 0 {
+		f.mu.Unlock()
+		return "", errors.New("no live instance")
+	}
+	i := rng.IntN(len(f.alive))
+	m := f.alive[i]
+	f.alive = slices.Delete(f.alive, i, i+1)
+	f.mu.Unlock()
+	m.crash()
+	return fmt.Sprintf("instance %v", memberID(m)), nil
+}
+
+func memberID(m member) int {
+	switch x := m.(type) {
+	case *instance:
+		return x.cfg.ID
+	case *worker:
+		return x.cfg.ID
+	}
+	return -1
+}
+
+func (f *fleet) stopAll() {
+	f.mu.Lock()
+	ms := f.alive
+	f.alive = nil
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.stop() }()
+	}
+	wg.Wait()
+}
+
+func (f *fleet) members() []member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.alive)
+}
+
+func (f *fleet) quiesceAll() {
+	var wg sync.WaitGroup
+	for _, m := range f.members() {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.quiesce() }()
+	}
+	wg.Wait()
+}
+
+// probeAll has every instance decide every key once, one after the other.
+func (f *fleet) probeAll(ctx context.Context) {
+	for _, m := range f.members() {
+		m.probe(ctx)
+	}
+}
+
+// runNemesis injects the schedule's faults at their instants and heals
+// each after its duration, recording each as a fault record; it returns
+// once every fault has healed.
+func runNemesis(ctx context.Context, o Options, w world.World, s Schedule, h *History, clock func() int64, f *fleet) {
+	start := time.Now().Add(-time.Duration(clock()) * time.Microsecond)
+	var wg sync.WaitGroup
+	for _, ft := range s.Faults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sleepUntil(ctx, start.Add(ft.At))
+			if ctx.Err() != nil {
+				return
+			}
+			rng := rand.New(rand.NewPCG(s.Seed, uint64(1000+ft.Seq)))
+			rec := FaultRec{Kind: ft.Kind, Seq: ft.Seq}
+			begin := clock()
+			var heal func(context.Context) error
+			if ft.Kind == world.InstanceCrash {
+				target, err := f.crashOne(rng)
+				rec.Target = target
+				if err != nil {
+					rec.Err = err.Error()
+				}
+				heal = func(ctx context.Context) error { return f.spawn(ctx) }
+			} else {
+				ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				ev, hl, err := w.Inject(ictx, ft.Kind, rng)
+				cancel()
+				rec.Target, rec.Detail = ev.Target, ev.Detail
+				if err != nil {
+					rec.Err = err.Error()
+				} else if ev.Err != "" {
+					rec.Err = ev.Err
+				}
+				heal = hl
+			}
+			fmt.Fprintf(o.Log, "chaos: +%v fault #%d %s %s %s %s\n", time.Duration(begin)*time.Microsecond, ft.Seq, ft.Kind, rec.Target, rec.Detail, rec.Err)
+			sleepUntil(context.WithoutCancel(ctx), start.Add(ft.At+ft.For))
+			if heal != nil {
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				if err := heal(hctx); err != nil {
+					rec.Err += "; heal: " + err.Error()
+				}
+				cancel()
+			}
+			h.Add(Record{Kind: KindFault, Start: begin, End: clock(), Fault: &rec})
+		}()
+	}
+	wg.Wait()
+}
+
+func writeHistory(name string, h *History) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := h.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,93 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	if IsWorker() {
+		if err := Worker(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func requireRedis(t *testing.T) {
+	t.Helper()
+	if redistest.Binary() != "" {
+		return
+	}
+	if redistest.InCI() {
+		t.Fatal("CI=true but redis-server is not installed")
+	}
+	t.Skip("redis-server not installed")
+}
+
+func logRun(t *testing.T, r *RunResult) {
+	t.Helper()
+	s := r.Summary
+	t.Logf("%s: %d decisions %v, %d faults %v, %d violations, L=%d, capacity lost %v, max latency %v",
+		r.Options.Replay(), s.Decisions, s.Outcomes, s.Faults, s.FaultKinds, len(s.Violations), s.LostUnits, s.CapacityLost, s.MaxLatency)
+	for i, v := range s.Violations {
+		if i == 5 {
+			t.Logf("... %d more", len(s.Violations)-5)
+			break
+		}
+		t.Logf("%s", v)
+	}
+}
+
+// TestShort is the short mode `make test` runs: every topology this build
+// supports, fixed seeds covering every fault kind, 0 violations.
+func TestShort(t *testing.T) {
+	requireRedis(t)
+	var out strings.Builder
+	start := time.Now()
+	tot := Execute(context.Background(), ShortPlan(""), &out, testing.Verbose())
+	t.Logf("%s%s (%v)", out.String(), tot.Line(), time.Since(start).Round(time.Millisecond))
+	if tot.Violations != 0 || tot.Runs != len(ShortPlan("")) {
+		t.Fatalf("%d runs, %d violations, want %d runs and none", tot.Runs, tot.Violations, len(ShortPlan("")))
+	}
+	if u := tot.Uncovered(); len(u) != 0 {
+		t.Fatalf("fault kinds never injected: %v", u)
+	}
+}
+
+// The mutation modes break a promise: the checker must see it.
+func TestMutationOveradmitCaught(t *testing.T) { testMutation(t, MutateOveradmit, VOverAdmission) }
+func TestMutationLockoutCaught(t *testing.T)   { testMutation(t, MutateLockout, VLockout) }
+
+func testMutation(t *testing.T, mode, want string) {
+	requireRedis(t)
+	o := Options{Topology: "single", Seed: 3, Duration: 4 * time.Second, Short: true, Mutate: mode}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logRun(t, r)
+	for _, v := range r.Summary.Violations {
+		if v.Kind == want {
+			return
+		}
+	}
+	t.Fatalf("%s: no %s violation among %d", o.Replay(), want, len(r.Summary.Violations))
+}
+
+// quiet drops go-redis's log lines: dial failures while a node is down are
+// the point of the exercise.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
