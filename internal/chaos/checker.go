@@ -19,6 +19,7 @@ const (
 	VRefundTwice   = "refund-twice"   // one reservation given back twice
 	VLiveness      = "liveness"       // a call answered later than Timeout + slack
 	VGoroutines    = "goroutines"     // goroutines left running after the run
+	VConns         = "connections"    // client connections left open after the run
 )
 
 // CheckOptions tune the checker.
@@ -131,6 +132,9 @@ type Summary struct {
 	// less than the limit was admitted: charged to calls that were denied
 	// or failed, and never given back.
 	CapacityLost map[string]int64
+	// RefundsFailed is, per fault kind active at the time, the units of
+	// refunds that failed (given back or not: unknown).
+	RefundsFailed map[string]int64
 	// MaxLatency is the longest call.
 	MaxLatency time.Duration
 }
@@ -156,7 +160,7 @@ type keyInfo struct {
 func Check(h *History, opts CheckOptions) Summary {
 	opts = opts.withDefaults()
 	recs := h.Records()
-	sum := Summary{FaultKinds: map[string]int{}, Outcomes: map[string]int{}, CapacityLost: map[string]int64{}}
+	sum := Summary{FaultKinds: map[string]int{}, Outcomes: map[string]int{}, CapacityLost: map[string]int64{}, RefundsFailed: map[string]int64{}}
 	var faults []Record
 	type ref struct {
 		inst int
@@ -215,11 +219,29 @@ func Check(h *History, opts CheckOptions) Summary {
 		}
 	}
 
+	for _, r := range recs {
+		if r.Kind == KindRefund && r.Result == ResError {
+			var u int64
+			for _, x := range r.Units {
+				u += x
+			}
+			sum.RefundsFailed[activeKinds(faults, r.Start-opts.Timeout.Microseconds(), r.End)] += u
+		}
+	}
+
 	// Goroutines back to the baseline.
 	for _, r := range recs {
 		if r.Kind == KindGoroutines && r.After > r.Before+opts.GoroutineSlack {
 			sum.Violations = append(sum.Violations, Violation{Kind: VGoroutines,
 				Msg: fmt.Sprintf("%d goroutines after the run, %d before (slack %d)", r.After, r.Before, opts.GoroutineSlack), Excerpt: []Record{r}})
+		}
+	}
+
+	// Connections back to the baseline.
+	for _, r := range recs {
+		if r.Kind == KindConns && r.After > r.Before+2 {
+			sum.Violations = append(sum.Violations, Violation{Kind: VConns,
+				Msg: fmt.Sprintf("%d client connections on the data nodes after the run, %d before", r.After, r.Before), Excerpt: []Record{r}})
 		}
 	}
 

@@ -373,3 +373,23 @@ func TestHistoryJSON(t *testing.T) {
 		t.Fatalf("read back:\n%s\nwant:\n%s", again.String(), buf.String())
 	}
 }
+
+func TestCheckCapacityLost(t *testing.T) {
+	t.Parallel()
+	// One unit admitted, then the rule denies in the same window: 2 units
+	// were charged to calls that did not get them.
+	b := newHist()
+	b.dec(100, 102, "", fw(true))
+	b.dec(150, 200, OutFallback, rule{key: "fw", alg: "fixed_window", rate: 3, period: time.Second, evaluatedFalse: true})
+	b.dec(300, 302, "", fw(false))
+	b.fault(world.Pause, 120, 220)
+	// A full window denying is no loss.
+	for _, x := range []float64{1100, 1200, 1300} {
+		b.dec(x, x+2, "", fw(true))
+	}
+	b.dec(1400, 1402, "", fw(false))
+	s := check(t, b)
+	if len(s.Violations) != 0 || len(s.CapacityLost) != 1 || s.CapacityLost[world.Pause] != 2 {
+		t.Fatalf("violations %q, capacity lost %v, want none and pause:2", kinds(s.Violations), s.CapacityLost)
+	}
+}

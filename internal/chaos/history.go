@@ -19,6 +19,7 @@ const (
 	KindRelease    = "release"    // one Decision.Release of an earlier acquisition
 	KindFault      = "fault"      // one fault as injected and healed
 	KindGoroutines = "goroutines" // goroutine counts before and after the run
+	KindConns      = "conns"      // client connections on the data nodes before and after the run
 	KindPhase      = "phase"      // the run's phases: faults stop at At; probes start at At
 )
 

@@ -10,8 +10,11 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/internal/chaos/world"
 )
@@ -129,6 +132,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	h := NewHistory(start)
 	clock := func() int64 { return time.Since(start).Microseconds() }
 	baseline := runtime.NumGoroutine()
+	conns := countClients(ctx, w.Addrs())
 
 	fleet := &fleet{o: o, w: w, h: h, clock: clock, base: h.Base, prefix: "chaos" + strconv.FormatUint(o.Seed, 36)}
 	for range o.Instances {
@@ -168,6 +172,12 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	if !o.Processes {
 		h.Add(Record{Kind: KindGoroutines, Start: clock(), End: clock(), Before: baseline, After: after})
 	}
+	connsAfter := countClients(ctx, w.Addrs())
+	for i := 0; i < 20 && connsAfter > conns; i++ {
+		time.Sleep(100 * time.Millisecond)
+		connsAfter = countClients(ctx, w.Addrs())
+	}
+	h.Add(Record{Kind: KindConns, Start: clock(), End: clock(), Before: conns, After: connsAfter})
 
 	if o.HistoryFile != "" {
 		if err := writeHistory(o.HistoryFile, h); err != nil {
@@ -360,4 +370,20 @@ func writeHistory(name string, h *History) error {
 		return err
 	}
 	return f.Close()
+}
+
+// countClients returns the normal client connections the data nodes at
+// addrs hold, less the one asking.
+func countClients(ctx context.Context, addrs []string) int {
+	n := 0
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+		list, err := c.ClientList(ctx).Result()
+		c.Close()
+		if err != nil {
+			continue
+		}
+		n += strings.Count(list, "\n") - 1
+	}
+	return n
 }
