@@ -177,6 +177,25 @@ func TestCheckLostToFailover(t *testing.T) {
 	if len(s.Violations) != 0 || len(s.Lost) != 1 || s.LostUnits != 1 {
 		t.Fatalf("violations %q, lost %d (%d units), want none and 1 (1 unit)", kinds(s.Violations), len(s.Lost), s.LostUnits)
 	}
+	// A clock fault that hands out a whole bucket again is beyond the
+	// failover bound.
+	b = newHist()
+	tb := rule{key: "tb", alg: "token_bucket", rate: 10, burst: 4, period: time.Second, allowed: true}
+	for _, x := range []float64{0, 1, 2, 3, 600, 601, 602, 603, 604, 605, 606, 607, 608} { // 13 within 609 ms: at most 4 + 6
+		b.dec(x, x+1, "", tb)
+	}
+	b.fault(world.ClockBehind, 100, 590)
+	if s := check(t, b); kinds(s.Violations) != VOverAdmission || !strings.Contains(s.Violations[0].Msg, "beyond its bound") {
+		t.Fatalf("violations %q, want one over-admission beyond the bound", kinds(s.Violations))
+	}
+	b = newHist()
+	for _, x := range []float64{0, 1, 2, 3, 600, 601, 602, 603, 604, 605, 606, 607, 608} { // 13 within 609 ms: at most 4 + 6
+		b.dec(x, x+1, "", tb)
+	}
+	b.fault(world.Kill, 100, 590) // a restart forgets the bucket: within its bound
+	if s := check(t, b); len(s.Violations) != 0 || s.LostUnits != 3 {
+		t.Fatalf("violations %q, lost %d, want none and 3", kinds(s.Violations), s.LostUnits)
+	}
 	// A fault that loses no writes excuses nothing.
 	b = newHist()
 	for _, x := range []float64{100, 200, 300, 500} {

@@ -226,11 +226,18 @@ func (f *fleet) spawn(ctx context.Context) error {
 	var m member
 	if f.o.Processes {
 		p, err := startWorker(ctx, f.o, f.w, cfg, f.h)
-		if err != nil {
+		if errors.Is(err, errNoSpec) {
+			// A Sentinel failover client cannot be rebuilt in another
+			// process: this instance runs here.
+			fmt.Fprintf(f.o.Log, "chaos: instance %d runs in process: %v\n", id, err)
+		} else if err != nil {
 			return err
 		}
-		m = p
-	} else {
+		if p != nil {
+			m = p
+		}
+	}
+	if m == nil {
 		in, err := newInstance(cfg, f.w.NewClient(clientOptions(f.o)), f.clock, f.h.Add)
 		if err != nil {
 			return err

@@ -52,8 +52,11 @@ func specOf(c redis.UniversalClient, o world.ClientOptions) (clientSpec, error) 
 		s.ClusterAddrs = x.Options().Addrs
 		return s, nil
 	}
-	return s, fmt.Errorf("chaos: a worker process cannot rebuild a client of type %T", c)
+	return s, fmt.Errorf("%w: %T", errNoSpec, c)
 }
+
+// errNoSpec reports a client a worker process cannot rebuild.
+var errNoSpec = errors.New("chaos: a worker process cannot rebuild a client of this type")
 
 func (s clientSpec) client() redis.UniversalClient {
 	if len(s.ClusterAddrs) > 0 {
