@@ -150,7 +150,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 				probes++
 				// Replay the history into a fresh backend, the denied call
 				// included (it consumed nothing, but may have cut a bucket's
-				// debt that the clock going back grew: see bucketDebt), then
+				// debt under a limit that changed: see bucketDebt), then
 				// probe.
 				fresh, fc := newMemory(t)
 				for _, h := range work[:i+1] {

@@ -48,13 +48,19 @@
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
 local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
       tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], '1', 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -95,7 +101,9 @@ local function decide(n, now, mode, k, a, o)
   end
   if all and mode == 3 then
     local w = ARGV[a + 6 * n]
-    redis.call('SET', KEYS[k + 2 * n], '1', 'PX', w)
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':'), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
     end
@@ -115,37 +123,42 @@ end
 -- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
 -- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
 -- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after, then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt and r to
--- write.
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffix ("/<tau>") to write.
 local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
     v = redis.call('GET', key)
     tats[key] = v
   end
-  local t = v and tonumber(v)
-  if v and not t then return end
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local full = cap * u
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local t
+  if v then
+    if string.sub(v, -#sfx) ~= sfx then return end
+    t = tonumber(string.sub(v, 1, -#sfx - 1))
+    if not t then return end
+  end
   local diff = 0
   if t and t >= now then diff = (t - now) * r end
-  if diff > full then return end
   local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
   if cost > cap then return 0, remaining, 0, reset, remaining, reset end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
 end
 
--- gcra_defer is gcra_write(key, nxt, r, now), deferred: the TAT, full in
--- reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now)
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx)
   local floor = math.floor
   local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat
+  tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
   dirty[key] = string.format(intf, floor((reset + 999) / 1000))
 end
@@ -156,10 +169,10 @@ end
 -- not the common case, and then it has written nothing.
 local function gcra_call(n, now, mode, k, a, o)
   if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r = gcra_eval(KEYS[k], a, now)
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
     if not allowed then return false end
     if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now)
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
     elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
       allowed = 2
     end
@@ -178,7 +191,7 @@ local function gcra_call(n, now, mode, k, a, o)
     local e, p = out[i], o + 4 * (i - 1)
     local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
     if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now)
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
     elseif allowed == 1 then
       -- nothing is consumed: a passing check reports its state as it is
       remaining, reset = e[5], e[6]

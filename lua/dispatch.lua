@@ -35,9 +35,11 @@
 -- hash slots run as one decide call per slot, and when one slot denies, the
 -- slots that committed are refunded (see algorithms.Redis).
 --
--- Markers (sharded clients only; keys of the slot of the checks, strings
--- "1" with a TTL of W): a part that commits (mode 3) sets its commit marker
--- and every check's pending marker. A refund gives back only if it deletes
+-- Markers (sharded clients only; keys of the slot of the checks, with a
+-- TTL of W): a part that commits (mode 3) sets its commit marker, to
+-- "<now>:<reset_after 1>:...:<reset_after n>" (what cancel.lua needs to
+-- give the units back), and every check's pending marker, to "1". A part
+-- whose commit marker exists when it runs decides nothing (cancelled). A refund gives back only if it deletes
 -- the commit marker: at most once, and only within W of its commit. A
 -- check denied while its pending marker exists (modes 2 and 3) replies
 -- allowed 2: a refund may still give back units that the denial counted.
@@ -118,6 +120,16 @@ for i = 1, n do
   end
 end
 
+-- A part whose commit marker exists already was cancelled (cancel.lua), or
+-- is a resend of a part that committed: it decides nothing.
+if mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then
+  for j = 1, n do
+    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 0, 0, 0, 0
+  end
+  reply[4 * n + 1] = now
+  return reply
+end
+
 -- Phase 1 keeps, for each passing check, what its write needs; phase 2
 -- writes without reading the keys again (no two checks of a call share a
 -- key: the Go side rejects such calls).
@@ -147,7 +159,9 @@ for i = 1, n do
 end
 if all and mode == '3' then
   local w = ARGV[3 + 6 * n]
-  redis.call('SET', KEYS[2 * n + 1], '1', 'PX', w)
+  local commit = {fmt(now)}
+  for i = 1, n do commit[i + 1] = fmt(reply[4 * i]) end
+  redis.call('SET', KEYS[2 * n + 1], table.concat(commit, ':'), 'PX', w)
   for i = 1, n do
     redis.call('SET', KEYS[n + i], '1', 'PX', w)
   end

@@ -1,64 +1,64 @@
 -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
 -- the instant the bucket is full again, so the emission interval u/r µs is
--- exact. It is "<a>" when b is 0, as it always is when the interval is a
--- whole number of µs, else "<a>:<b>:<r>", r being the refill of the limit
--- that wrote it ("<a>:<b>", written before r was stored, is read with the
--- current r). diff = TAT - now in scaled units is the key's time-debt; a
--- check of cost n passes when diff + n*u <= cap*u. Across a change of limit
--- the debt is kept, cut to one full bucket of the new limit (bucket_debt,
--- in the prelude), as the token bucket does. This is the hot path of the
--- common case, written flat: every function call costs in Redis.
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
 
--- gcra_tat parses a stored TAT into (a, b, rs); nil if it is not one.
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
 local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
   local a = tonumber(v)
-  if a then return a, 0, r end
+  if a then return a, 0, r, tw end
   local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
-  if sa then return tonumber(sa), tonumber(sb), tonumber(sr) end
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
   sa, sb = string.match(v, '^(%d+):(%d+)$')
-  return tonumber(sa), tonumber(sb), r
+  return tonumber(sa), tonumber(sb), r, tw
 end
 
--- gcra_write stores the TAT now + diff/r µs, to expire when it is reached.
-local function gcra_write(key, diff, r, now)
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a, 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
 end
 
 local function gcra(key, cap, _, r, u, cost, now, commit)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
   local full = cap * u
+  local tau = floor((full + r - 1) / r)
   local diff = 0
   local v = redis.call('GET', key)
   if v then
-    local a = tonumber(v)
-    if a then
-      -- a whole µs: the common case, inline; a product too large to be
-      -- exact is far above full anyway
-      if a >= now then
-        diff = (a - now) * r
-        if diff > full then
-          diff = full
-          gcra_write(key, diff, r, now)
-        end
-      end
-    else
-      local b, rs
-      a, b, rs = gcra_tat(v, r)
-      if a and b and rs then
-        local cut
-        diff, cut = bucket_debt(a, b, rs, now, r, full)
-        if cut then gcra_write(key, diff, r, now) end
-      end
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
     end
   end
   local remaining = floor((full - diff) / u)
   if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
   local nxt = diff + cost * u
   if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
 -- Refund: move the TAT back by the cost's emission time, evaluated at
@@ -68,12 +68,14 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
-  local a, b, rs = gcra_tat(v, r)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, cap * u) - cost * u
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now)
+  gcra_write(key, diff, r, now, tau)
 end

@@ -33,6 +33,7 @@ var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "
 var (
 	multi    string
 	refund   string
+	cancel   string
 	batchAll string
 	single   = map[string]string{}
 	batch    = map[string]string{}
@@ -97,6 +98,7 @@ func init() {
 	all := b.String()
 	b.WriteString(source("calendar"))
 	refund = b.String() + source("now") + source("refund")
+	cancel = b.String() + source("now") + source("cancel")
 	b.WriteString(source("now"))
 	b.WriteString(source("dispatch"))
 	multi = b.String()
@@ -121,6 +123,12 @@ func Multi() string { return multi }
 // call which set a commit marker took: the prelude, the five algorithms
 // and refund.lua, joined.
 func Refund() string { return refund }
+
+// Cancel returns the script that settles one part of a call spanning
+// slots whose caller never learned whether it committed: it gives back
+// what the part took if it committed, and otherwise stops it from
+// committing later (see cancel.lua).
+func Cancel() string { return cancel }
 
 // Single returns the script that decides one check of the algorithm named
 // algorithm ("gcra", as algorithms.Algorithm.String names it, or
@@ -148,7 +156,7 @@ func BatchAll() string { return batchAll }
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi, refund, batchAll, release, renew}
+	s := []string{multi, refund, cancel, batchAll, release, renew}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

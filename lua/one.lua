@@ -6,7 +6,8 @@
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
 --            marker, set while a refund may still give units back
 -- KEYS[3]    one part of a call spanning slots only: the call's commit
---            marker in this slot, which its refund consumes
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
 -- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
 -- ARGV[7]    with KEYS[3]: the refund window in ms
@@ -22,11 +23,15 @@
 -- markers. now.lua, before the algorithm (and before a fast path such as
 -- gcra_one.lua), has read now.
 server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], '1', 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

@@ -57,13 +57,18 @@ end
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. A debt above full (the limit changed, or
--- the clock went back) is cut to full; the caller stores the cut. See
--- bucketDebt in algorithms/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full)
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
   if a < now then return 0, false end
   local d = a - now
+  if same then return d * r + b, false end
   if d > floor(full / r) then return full, true end
   local diff = d * r + b
   if diff > full then return full, true end

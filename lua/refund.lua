@@ -45,7 +45,10 @@ for i = 1, n do
     return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + 7 * (i - 1)]))
   end
 end
-if redis.call('DEL', KEYS[n + 1]) == 0 then return {0, now} end
+-- a cancelled part's marker ("x", cancel.lua) gave nothing: it is no commit
+local m = redis.call('GET', KEYS[n + 1])
+if not m or m == 'x' then return {0, now} end
+redis.call('DEL', KEYS[n + 1])
 for i = 1, n do
   local o = 3 + 7 * (i - 1)
   local units = tonumber(ARGV[o + 5])

@@ -1,6 +1,6 @@
 -- Token bucket, one check, the common case written flat: a key that holds
--- no state, or state written under the same refill r at or before now
--- whose debt is at most one full bucket. token_bucket_fast makes
+-- no state, or state written under the same limit ("<r>/<tau>") at or
+-- before now. token_bucket_fast makes
 -- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
 -- u, cost) at now with its arithmetic, inline, and returns allowed,
 -- remaining, retry_after, reset_after as one.lua replies them; in any
@@ -9,19 +9,21 @@
 -- (fast.lua) formats integers. Each fast function parses the numbers at
 -- one position b once per script: a batch's calls of the same limit share
 -- one position (batch.lua), and parsing costs.
-local tb_b, tb_cap, tb_r, tb_u, tb_cost
+local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
 local function token_bucket_fast(key, b, now)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
-  local m, rs, ts = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
     tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    -- the r field of this limit: its refill and full window
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
   end
   local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
   local full = cap * u
   local diff
   if not ts then
     diff = 0
-  elseif m and rs == r and now >= ts then
+  elseif m and v[2] == tb_rtau and now >= ts then
     diff = 0
     if (now - ts) * r < m then diff = m - (now - ts) * r end
     if diff > full then diff = nil end
@@ -39,7 +41,7 @@ local function token_bucket_fast(key, b, now)
     if ts then -- it holds this r already (see above)
       redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
     else
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', string.format(intf, r), 'ts', string.format(intf, now))
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
     end
     redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
     remaining = floor((full - nxt) / u)

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/lua"
 )
 
 // HashSlot returns the Redis Cluster hash slot of key, 0 to 16383: CRC16
@@ -172,6 +174,7 @@ type part struct {
 	res    []algorithms.Result
 	now    int64  // the now the decide call used
 	commit string // the commit marker its decide call set if it committed
+	window int64  // the commit marker's TTL in ms
 	err    error
 }
 
@@ -214,6 +217,7 @@ func (b *Store) allowSharded(ctx context.Context, checks []algorithms.Check, ps 
 	window := max(windowMs(w), RefundWindow.Milliseconds())
 	concurrently(len(parts), func(j int) {
 		p := &parts[j]
+		p.window = window
 		p.now, p.err = b.decide(ctx, p.node, p.checks, p.ps, p.res, now, markers{sharded: true, commit: p.commit, window: window})
 	})
 	if err := b.compensate(ctx, parts); err != nil {
@@ -289,7 +293,13 @@ func (b *Store) split(checks []algorithms.Check, ps []calc.Params) ([]part, erro
 // returns. If a part failed, nothing was decided: compensate returns its
 // error, and the parts that committed give their units back in the
 // background, without the caller's context, which may be what failed. A
-// part that failed may or may not have committed; it is left alone.
+// part that failed (its deadline ended, its connection broke) may or may
+// not have committed, or may still commit: it is cancelled in the
+// background (lua/cancel.lua), which gives back what it took if it
+// committed and otherwise stops it from committing later. Without that, a
+// Redis slow enough to hit the deadlines drains the rules of the parts
+// that commit (a route rule shared by every client), for the rest of
+// their windows.
 func (b *Store) compensate(ctx context.Context, parts []part) error {
 	var failed error
 	allowed := true
@@ -312,6 +322,11 @@ func (b *Store) compensate(ctx context.Context, parts []part) error {
 	if failed != nil {
 		for _, p := range committed {
 			go b.refundDetached(ctx, p)
+		}
+		for j := range parts {
+			if parts[j].err != nil {
+				go b.cancelDetached(ctx, &parts[j])
+			}
 		}
 		return failed
 	}
@@ -363,6 +378,50 @@ func (b *Store) refundDetached(ctx context.Context, p *part) {
 		}
 	}
 }
+
+// cancelDetached runs lua/cancel.lua for p, a part whose decide call
+// failed, on a context of its own, trying again while the cluster answers
+// that it did not run the script. A cancel that cannot be delivered is
+// reported to OnRefundError: the part's units, if it committed, stay
+// charged until its keys' state ends.
+func (b *Store) cancelDetached(ctx context.Context, p *part) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	keys, args := scriptArgs(p.checks, p.ps, 0, 0, 0)
+	if b.now != nil {
+		args[0] = b.now().UnixMicro()
+	}
+	args[1] = p.window
+	keys = append(keys, p.commit)
+	for {
+		vals, err := b.run(ctx, p.node, cancelScript, keys, args)
+		if err == nil && (len(vals) != 2 || vals[0] < 0 || vals[0] > 2) {
+			err = &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("cancel script reply %v, want [0|1|2 now]", vals)}
+		}
+		if err == nil {
+			if b.onCancel != nil {
+				b.onCancel(vals[0] == 1)
+			}
+			return
+		}
+		if !notRun(err) || ctx.Err() != nil {
+			b.refundFailed(err)
+			return
+		}
+		b.shards.failed()
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// cancelScript settles a part of a call spanning slots whose outcome its
+// caller never learned (see lua/cancel.lua).
+var cancelScript = redis.NewScript(lua.Cancel())
+
+// The pipeline sends a script's source on NOSCRIPT (see evalCmd).
+func init() { sources[cancelScript] = lua.Cancel() }
 
 // notRun reports whether err is a reply saying that the script did not run
 // and may run later: sending it again is worth it. (After a network error

@@ -753,6 +753,69 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// Layered checks in two slots, a route rule with room and an IP rule
+	// already exhausted, so that every call is denied and must charge
+	// nothing, under 64 goroutines whose deadlines (0.5 to 6ms) end many
+	// calls before their replies: a part that timed out may have committed
+	// the route's unit, and is cancelled (lua/cancel.lua). Before, the
+	// route rule lost tens of thousands of units that no request used.
+	t.Run("DeadlinesChargeNothing", func(t *testing.T) {
+		p := prefix + "deadline:"
+		route, ip := p+"route:{r}", p+"ip:{i}"
+		requireSlots(t, route, ip)
+		var refundErrors, cancels, gaveBack atomic.Int64
+		b, _ := redisstore.New(client, redisstore.Config{Now: midHour(), OnRefundError: func(error) { refundErrors.Add(1) }})
+		redisstore.OnCancel(b, func(g bool) {
+			cancels.Add(1)
+			if g {
+				gaveBack.Add(1)
+			}
+		})
+		one := make([]algorithms.Result, 1)
+		ipCheck := algorithms.Check{Key: ip, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
+		if err := b.Allow(ctx, []algorithms.Check{ipCheck}, one); err != nil || !one[0].Allowed {
+			t.Fatal(one, err)
+		}
+		before := charged(t, b, route)
+		checks := []algorithms.Check{{Key: route, Algorithm: algorithms.FixedWindow, Limit: counterLimit}, ipCheck}
+		var calls, timeouts, allowed atomic.Int64
+		stop := time.Now().Add(2 * time.Second)
+		var wg sync.WaitGroup
+		for g := range 64 {
+			wg.Go(func() {
+				res := make([]algorithms.Result, 2)
+				for i := 0; time.Now().Before(stop); i++ {
+					d := 500*time.Microsecond + time.Duration((g*7919+i*104729)%5500)*time.Microsecond
+					cctx, cancel := context.WithTimeout(ctx, d)
+					err := b.Allow(cctx, checks, res)
+					cancel()
+					calls.Add(1)
+					switch {
+					case err != nil:
+						timeouts.Add(1)
+					case res[0].Allowed && res[1].Allowed:
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if allowed.Load() != 0 {
+			t.Fatalf("%d calls allowed past an exhausted rule", allowed.Load())
+		}
+		if timeouts.Load() == 0 {
+			t.Fatalf("no call of %d ended by its deadline: the test no longer exercises deadlines", calls.Load())
+		}
+		// The cancels run in the background, each within 2s.
+		time.Sleep(2500 * time.Millisecond)
+		after := charged(t, b, route)
+		t.Logf("%d calls, %d ended by their deadline; %d cancels delivered (%d gave units back), %d refund errors; route charged %d before, %d after",
+			calls.Load(), timeouts.Load(), cancels.Load(), gaveBack.Load(), refundErrors.Load(), before, after)
+		if lost := after - before - 1; lost > refundErrors.Load() {
+			t.Errorf("the route rule lost %d units that no request used (%d undelivered cancels or refunds reported)", lost, refundErrors.Load())
+		}
+	})
+
 	t.Run("ManualFailover", func(t *testing.T) {
 		failoverUnderTraffic(t, cl, client, prefix+"manual", func(master, replica *redistest.Server) {
 			rc := replica.NodeClient()

@@ -12,3 +12,7 @@ func MarkerKeys(key string) []string {
 // of time.Now when the server's clock decides: tests skew it against the
 // server's.
 func SetCalendarClock(b *Store, clock func() time.Time) { b.calendarNow = clock }
+
+// OnCancel makes b report each cancel of a part of a call spanning slots
+// that it delivers (see cancelDetached): whether it gave units back.
+func OnCancel(b *Store, fn func(gaveBack bool)) { b.onCancel = fn }

@@ -366,8 +366,10 @@ func TestHonoursDeadline(t *testing.T) {
 }
 
 // TestGCRAState: the stored TAT is one integer when the emission interval
-// is a whole number of µs, "<a>:<b>:<r>" when it is not, and the "<a>:0" form
-// reads as the integer (keys written that way stay valid).
+// is a whole number of µs, "<a>:<b>:<r>" when it is not, each followed by
+// "/<tau>", the limit's full window in µs; the "<a>:0" form written before
+// tau was stored reads as the integer (keys written that way stay valid)
+// and is rewritten in the current form.
 func TestGCRAState(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)
@@ -387,8 +389,8 @@ func TestGCRAState(t *testing.T) {
 		limit algorithms.Limit
 		want  string
 	}{
-		{algorithms.PerSecond(10), "1800000000100000"},    // interval 100,000 µs
-		{algorithms.PerSecond(7), "1800000000142857:1:7"}, // 142,857 1/7 µs: a + 1/7, in sevenths
+		{algorithms.PerSecond(10), "1800000000100000/1000000"},    // interval 100,000 µs, full window 1s
+		{algorithms.PerSecond(7), "1800000000142857:1:7/1000000"}, // 142,857 1/7 µs: a + 1/7, in sevenths
 	} {
 		key := prefix + "{" + tc.limit.String() + "}"
 		check(key, tc.limit)
@@ -409,7 +411,7 @@ func TestGCRAState(t *testing.T) {
 	if r := check(key, l); !r.Allowed {
 		t.Fatalf("legacy state after 100ms: %+v, want allowed", r)
 	}
-	if got := c.Get(ctx, key).Val(); got != "1800000000200000" {
+	if got := c.Get(ctx, key).Val(); got != "1800000000200000/100000" {
 		t.Errorf("rewritten as %q", got)
 	}
 }

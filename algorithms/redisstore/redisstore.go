@@ -60,6 +60,10 @@ type Store struct {
 	// calendarNow is the clock that calendar windows are computed around
 	// when the server's clock decides; nil means time.Now (tests skew it).
 	calendarNow func() time.Time
+
+	// onCancel, when set (tests), hears each cancel of a part delivered:
+	// whether it gave units back.
+	onCancel func(gaveBack bool)
 }
 
 var _ algorithms.DeadlineHonourer = (*Store)(nil)

@@ -106,23 +106,25 @@ func (s *State) tokenBucketRefund(p *Params, now int64) RefundOutcome {
 	if s.b <= 0 {
 		return RefundOutcome{}
 	}
-	diff, _ := bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U)
+	tau := Tau(p)
+	diff, _ := bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U, s.d == tau)
 	diff -= p.Cost * p.U
 	if diff <= 0 {
 		return RefundOutcome{Gone: true}
 	}
-	s.a, s.b, s.c = diff, p.R, now
+	s.a, s.b, s.c, s.d = diff, p.R, now, tau
 	return RefundOutcome{TTL: CeilDiv(diff, p.R)}
 }
 
 // gcraRefund moves the TAT back by cost's emission time, from its value at
 // now; a TAT at or before now is a full bucket: the key is deleted.
 func (s *State) gcraRefund(p *Params, now int64) RefundOutcome {
-	diff, _ := bucketDebt(s.a, s.b, s.c, now, p.R, p.Cap*p.U)
+	tau := Tau(p)
+	diff, _ := bucketDebt(s.a, s.b, s.c, now, p.R, p.Cap*p.U, s.d == tau)
 	diff -= p.Cost * p.U
 	if diff <= 0 {
 		return RefundOutcome{Gone: true}
 	}
-	s.gcraSet(now, diff, p.R)
+	s.gcraSet(now, diff, p.R, tau)
 	return RefundOutcome{TTL: CeilDiv(diff, p.R)}
 }

@@ -9,9 +9,10 @@ type State struct {
 	// SlidingWindow: a = window start (µs), b = current count, c = previous
 	// count, d = window end (µs).
 	// TokenBucket: a = missing tokens in 1/b µs units (the time until full,
-	// from c), b = the refill r they were counted in, c = last update (µs).
+	// from c), b = the refill r they were counted in, c = last update (µs),
+	// d = the Tau of the limit that wrote them.
 	// GCRA: a = TAT whole µs, b = TAT fraction, c = the r it is counted in
-	// (1/c µs; 0 when b is 0).
+	// (1/c µs; 0 when b is 0), d = the Tau of the limit that wrote it.
 	a, b, c, d int64
 	set        *sets // SlidingLog, Concurrency; nil until the key's first allowed check
 }

@@ -7,21 +7,23 @@ package calc
 // units and the bucket refills p.R units per µs, so the refill is exact (no
 // float, no whole-second rounding). The bucket is full at c + a/b µs: the
 // same instant GCRA stores as its TAT, read by the same [bucketDebt], so the
-// two algorithms make the same decisions, across changes of limit too. A
-// denied check stores nothing (but a cut debt), so the refill accrued since
-// the last allowed check is never lost.
+// two algorithms make the same decisions, across changes of limit and
+// clocks that go back too (d is the [Tau] of the limit that wrote the
+// state). A denied check stores nothing (but a cut debt), so the refill
+// accrued since the last allowed check is never lost.
 func (s *State) tokenBucket(p *Params, now int64, exists, commit bool) Outcome {
 	var diff int64
 	var cut bool
+	tau := Tau(p)
 	if exists && s.b > 0 { // b is 0 only in the state of another algorithm
-		diff, cut = bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U)
+		diff, cut = bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U, s.d == tau)
 		if cut {
-			s.a, s.b, s.c = diff, p.R, now
+			s.a, s.b, s.c, s.d = diff, p.R, now, tau
 		}
 	}
 	o, next := bucket(p, diff)
 	if o.Allowed && commit {
-		s.a, s.b, s.c = next, p.R, now
+		s.a, s.b, s.c, s.d = next, p.R, now, tau
 	} else if cut {
 		o.TTL = CeilDiv(diff, p.R)
 	}
