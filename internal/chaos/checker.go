@@ -166,6 +166,12 @@ func Check(h *History, opts CheckOptions) Summary {
 		inst int
 		id   int64
 	}
+	killed := map[int]int64{} // instances killed (SIGKILL), and when
+	for _, r := range recs {
+		if r.Kind == KindFault && r.Fault.Killed {
+			killed[r.Fault.Inst] = r.Start
+		}
+	}
 	refunds := map[ref][]int{}
 	releases := map[ref][]int{}
 	for i, r := range recs {
@@ -275,6 +281,9 @@ func Check(h *History, opts CheckOptions) Summary {
 					continue
 				}
 				units := rr.Cost
+				if _, ok := killed[r.Inst]; ok && rr.Refund && len(refunds[ref{r.Inst, r.ID}]) == 0 {
+					units = 0 // its refund may have been made, its record lost
+				}
 				for _, ri := range refunds[ref{r.Inst, r.ID}] {
 					if rf := recs[ri]; rf.Result != ResNotRefunded && j < len(rf.Units) {
 						units -= rf.Units[j]
@@ -302,8 +311,12 @@ func Check(h *History, opts CheckOptions) Summary {
 			case "concurrency":
 				found = inFlight(k, seg, recs, func(a admission) int64 {
 					end := a.s + k.period - margin
-					for _, ri := range releases[ref{recs[a.rec].Inst, recs[a.rec].ID}] {
+					rels := releases[ref{recs[a.rec].Inst, recs[a.rec].ID}]
+					for _, ri := range rels {
 						end = min(end, recs[ri].Start)
+					}
+					if at, ok := killed[recs[a.rec].Inst]; ok && len(rels) == 0 {
+						end = min(end, at) // its release may have been made, its record lost
 					}
 					return end
 				})

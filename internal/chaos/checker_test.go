@@ -412,3 +412,23 @@ func TestCheckCapacityLost(t *testing.T) {
 		t.Fatalf("violations %q, capacity lost %v, want none and pause:2", kinds(s.Violations), s.CapacityLost)
 	}
 }
+
+func TestCheckKilledWorker(t *testing.T) {
+	t.Parallel()
+	// A worker killed with SIGKILL may have released a slot, or settled a
+	// refund, without its record reaching the history: its holds end at
+	// its death, its unsettled refundable reservations count nothing.
+	cc := rule{key: "cc", alg: "concurrency", rate: 1, period: time.Second, allowed: true}
+	b := newHist()
+	b.h.Add(Record{Kind: KindDecision, Inst: 4, ID: 1, Start: ms(0), End: ms(1), Outcome: OutAllowed, Allowed: true, Rules: []RuleRec{cc.rec()}})
+	b.h.Add(Record{Kind: KindFault, Start: ms(100), End: ms(101), Fault: &FaultRec{Kind: world.InstanceCrash, Killed: true, Inst: 4}})
+	b.dec(200, 201, "", cc)
+	if s := check(t, b); len(s.Violations) != 0 {
+		t.Fatalf("violations %q after a killed worker", kinds(s.Violations))
+	}
+	// In process, nothing is lost: the slot is held until its lease ends.
+	b.h.records[1].Fault.Killed = false
+	if s := check(t, b); kinds(s.Violations) != VConcurrency {
+		t.Fatalf("violations %q, want concurrency", kinds(s.Violations))
+	}
+}

@@ -100,6 +100,11 @@ type FaultRec struct {
 	Detail string `json:"detail,omitempty"`
 	Err    string `json:"err,omitempty"`
 	Seq    int    `json:"seq"` // its place in the schedule
+	// Killed is set for an instance-crash that killed a worker process
+	// (SIGKILL): Inst names it. The records it had not yet written are lost:
+	// a release or a refund it made may be missing from the history.
+	Killed bool `json:"killed,omitempty"`
+	Inst   int  `json:"inst,omitempty"`
 }
 
 // History is the record of one run, safe for concurrent appends.

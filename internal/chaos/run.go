@@ -255,19 +255,21 @@ func clientOptions(o Options) world.ClientOptions {
 	return world.ClientOptions{PoolSize: 2 * o.Workers, ReadTimeout: 2 * o.Timeout, WriteTimeout: 2 * o.Timeout}
 }
 
-// crashOne crashes a live instance drawn with rng, and names it.
-func (f *fleet) crashOne(rng *rand.Rand) (string, error) {
+// crashOne crashes a live instance drawn with rng, and returns its id and
+// whether it was a process killed.
+func (f *fleet) crashOne(rng *rand.Rand) (int, bool, error) {
 	f.mu.Lock()
 	if len(f.alive) == 0 {
 		f.mu.Unlock()
-		return "", errors.New("no live instance")
+		return -1, false, errors.New("no live instance")
 	}
 	i := rng.IntN(len(f.alive))
 	m := f.alive[i]
 	f.alive = slices.Delete(f.alive, i, i+1)
 	f.mu.Unlock()
 	m.crash()
-	return fmt.Sprintf("instance %v", memberID(m)), nil
+	_, killed := m.(*worker)
+	return memberID(m), killed, nil
 }
 
 func memberID(m member) int {
@@ -334,8 +336,8 @@ func runNemesis(ctx context.Context, o Options, w world.World, s Schedule, h *Hi
 			begin := clock()
 			var heal func(context.Context) error
 			if ft.Kind == world.InstanceCrash {
-				target, err := f.crashOne(rng)
-				rec.Target = target
+				id, killed, err := f.crashOne(rng)
+				rec.Target, rec.Inst, rec.Killed = fmt.Sprintf("instance %d", id), id, killed
 				if err != nil {
 					rec.Err = err.Error()
 				}

@@ -192,9 +192,10 @@ func Worker(in io.Reader, out io.Writer) error {
 	if err := json.Unmarshal([]byte(os.Getenv(WorkerEnv)), &cfg); err != nil {
 		return fmt.Errorf("chaos: worker configuration: %w", err)
 	}
+	// Each record is one write on the pipe: what was written survives the
+	// worker's SIGKILL.
 	var mu sync.Mutex
-	bw := bufio.NewWriter(out)
-	enc := json.NewEncoder(bw)
+	enc := json.NewEncoder(out)
 	var encErr error
 	emit := func(r Record) {
 		mu.Lock()
@@ -209,28 +210,7 @@ func Worker(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	inst.start(ctx)
-	// Flush the records now and then, so a SIGKILL loses little.
-	flushed := make(chan struct{})
-	go func() {
-		defer close(flushed)
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				mu.Lock()
-				if encErr == nil {
-					encErr = bw.Flush()
-				}
-				mu.Unlock()
-			}
-		}
-	}()
+	inst.start(context.Background())
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		switch sc.Text() {
@@ -241,22 +221,9 @@ func Worker(in io.Reader, out io.Writer) error {
 			inst.probe(context.Background())
 			emit(Record{Kind: KindPhase, Phase: ackProbed, Inst: cfg.Instance.ID})
 		}
-		mu.Lock()
-		if encErr == nil {
-			encErr = bw.Flush()
-		}
-		mu.Unlock()
 	}
 	inst.stop()
-	cancel()
-	<-flushed
 	mu.Lock()
 	defer mu.Unlock()
-	if encErr == nil {
-		encErr = bw.Flush()
-	}
-	if errors.Is(encErr, os.ErrClosed) {
-		return nil
-	}
 	return encErr
 }
