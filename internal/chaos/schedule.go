@@ -34,11 +34,13 @@ type Schedule struct {
 }
 
 // NewSchedule draws a schedule from seed: faults of kinds (the world's and
-// world.InstanceCrash), the first len(kinds) of them a seeded permutation of
-// every kind so that a run long enough exercises each; at random instants
-// (exponential gaps), each healed after a drawn duration, never more than
-// MaxOverlap at once nor two of one kind; none in the first 5% of the run
-// nor in its last quarter (at least 2 s).
+// world.InstanceCrash), never more than MaxOverlap at once nor two of one
+// kind, none in the first 5% of the run nor in its last quarter (at least
+// 2 s). A first pass visits every kind once, in a seeded order, at evenly
+// spaced instants (jittered) with durations that let the pass end before
+// the faults stop: a run of a few seconds per kind exercises each. The
+// rest of the fault phase draws kinds at random instants (exponential
+// gaps), alone and overlapping, each healed after 150 ms to 1.5 s.
 func NewSchedule(seed uint64, kinds []string, duration time.Duration) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65736973)) // "nemesis"
 	tail := max(duration/4, 2*time.Second)
@@ -46,49 +48,65 @@ func NewSchedule(seed uint64, kinds []string, duration time.Duration) Schedule {
 	kinds = slices.Clone(kinds)
 	slices.Sort(kinds)
 	kinds = slices.Compact(kinds)
-	if len(kinds) == 0 || s.Quiet == 0 {
+	start := duration / 20
+	if len(kinds) == 0 || s.Quiet <= start {
 		return s
 	}
+	phase := s.Quiet - start
+	const minFor, maxFor = 150 * time.Millisecond, 1500 * time.Millisecond
+	add := func(kind string, at, d time.Duration) bool {
+		// At most MaxOverlap at once: wait for the earliest to heal; never
+		// two of one kind.
+		for {
+			var active []Fault
+			for _, f := range s.Faults {
+				if f.At+f.For > at {
+					active = append(active, f)
+				}
+			}
+			if slices.ContainsFunc(active, func(f Fault) bool { return f.Kind == kind }) || len(active) >= MaxOverlap {
+				next := time.Duration(1<<62 - 1)
+				for _, f := range active {
+					next = min(next, f.At+f.For)
+				}
+				at = next
+				continue
+			}
+			break
+		}
+		if at+minFor > s.Quiet {
+			return false
+		}
+		s.Faults = append(s.Faults, Fault{Seq: len(s.Faults), Kind: kind, At: at, For: min(d, s.Quiet-at)})
+		return true
+	}
+
+	// First pass: every kind once.
 	order := slices.Clone(kinds)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-
-	start := duration / 20
-	phase := s.Quiet - start
-	meanGap := min(1500*time.Millisecond, phase/time.Duration(len(kinds)+1))
-	minFor, maxFor := 150*time.Millisecond, min(1500*time.Millisecond, max(phase/4, 300*time.Millisecond))
+	slot := min(phase/time.Duration(len(order)+1), maxFor)
+	hi := max(min(maxFor, slot*9/5), minFor+1)
 	t := start
-	for i := 0; ; i++ {
+	for i, kind := range order {
+		at := start + time.Duration(i)*slot + time.Duration(rng.Int64N(int64(slot/5)+1))
+		d := minFor + time.Duration(rng.Int64N(int64(hi-minFor)))
+		if !add(kind, at, d) {
+			break
+		}
+		t = at
+	}
+	// Then at random.
+	meanGap := max(slot, 300*time.Millisecond)
+	for {
 		t += time.Duration(rng.ExpFloat64() * float64(meanGap))
-		// At most MaxOverlap at once: wait for the earliest to heal.
-		var active []Fault
-		for _, f := range s.Faults {
-			if f.At+f.For > t {
-				active = append(active, f)
-			}
-		}
-		if len(active) >= MaxOverlap {
-			slices.SortFunc(active, func(a, b Fault) int { return int(a.At + a.For - b.At - b.For) })
-			t = active[len(active)-MaxOverlap].At + active[len(active)-MaxOverlap].For
-			active = active[len(active)-MaxOverlap+1:]
-		}
 		if t+minFor > s.Quiet {
 			break
 		}
-		kind := ""
-		if i < len(order) {
-			kind = order[i]
-		} else {
-			kind = kinds[rng.IntN(len(kinds))]
+		d := minFor + time.Duration(rng.Int64N(int64(maxFor-minFor)))
+		if !add(kinds[rng.IntN(len(kinds))], t, d) {
+			break
 		}
-		for tries := 0; tries < 8 && slices.ContainsFunc(active, func(f Fault) bool { return f.Kind == kind }); tries++ {
-			kind = kinds[rng.IntN(len(kinds))]
-		}
-		if slices.ContainsFunc(active, func(f Fault) bool { return f.Kind == kind }) {
-			continue
-		}
-		d := minFor + time.Duration(rng.Int64N(int64(maxFor-minFor)+1))
-		d = min(d, s.Quiet-t)
-		s.Faults = append(s.Faults, Fault{Seq: len(s.Faults), Kind: kind, At: t, For: d})
+		t = s.Faults[len(s.Faults)-1].At
 	}
 	return s
 }

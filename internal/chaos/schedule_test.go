@@ -64,8 +64,9 @@ func TestScheduleBounds(t *testing.T) {
 func TestScheduleCoversEveryKind(t *testing.T) {
 	t.Parallel()
 	overlapped := false
-	for seed := range uint64(20) {
-		s := NewSchedule(seed, allKinds, 60*time.Second)
+	for seed := range uint64(40) {
+		d := []time.Duration{10 * time.Second, 60 * time.Second}[seed%2]
+		s := NewSchedule(seed, allKinds, d)
 		if got := s.Kinds(); !reflect.DeepEqual(got, sortedKinds()) {
 			t.Fatalf("seed %d: kinds %v, want every one\n%s", seed, got, s)
 		}
