@@ -26,7 +26,7 @@ const (
 	// plus the previous window's count weighted by the part of the previous
 	// window still inside the sliding interval. It is approximate (it assumes
 	// the previous window's traffic was evenly spread) and uses constant
-	// memory. See the README for its measured error.
+	// memory. See docs/algorithms.md for its measured error.
 	SlidingWindow
 
 	// TokenBucket holds up to Limit.Burst tokens (Rate when Burst is zero),

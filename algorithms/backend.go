@@ -73,6 +73,27 @@ type Check struct {
 // Implementations are safe for concurrent use. A Backend may also
 // implement the capability interfaces [DeadlineHonourer], [InProcess] and
 // [DenialCacher], which tell code that wraps it what it need not add.
+//
+// Time is kept in integer microseconds, and time going backwards never
+// creates capacity. Every algorithm keeps its state in one key whose TTL
+// is exactly the time until the key is back to full capacity
+// ([Result].ResetAfter): a key that expires is indistinguishable from a key
+// at full capacity, so expiry never changes a decision and nothing grows
+// without bound. Both built-in stores compute with the same integer
+// arithmetic (the sliding window counter alone uses one float64 weight,
+// computed identically), and the conformance vectors in testdata/vectors
+// are played against memstore, against redisstore on miniredis, on a real
+// redis-server and on a Redis Cluster, and through the engine.
+//
+// # Writing a Backend
+//
+// A Backend validates each call with [ValidateCall] before it stores
+// anything, fills one Result per Check, and reports store failures as a
+// *[BackendError]. Wrappers (metrics, tracing, a circuit breaker) forward
+// the capability interfaces of what they wrap when they keep its
+// behaviour. Callers such as the engine decide from these alone what to
+// add around a Backend (a guard goroutine, a timeout, a deny cache), so a
+// user's Backend is treated exactly like a built-in one.
 type Backend interface {
 	Allow(ctx context.Context, checks []Check, results []Result) error
 }

@@ -16,7 +16,7 @@ import (
 // checks the bound that holds for any traffic: at most 2×Rate in any
 // interval of length Period (a window's full count, then the next window's
 // allowance as the previous count's weight fades). The numbers quoted in the
-// README come from this test's log.
+// docs/algorithms.md come from this test's log.
 func TestSlidingWindowError(t *testing.T) {
 	t.Parallel()
 	const rate, windows = 100, 300

@@ -3,21 +3,27 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestREADMESnippetsCompile: every ```go block in the README is a whole
-// Example function (from its func line to its closing brace, its Output
-// comment included) taken from a file named example*_test.go, so it
-// compiles as shown, defines everything it uses, and its behaviour is
-// checked by the Example's output. The test compares trimmed, non-empty
-// lines.
+// TestREADMESnippetsCompile: every ```go block in the README and in the
+// guides (docs/*.md) is a whole Example function (from its func line to
+// its closing brace, its Output comment included) taken from a file named
+// example*_test.go, so it compiles as shown, defines everything it uses,
+// and go test runs it and checks its behaviour by the Example's output.
+// The test compares trimmed, non-empty lines. To show new code in a
+// guide, write it as an Example next to the API it shows and paste the
+// whole function; a fragment of Go in a block of another language, or in
+// an indented block, fails the test too (see goOutsideBlocks), so no
+// snippet escapes the check.
 func TestREADMESnippetsCompile(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	docs, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	files := append([]string{"../README.md"}, docs...)
 	var examples [][]string
 	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -38,29 +44,71 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlocks(string(readme))
-	if len(blocks) == 0 {
-		t.Fatal("no ```go blocks in README.md")
-	}
-	for i, block := range blocks {
-		want := lines(block)
-		joined := strings.Join(want, "\n")
-		if len(want) < 2 || !strings.HasPrefix(want[0], "func Example") || want[len(want)-1] != "}" ||
-			strings.Count(joined, "{") != strings.Count(joined, "}") {
-			t.Errorf("README go block %d is not a whole Example function (func Example...() { ... }):\n%s", i+1, block)
-			continue
+	total := 0
+	for _, file := range files {
+		md, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		found := false
-		for _, ex := range examples {
-			if wholeIn(ex, want) {
-				found = true
-				break
+		name := strings.TrimPrefix(file, "../")
+		for _, frag := range goOutsideBlocks(string(md)) {
+			t.Errorf("%s: Go outside a ```go block (make it a whole Example, or prose):\n%s", name, frag)
+		}
+		blocks := goBlocks(string(md))
+		total += len(blocks)
+		for i, block := range blocks {
+			want := lines(block)
+			joined := strings.Join(want, "\n")
+			if len(want) < 2 || !strings.HasPrefix(want[0], "func Example") || want[len(want)-1] != "}" ||
+				strings.Count(joined, "{") != strings.Count(joined, "}") {
+				t.Errorf("%s: go block %d is not a whole Example function (func Example...() { ... }):\n%s", name, i+1, block)
+				continue
+			}
+			found := false
+			for _, ex := range examples {
+				if wholeIn(ex, want) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("%s: go block %d is not taken verbatim from an Example function:\n%s", name, i+1, block)
 			}
 		}
-		if !found {
-			t.Errorf("README go block %d is not taken verbatim from an Example function:\n%s", i+1, block)
-		}
 	}
+	if total == 0 {
+		t.Fatal("no ```go blocks in README.md or docs/*.md")
+	}
+}
+
+// goOutsideBlocks returns the fenced blocks of another language (or none)
+// and the indented blocks of md that look like Go: a line declaring a
+// func, or assigning with :=.
+func goOutsideBlocks(md string) []string {
+	var out []string
+	looksGo := func(l string) bool {
+		l = strings.TrimSpace(l)
+		return strings.HasPrefix(l, "func ") || strings.Contains(l, " := ")
+	}
+	fence, lang, body := false, "", []string(nil)
+	prevBlank := true
+	for l := range strings.SplitSeq(md, "\n") {
+		switch {
+		case strings.HasPrefix(l, "```") && !fence:
+			fence, lang, body = true, strings.TrimPrefix(l, "```"), nil
+		case strings.HasPrefix(l, "```"):
+			fence = false
+			if lang != "go" && slices.ContainsFunc(body, looksGo) {
+				out = append(out, strings.Join(body, "\n"))
+			}
+		case fence:
+			body = append(body, l)
+		case prevBlank && (strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "\t")) && looksGo(l):
+			out = append(out, l)
+		}
+		prevBlank = strings.TrimSpace(l) == "" || (prevBlank && (strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "\t")))
+	}
+	return out
 }
 
 func goBlocks(md string) []string {
@@ -111,4 +159,36 @@ func wholeIn(hay, needle []string) bool {
 		}
 	}
 	return false
+}
+
+// TestREADMEShape keeps the README a five-minute read: at most 300 lines,
+// the two commands within its first 20, a one-line constructor within its
+// first 80, and each quick-start Example at most 25 lines. The rest
+// belongs in docs/.
+func TestREADMEShape(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > 300 {
+		t.Errorf("README.md has %d lines, want at most 300: move detail to a guide in docs/", len(all))
+	}
+	within := func(n int, s string) {
+		t.Helper()
+		for _, l := range all[:min(n, len(all))] {
+			if strings.Contains(l, s) {
+				return
+			}
+		}
+		t.Errorf("README.md: %q not within its first %d lines", s, n)
+	}
+	within(20, "go run ./example")
+	within(20, "make test")
+	within(80, "middleware.Per")
+	for i, block := range goBlocks(string(b)) {
+		if n := strings.Count(block, "\n"); n > 25 {
+			t.Errorf("README.md: go block %d has %d lines, want at most 25 for a quick start", i+1, n)
+		}
+	}
 }

@@ -32,6 +32,12 @@ type Policy struct {
 // ([algorithms.Result.Never]) counting as the longest. Otherwise it is the rule
 // with the least Remaining; ties go to the longest ResetAfter. Remaining ties
 // go to the first rule.
+//
+// The X- fields have room for one rule only. A denied request shows the
+// rule the client must wait out; an allowed one shows the rule the client
+// will run into first, rather than, say, a generous per-IP limit that
+// hides a nearly exhausted per-user one. The IETF fields list every rule,
+// in the order given.
 func Decisive(policies []Policy) int {
 	best, denied := -1, false
 	for i := range policies {
@@ -76,7 +82,11 @@ func longerWait(a, b *algorithms.Result) bool {
 // at least 1: a client is never told to retry immediately. ok is false when
 // nothing is denied, and when any denied rule is [algorithms.Result.Never]
 // (its cost exceeds its capacity): the request can never pass, so waiting
-// cannot help.
+// cannot help, and inviting a retry would only repeat the denial.
+//
+// When the IETF fields are present too, the draft gives Retry-After
+// precedence over t; for the bucket algorithms Retry-After (enough
+// capacity for this request) can be earlier than t (full capacity).
 func RetryAfter(policies []Policy) (seconds int64, ok bool) {
 	var longest time.Duration
 	for i := range policies {

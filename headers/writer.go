@@ -36,6 +36,16 @@ const stackBuf = 256
 // any number of goroutines. Check it once with
 // [Writer.Validate]; Write treats a field that Validate rejects as its zero
 // value.
+//
+// Header names are written in Go's canonical form
+// ([http.CanonicalHeaderKey]), computed once: X-Ratelimit-Limit,
+// X-Ratelimit-Remaining, X-Ratelimit-Reset, Retry-After, Ratelimit-Policy
+// and Ratelimit. Field names are case-insensitive (RFC 9110), and HTTP/2
+// and HTTP/3 send them in lowercase, so clients see the same fields as
+// with the draft's spelling "RateLimit-Policy", and [http.Header.Get],
+// [http.Header.Set] and [http.Header.Del] with any spelling find them.
+// Writing the draft's exact casing as a map key would make Get miss it and
+// let a later Set add a duplicate field.
 type Writer struct {
 	// Style selects which fields are written.
 	Style Style
@@ -69,9 +79,17 @@ func unknown(field string, v uint8) error {
 // not be nil (pass [http.ResponseWriter].Header()), and policies is only
 // read.
 //
-// Write allocates one string for all the values and one []string backing
-// them (one more when the values exceed 256 bytes), plus what h needs to add
-// new keys.
+// Write overwrites the fields it writes (set semantics) and never removes
+// a field it does not write: an allowed request leaves an existing
+// Retry-After alone. It may be called concurrently, each call on its own
+// header map.
+//
+// All values of one Write are appended into one byte buffer (on the stack
+// up to 256 bytes), converted to one string and sliced; one []string backs
+// every field value, each header getting its own length-1, capacity-1
+// slice. So Write allocates one string for all the values and one
+// []string backing them (one more when the values exceed 256 bytes), plus
+// what h needs to add new keys. The tests enforce this budget.
 func (w Writer) Write(h http.Header, now time.Time, policies []Policy) {
 	style := w.Style
 	if style > None {

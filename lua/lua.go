@@ -1,20 +1,3 @@
-// Package lua holds redlimit's Lua sources, one file per algorithm, embedded
-// with go:embed. It has no logic: package redisstore runs [Single] scripts
-// (one check), the [Multi] script (several checks, refunds), and for calls
-// that queue the batch scripts ([Batch], [BatchAll]) through EVALSHA.
-//
-// The sources are meant to be read: prelude.lua documents what every
-// algorithm file defines, one.lua, dispatch.lua and batch.lua their calling
-// convention (KEYS, ARGV, reply), each algorithm file its state, each
-// <algorithm>_one.lua the flat fast path that starts its one-check script,
-// batch_gcra.lua the flat loop that starts the batch scripts holding GCRA,
-// and batch_fast.lua the one that starts the batch scripts of
-// fixed_window, sliding_window and token_bucket around their fast
-// functions.
-//
-// Scripts never call redis.replicate_commands() (effects replication is the
-// default since Redis 5) and never build code from request data: keys travel
-// as KEYS, numbers as ARGV.
 package lua
 
 import (

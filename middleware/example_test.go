@@ -180,7 +180,7 @@ func ExampleMiddleware_Check() {
 	// pdf: 429 remaining="0" reset="3600" retry-after="1800"
 }
 
-// The quick start in the README: a Redis backend, a per-IP and a per-user
+// Layered rules on one chi route (docs/rules.md): a Redis backend, a per-IP and a per-user
 // rule, mounted per route in chi. (Here Redis is an embedded miniredis and
 // the clock is fixed, so the output is reproducible; a real service passes
 // its *redis.Client and leaves Now nil to use the Redis server's clock.)

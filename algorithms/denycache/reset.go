@@ -20,7 +20,7 @@ var _ algorithms.Resetter = (*Cache)(nil)
 //
 // Reset forgets only this Cache's denials: another process's cache in
 // front of the same store keeps denying a key it recorded as denied
-// until that denial's RetryAfter has passed (see the package doc).
+// until that denial's RetryAfter has passed (see [Cache], "Reset").
 func (d *Cache) Reset(ctx context.Context, keys []string) error {
 	var err error
 	if r, ok := d.next.(algorithms.Resetter); ok {

@@ -32,7 +32,7 @@ type Config struct {
 
 	// MaxKeys bounds how many keys are kept; 0 means 1<<20. At the cap, a
 	// new key takes the place of an expired key or of one soon back to
-	// full capacity (see the package doc, "Memory"). Size it above the
+	// full capacity (see [Store], "Memory"). Size it above the
 	// number of clients you expect within the longest Period.
 	MaxKeys int
 }
@@ -42,6 +42,39 @@ type Config struct {
 //
 // The checks of a call are decided all-or-nothing in one critical section;
 // a call never waits for I/O. A Store is safe for concurrent use.
+//
+// # Concurrency
+//
+// Keys are spread over 64 shards, each with its own mutex; a call locks the
+// shards of its keys in a fixed order, so the checks of one call are
+// decided in one critical section, all-or-nothing. A call never waits for
+// I/O ([Store.InProcess]).
+//
+// # Time and expiry
+//
+// The clock is [Config].Now (time.Now by default), in microseconds. As with
+// Redis TTLs, a key expires when it is back to full capacity, by the
+// store's own time, which never goes back: a key that expired stays
+// expired even if the clock steps back. A calendar quota's windows
+// ([algorithms.PerDayIn]) are computed around the same clock, in the
+// quota's time zone.
+//
+// # Memory
+//
+// [Config].MaxKeys bounds the keys held. A full Store holds at most 128
+// bytes per key besides the key's own bytes (a test checks this bound); a
+// sliding log key also holds its log, one entry per unit up to its
+// capacity. Memory, once taken, is kept for reuse rather than returned.
+//
+// Expired keys are swept a few at a time as new keys arrive (a pass over
+// every key at most once a second). At the cap, a new key takes the place
+// of an expired key if it finds one among a few sampled at random, else of
+// the live key among them that would return to full capacity soonest: an
+// evicted key starts again at full capacity. A call never evicts its own
+// keys (so MaxKeys may be exceeded by the keys of one call). Admitting a
+// new key examines a bounded number of keys, however many are held.
+//
+// A check on an existing key does not allocate.
 type Store struct {
 	now       func() time.Time
 	highWater atomic.Int64 // the latest now seen, µs: expiry never goes back

@@ -204,7 +204,7 @@ func TestServerClock(t *testing.T) {
 // audits every key: each has a TTL > 0 and no longer than its state needs
 // (one Period for the window algorithms, the time to refill the bucket for
 // the others, two Periods for the sliding window counter). It logs MEMORY
-// USAGE per key for the README.
+// USAGE per key for docs/algorithms.md.
 func TestKeysExpireAndMemory(t *testing.T) {
 	srv := redistest.Require(t)
 	c := srv.Client(t)

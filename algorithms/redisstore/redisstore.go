@@ -34,6 +34,28 @@ type Config struct {
 	// queue and share a pipeline (see the package doc, "Pipelining").
 	// 0 means [DefaultPipelines]; a negative value turns pipelining off.
 	Pipelines int
+
+	// Replicas, when > 0, is the exact mode across failovers: a decision
+	// counts only once that many replicas have it. Every script is
+	// followed, in the same round trip and on the same connection, by
+	// WAIT Replicas ReplicaTimeout, and a decision fewer replicas
+	// acknowledged is an error ([ErrNotReplicated]) that goes to the
+	// engine's error policy. Calls are not pipelined in this mode.
+	//
+	// What it guarantees: a decision reported allowed is on the master and
+	// on Replicas replicas, so a failover that promotes one of them keeps
+	// it. What it does not: a failover that promotes a replica that had
+	// not acknowledged (with more replicas than Replicas, Sentinel and
+	// Cluster promote the most up-to-date one they can reach, usually but
+	// not always one that acknowledged); a decision that errs here may
+	// still be committed on the master (it is charged, the request goes to
+	// the error policy). Its cost is one more round trip of replication
+	// per call (see docs/reliability.md for the measured figures).
+	Replicas int
+
+	// ReplicaTimeout bounds the WAIT of Replicas; 0 means
+	// [DefaultReplicaTimeout]. Keep it below the engine's Timeout.
+	ReplicaTimeout time.Duration
 }
 
 // Store is the [algorithms.Backend] of record: it decides the checks of a
@@ -49,13 +71,15 @@ type Config struct {
 //
 // A Store is safe for concurrent use.
 type Store struct {
-	client        redis.Scripter
-	now           func() time.Time
-	onRefundError func(error)
-	shards        sharder   // nil: every key on one server
-	pipe          *pipeline // nil: no pipelining on the client itself
-	nodePipes     int       // on a Ring, > 0: the Pipelines of each shard's pipeline
-	pipes         sync.Map  // on a Ring: a shard's *redis.Client -> its *pipeline
+	client         redis.Scripter
+	now            func() time.Time
+	onRefundError  func(error)
+	replicas       int           // Config.Replicas
+	replicaTimeout time.Duration // with replicas
+	shards         sharder       // nil: every key on one server
+	pipe           *pipeline     // nil: no pipelining on the client itself
+	nodePipes      int           // on a Ring, > 0: the Pipelines of each shard's pipeline
+	pipes          sync.Map      // on a Ring: a shard's *redis.Client -> its *pipeline
 
 	// calendarNow is the clock that calendar windows are computed around
 	// when the server's clock decides; nil means time.Now (tests skew it).
@@ -95,8 +119,18 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, &algorithms.ConfigError{Field: "client", Reason: "must not be nil"}
 	}
+	if err := validReplicas(&cfg); err != nil {
+		return nil, err
+	}
 	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
 	max := cfg.Pipelines
+	if cfg.Replicas > 0 {
+		b.replicas, b.replicaTimeout = cfg.Replicas, cfg.ReplicaTimeout
+		if b.replicaTimeout == 0 {
+			b.replicaTimeout = DefaultReplicaTimeout
+		}
+		max = -1 // each script waits for its own WAIT, on its own connection
+	}
 	if max == 0 {
 		max = DefaultPipelines
 	}
@@ -166,6 +200,8 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 	var vals []int64
 	var err error
 	switch {
+	case b.replicas > 0:
+		vals, err = b.runReplicated(ctx, node, s, keys, args)
 	case node != nil && b.nodePipes > 0:
 		vals, err = b.nodePipe(node).run(ctx, s, keys, args)
 	case node != nil:

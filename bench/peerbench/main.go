@@ -9,7 +9,7 @@
 //
 // Measurements of one scenario are interleaved between limiters, round after
 // round, so that machine noise hits them all alike; the median round is shown.
-// See README.md for what each number means.
+// See docs/performance.md for what each number means.
 package main
 
 import (

@@ -27,7 +27,7 @@ import (
 )
 
 var (
-	manyKeys   = flag.Int("faults.keys", 2_000, "distinct clients per algorithm in TestManyKeysExpire (the README quotes -faults.keys=1000000 -faults.period=3m -faults.alg=gcra)")
+	manyKeys   = flag.Int("faults.keys", 2_000, "distinct clients per algorithm in TestManyKeysExpire (docs/reliability.md quotes -faults.keys=1000000 -faults.period=3m -faults.alg=gcra)")
 	manyPeriod = flag.Duration("faults.period", 3*time.Second, "the limit's period in TestManyKeysExpire")
 	manyAlg    = flag.String("faults.alg", "", "run TestManyKeysExpire for this algorithm only")
 )

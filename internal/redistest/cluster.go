@@ -116,8 +116,11 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 const maxNodePort = 65535 - 10000
 
 // startNode starts a cluster node on a free port at most maxNodePort.
-func startNode() (*Server, error) {
-	return launch("redlimit-redis-", func(port int, dir string) ([]string, error) {
+func startNode() (*Server, error) { return startNodeEnv(nil) }
+
+// startNodeEnv is startNode with env added to the node's environment.
+func startNodeEnv(env []string) (*Server, error) {
+	return launchEnv("redlimit-redis-", env, func(port int, dir string) ([]string, error) {
 		if port > maxNodePort {
 			return nil, fmt.Errorf("redistest: port %d: a cluster node's bus port would be above 65535", port)
 		}

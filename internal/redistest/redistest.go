@@ -31,6 +31,7 @@ type Server struct {
 	Dir  string
 
 	args []string
+	env  []string // added to the environment of every start (StartEnv)
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 }
@@ -78,6 +79,11 @@ func serverArgs(port int, dir string) []string {
 // with the arguments args returns for them, trying a few ports in case one
 // is taken between being found free and being bound.
 func launch(dirPrefix string, args func(port int, dir string) ([]string, error)) (*Server, error) {
+	return launchEnv(dirPrefix, nil, args)
+}
+
+// launchEnv is launch with env added to the server's environment.
+func launchEnv(dirPrefix string, env []string, args func(port int, dir string) ([]string, error)) (*Server, error) {
 	bin := Binary()
 	if bin == "" {
 		return nil, errors.New("redistest: redis-server not found on PATH")
@@ -92,7 +98,7 @@ func launch(dirPrefix string, args func(port int, dir string) ([]string, error))
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir, env: env}
 		if s.args, last = args(port, dir); last == nil {
 			if last = s.start(bin); last == nil {
 				return s, nil
@@ -103,9 +109,14 @@ func launch(dirPrefix string, args func(port int, dir string) ([]string, error))
 	return nil, last
 }
 
-func (s *Server) start(bin string) error {
-	cmd := exec.Command(bin, s.args...)
+func (s *Server) start(bin string) error { return s.startArgs(bin, s.args) }
+
+func (s *Server) startArgs(bin string, args []string) error {
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	out, err := os.Create(filepath.Join(s.Dir, "redis.log"))
 	if err != nil {
 		return err

@@ -52,6 +52,11 @@ type Event struct {
 	End    time.Time // zero until healed
 	Detail string    // e.g. "skew -3s", "latency 40ms", "slots 100-200 → 127.0.0.1:7002"
 	Err    string    // an injection that failed (counted, never hidden)
+	// Hold is how long the fault should stay in place (a pause's PauseFor,
+	// a stall's or a skewed master's duration); 0 for a fault held as
+	// long as the caller likes. A heal called earlier waits until
+	// Start+Hold before undoing the fault.
+	Hold time.Duration
 }
 
 // World is a running deployment.
@@ -84,4 +89,7 @@ type ClientOptions struct {
 	PoolSize     int
 	ReadTimeout  time.Duration // 0: go-redis's default
 	WriteTimeout time.Duration
+	// MaxRetries is go-redis's: 0 retries a failed command 3 times, -1
+	// never (a retried script may run twice).
+	MaxRetries int
 }

@@ -1,0 +1,225 @@
+-- one_calendar.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Decides one calendar quota (a fixed window over calendar days, weeks,
+-- months or years in a time zone). Lua knows no time zones: the Go side
+-- sends the boundaries of the window around its clock and of the next.
+--
+-- KEYS:
+--   KEYS[1]  the storage key
+--   KEYS[2]  sharded clients (Cluster, Ring): the key's pending marker
+--   KEYS[3]  one part of a call spanning slots: the call's commit marker
+-- ARGV:
+--   ARGV[1]  now in µs; 0: the server's clock (TIME)
+--   ARGV[2]  capacity
+--   ARGV[3..5] the boundaries s0, s1, s2 of the two windows, in µs
+--   ARGV[6]  cost
+--   ARGV[7]  with KEYS[3]: the refund window in ms
+-- Reply:
+--   allowed (0 denied, 1 allowed, 2 denied while a refund may
+--   still undo it), remaining, retry_after µs, reset_after µs, and the now
+--   in µs (left out by a fast path for a call without KEYS[3]); allowed 3 and the now when the
+--   server's now lies outside both windows (nothing decided, nothing written:
+--   the Go side sends again with windows around that now)
+--
+-- SHA1 f54ab6c254f8b0577da818cff9bf2ae93fa54856 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0 (compared as the string the Go side sends: parsing a number costs
+-- more). It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
+local now = ARGV[1]
+if now == '0' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(now)
+end
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- Calendar quota: a fixed window whose windows are calendar periods (days,
+-- ISO weeks, months, years) in a time zone, algorithm number 7. Lua knows
+-- no time zones: the Go side sends, in place of period, r and u, the
+-- boundaries of the calendar window around its own clock, [s0, s1), and of
+-- the next one, [s1, s2). The window is the one holding now. A now outside
+-- [s0, s2) (the server's clock and the Go side's disagree at a boundary) is
+-- not decided: the entry point replies allowed 3 and the now, having
+-- written nothing, and the Go side sends boundaries around that now.
+--
+-- State: the fixed window's hash {s = window start µs, e = window end µs,
+-- c = count}, so that a key moving between an epoch-aligned fixed window
+-- and a calendar quota reads as the fixed window reads a change of period.
+-- The count still counts while now < e and the stored window started in
+-- the current window (or later): until e or the current window's end,
+-- whichever comes first, or until e when the stored window starts at or
+-- after the current window's end (the clock went back). A key is never
+-- held beyond e (its TTL). See calendar in algorithms/internal/calc.
+
+-- calendar_outside reports whether now is outside [s0, s2).
+local function calendar_outside(now, s0, s2)
+  return now < s0 or now >= s2
+end
+
+-- calendar_write stores count units in the window [start, stop).
+local function calendar_write(key, start, stop, count, now)
+  redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  pexpire(key, stop - now)
+end
+
+local function calendar(key, cap, s0, s1, s2, cost, now, commit)
+  local start, stop = s0, s1
+  if now >= s1 then start, stop = s1, s2 end
+  local v = redis.call('HMGET', key, 's', 'e', 'c')
+  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local count = 0
+  if s and e and c and now < e and s >= start then
+    count = c
+    if s >= stop or e < stop then stop = e end
+    start = s
+  end
+  local reset = 0
+  if count > 0 then reset = stop - now end
+  if cost > cap then return 0, cap - count, 0, reset end
+  if count + cost > cap then return 0, cap - count, stop - now, reset end
+  count = count + cost
+  if commit then calendar_write(key, start, stop, count, now) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now
+end
+
+-- Refund, as fixed_window_refund: the commit at at replied reset = end -
+-- at, which names its window by its end.
+local function calendar_refund(key, _, _, _, _, cost, at, reset)
+  local v = redis.call('HMGET', key, 'e', 'c')
+  local e, c = tonumber(v[1]), tonumber(v[2])
+  if e ~= at + reset or not c then return end
+  c = c - cost
+  if c <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('HSET', key, 'c', fmt(c))
+  end
+end
+-- One calendar check (see calendar.lua and one.lua): a now outside the
+-- windows sent is not decided; the reply is allowed 3 and the now.
+if calendar_outside(now, tonumber(ARGV[3]), tonumber(ARGV[5])) then
+  return {3, 0, 0, 0, now}
+end
+local check = calendar
+-- One check, the common case: a script of its own per algorithm, holding
+-- only that algorithm, which the Go side joins as prelude, algorithm, a line
+-- naming the algorithm's function `check`, then this file.
+--
+-- KEYS[1]    the storage key
+-- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
+--            marker, set while a refund may still give units back
+-- KEYS[3]    one part of a call spanning slots only: the call's commit
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
+-- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
+-- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
+-- ARGV[7]    with KEYS[3]: the refund window in ms
+--
+-- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
+-- marker exists: a refund may still undo the denial), remaining,
+-- retry_after µs, reset_after µs, now µs; the fast paths
+-- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- call without a commit marker (KEYS[3]), whose caller does not use it.
+--
+-- A check writes only when it is allowed, so one pass that commits is
+-- dispatch.lua's two phases for one check. See dispatch.lua for the
+-- markers. now.lua, before the algorithm (and before a fast path such as
+-- gcra_one.lua), has read now.
+server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
+local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+if allowed == 1 then
+  if KEYS[3] then
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
+  end
+elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  allowed = 2
+end
+if remaining < 0 then remaining = 0 end
+return {allowed, remaining, retry, reset, now}

@@ -1,0 +1,276 @@
+-- one_gcra.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Decides one gcra check: the common call, a script of its own holding only this algorithm.
+--
+-- KEYS:
+--   KEYS[1]  the storage key
+--   KEYS[2]  sharded clients (Cluster, Ring): the key's pending marker
+--   KEYS[3]  one part of a call spanning slots: the call's commit marker
+-- ARGV:
+--   ARGV[1]     now in µs; 0: the server's clock (TIME)
+--   ARGV[2..6]  capacity, period µs, r, u, cost (see prelude.lua)
+--   ARGV[7]     with KEYS[3]: the refund window in ms
+-- Reply:
+--   allowed (0 denied, 1 allowed, 2 denied while a refund may
+--   still undo it), remaining, retry_after µs, reset_after µs, and the now
+--   in µs (left out by a fast path for a call without KEYS[3])
+--
+-- SHA1 5ddab1b1ca6546755b311605b0e1caa81de19634 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0 (compared as the string the Go side sends: parsing a number costs
+-- more). It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
+local now = ARGV[1]
+if now == '0' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(now)
+end
+-- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
+-- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
+-- else '%.0f'; both write an integer below 2^53 alike.
+local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
+-- GCRA, one check, the common case written flat: no marker keys, and a
+-- stored TAT that is absent or a whole µs written under this limit (its
+-- full window, tau, is the value's suffix). It makes gcra's decision with gcra's arithmetic, inline, and
+-- replies as one.lua does without the now (the Go side needs it only from
+-- calls with marker keys; each value replied costs); any other case falls
+-- through to the general
+-- script after it (the functions of the prelude and gcra.lua are defined
+-- only then: each definition costs on every call that reaches it).
+-- now.lua has read now, fast.lua defined intf.
+if not KEYS[2] then
+  local floor = math.floor
+  local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local full = cap * u
+  -- the value ends with this limit's full window: "<tat>/<tau>"
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local v = redis.call('GET', KEYS[1])
+  local a
+  if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 1)) end
+  if not v or a then
+    local diff = 0
+    if a and a >= now then diff = (a - now) * r end
+    -- more than full: the clock went back; never cut under the same limit
+    local remaining = floor((full - diff) / u)
+    if remaining < 0 then remaining = 0 end
+    if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
+    local nxt = diff + cost * u
+    if nxt > full then
+      return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
+    end
+    -- gcra_write(KEYS[1], nxt, r, now, tau)
+    local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+    if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+    local reset = floor((nxt + r - 1) / r)
+    redis.call('SET', KEYS[1], tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
+    remaining = floor((full - nxt) / u)
+    if remaining < 0 then remaining = 0 end
+    return {1, remaining, 0, reset}
+  end
+end
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
+-- the instant the bucket is full again, so the emission interval u/r µs is
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
+
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
+local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
+  local a = tonumber(v)
+  if a then return a, 0, r, tw end
+  local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
+  sa, sb = string.match(v, '^(%d+):(%d+)$')
+  return tonumber(sa), tonumber(sb), r, tw
+end
+
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
+  local a, b = fmt(now + floor(diff / r)), diff % r
+  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+end
+
+local function gcra(key, cap, _, r, u, cost, now, commit)
+  -- diff: 0 for no state or a TAT in the past (a full bucket)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local diff = 0
+  local v = redis.call('GET', key)
+  if v then
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
+    end
+  end
+  local remaining = floor((full - diff) / u)
+  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
+  local nxt = diff + cost * u
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+end
+
+-- Refund: move the TAT back by the cost's emission time, evaluated at
+-- now (the commit's own time, at, right after it), not below now. A TAT at
+-- or before now is a full bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+  now = now or at
+  local v = redis.call('GET', key)
+  if not v then return end
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
+  if not (a and b and rs) then return end
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
+  if diff <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  gcra_write(key, diff, r, now, tau)
+end
+local check = gcra
+-- One check, the common case: a script of its own per algorithm, holding
+-- only that algorithm, which the Go side joins as prelude, algorithm, a line
+-- naming the algorithm's function `check`, then this file.
+--
+-- KEYS[1]    the storage key
+-- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
+--            marker, set while a refund may still give units back
+-- KEYS[3]    one part of a call spanning slots only: the call's commit
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
+-- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
+-- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
+-- ARGV[7]    with KEYS[3]: the refund window in ms
+--
+-- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
+-- marker exists: a refund may still undo the denial), remaining,
+-- retry_after µs, reset_after µs, now µs; the fast paths
+-- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- call without a commit marker (KEYS[3]), whose caller does not use it.
+--
+-- A check writes only when it is allowed, so one pass that commits is
+-- dispatch.lua's two phases for one check. See dispatch.lua for the
+-- markers. now.lua, before the algorithm (and before a fast path such as
+-- gcra_one.lua), has read now.
+server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
+local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+if allowed == 1 then
+  if KEYS[3] then
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
+  end
+elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  allowed = 2
+end
+if remaining < 0 then remaining = 0 end
+return {allowed, remaining, retry, reset, now}

@@ -1,0 +1,228 @@
+-- one_sliding_log.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Decides one sliding_log check: the common call, a script of its own holding only this algorithm.
+--
+-- KEYS:
+--   KEYS[1]  the storage key
+--   KEYS[2]  sharded clients (Cluster, Ring): the key's pending marker
+--   KEYS[3]  one part of a call spanning slots: the call's commit marker
+-- ARGV:
+--   ARGV[1]     now in µs; 0: the server's clock (TIME)
+--   ARGV[2..6]  capacity, period µs, r, u, cost (see prelude.lua)
+--   ARGV[7]     with KEYS[3]: the refund window in ms
+-- Reply:
+--   allowed (0 denied, 1 allowed, 2 denied while a refund may
+--   still undo it), remaining, retry_after µs, reset_after µs, and the now
+--   in µs (left out by a fast path for a call without KEYS[3])
+--
+-- SHA1 57ac834e359c49a77b51bb8af183b036faaf4801 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: now.lua, prelude.lua, sliding_log.lua, one.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0 (compared as the string the Go side sends: parsing a number costs
+-- more). It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
+local now = ARGV[1]
+if now == '0' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(now)
+end
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- Sliding log: sorted set, one member per unit, score = µs. An entry at s
+-- counts while s > now - period. Members are "<score>:<n>" where n counts the
+-- members already at that score: entries leave by score range, so all
+-- members of one score leave together and n never repeats. New entries are
+-- stamped max(now, newest) so a clock that goes back cannot expire them early.
+-- sliding_log_write adds cost entries stamped stamp and drops those that
+-- left the window at now.
+local function sliding_log_write(key, stamp, cost, period, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
+  local s = fmt(stamp)
+  local seq = redis.call('ZCOUNT', key, s, s)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = s
+    args[#args + 1] = s .. ':' .. fmt(seq + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  pexpire(key, stamp + period - now)
+end
+
+local function sliding_log(key, cap, period, _, _, cost, now, commit)
+  local from = '(' .. fmt(now - period)
+  local count = redis.call('ZCOUNT', key, from, '+inf')
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = tonumber(last[2])
+  local reset = 0
+  if count > 0 then reset = newest + period - now end
+  if cost > cap then return 0, cap - count, 0, reset end
+  if count + cost > cap then
+    -- the (count+cost-cap)-th oldest entry in the window must leave it
+    local k = count + cost - cap
+    local e = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+    -- the entries count until reset under this limit: the TTL follows, or
+    -- after a change to a longer period the TTL the last commit set would
+    -- drop them before the retry_after replied
+    pexpire(key, reset)
+    return 0, cap - count, tonumber(e[2]) + period - now, reset
+  end
+  local stamp = now
+  if newest and newest > stamp then stamp = newest end
+  if commit then sliding_log_write(key, stamp, cost, period, now) end
+  return 1, cap - count - cost, 0, stamp + period - now, stamp, cost, period, now
+end
+
+-- Refund: remove cost members of the stamp the commit at at used, named
+-- by its reply reset = stamp + period - at, while they count at now.
+-- Members of one stamp are all alike and numbered <stamp>:0..n-1; the
+-- newest cost numbers go, so the rest stay contiguous and the next commit's
+-- numbers (starting at the count) stay unique. The key then lives while
+-- its newest entry counts.
+local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
+  now = now or at
+  local stamp = at + reset - period
+  if stamp <= now - period then return end
+  local s = fmt(stamp)
+  local n = redis.call('ZCOUNT', key, s, s)
+  local stop = n - cost
+  if stop < 0 then stop = 0 end
+  local args = {}
+  local i = n - 1
+  while i >= stop do
+    args[#args + 1] = s .. ':' .. fmt(i)
+    i = i - 1
+    if #args == 200 or i < stop then
+      redis.call('ZREM', key, unpack(args))
+      args = {}
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
+end
+local check = sliding_log
+-- One check, the common case: a script of its own per algorithm, holding
+-- only that algorithm, which the Go side joins as prelude, algorithm, a line
+-- naming the algorithm's function `check`, then this file.
+--
+-- KEYS[1]    the storage key
+-- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
+--            marker, set while a refund may still give units back
+-- KEYS[3]    one part of a call spanning slots only: the call's commit
+--            marker in this slot, which its refund consumes; it holds
+--            "<now>:<reset_after>", what a cancel (cancel.lua) needs
+-- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
+-- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
+-- ARGV[7]    with KEYS[3]: the refund window in ms
+--
+-- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
+-- marker exists: a refund may still undo the denial), remaining,
+-- retry_after µs, reset_after µs, now µs; the fast paths
+-- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- call without a commit marker (KEYS[3]), whose caller does not use it.
+--
+-- A check writes only when it is allowed, so one pass that commits is
+-- dispatch.lua's two phases for one check. See dispatch.lua for the
+-- markers. now.lua, before the algorithm (and before a fast path such as
+-- gcra_one.lua), has read now.
+server_clock = ARGV[1] == '0'
+-- A part whose commit marker exists already was cancelled (see
+-- cancel.lua), or is a resend of a part that committed: it decides
+-- nothing, and replies a denial its caller no longer reads.
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
+local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+if allowed == 1 then
+  if KEYS[3] then
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
+  end
+elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+  allowed = 2
+end
+if remaining < 0 then remaining = 0 end
+return {allowed, remaining, retry, reset, now}

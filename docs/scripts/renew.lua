@@ -1,0 +1,224 @@
+-- renew.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Extends the concurrency leases still held, while long work runs.
+--
+-- KEYS:
+--   KEYS[i]  the storage key of lease i (one hash slot per call)
+-- ARGV:
+--   ARGV[1]            now in µs; 0: the server's clock (TIME)
+--   ARGV[3i-1..3i+1]   lease i's id, cost (slots) and period (µs)
+-- Reply:
+--   per lease, 1 if it was held (now expiring at now+period), else 0;
+--   then the now in µs
+--
+-- SHA1 415f6ce7983b440726c3be7e023d07a6706f6f1c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: prelude.lua, concurrency.lua, now.lua, renew.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- Concurrency: the slots of a key in flight, a sorted set with one member
+-- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
+-- with the instant (µs) its lease expires. A slot counts while its expiry
+-- is after now; every check first removes the expired ones, so the set
+-- holds at most cap members plus those that expired since the last touch.
+-- r is the check's lease id (the Go side sends Check.Lease there; this
+-- algorithm has no refill). Slots leave by release.lua or by expiring;
+-- renew.lua extends them.
+-- concurrency_write adds the cost slots of lease, expiring at expiry, and
+-- sets the key's TTL to ttl µs (until its last slot expires).
+local function concurrency_write(key, lease, cost, expiry, ttl)
+  local e, l = fmt(expiry), fmt(lease)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = e
+    args[#args + 1] = l .. ':' .. fmt(i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  pexpire(key, ttl)
+end
+
+local function concurrency(key, cap, period, lease, _, cost, now, commit)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local count = redis.call('ZCARD', key)
+  local reset, last = 0, 0
+  if count > 0 then
+    last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    reset = last - now
+  end
+  if cost > cap then return 0, cap - count, 0, reset end
+  local l = fmt(lease)
+  if redis.call('ZSCORE', key, l .. ':0') then
+    -- the lease acquires again (a call retried after its reply was lost):
+    -- its own slots are not taken from others, and are taken again
+    local i = 0
+    while i < cost do
+      if redis.call('ZSCORE', key, l .. ':' .. fmt(i)) then count = count - 1 end
+      i = i + 1
+    end
+  end
+  if count + cost > cap then
+    -- the (count+cost-cap)-th earliest lease to expire frees enough slots
+    local e = redis.call('ZRANGE', key, count + cost - cap - 1, count + cost - cap - 1, 'WITHSCORES')
+    return 0, cap - count, tonumber(e[2]) - now, reset
+  end
+  local expiry = now + period
+  if reset < period then reset = period end
+  if commit then concurrency_write(key, lease, cost, expiry, reset) end
+  return 1, cap - count - cost, 0, reset, lease, cost, expiry, reset
+end
+
+-- concurrency_remove drops the expired slots of key and slots 0 to cost-1
+-- of lease, then sets the key's TTL to its last slot's expiry (an empty
+-- sorted set is deleted by Redis). It returns how many slots of the lease
+-- it removed.
+local function concurrency_remove(key, lease, cost, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local l = fmt(lease)
+  local args = {}
+  local removed = 0
+  local i = 0
+  while i < cost do
+    args[#args + 1] = l .. ':' .. fmt(i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      removed = removed + redis.call('ZREM', key, unpack(args))
+      args = {}
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) - now) end
+  return removed
+end
+
+-- Refund (Cluster compensation): the slots a commit took go, as a release
+-- would free them.
+local function concurrency_refund(key, _, _, lease, _, cost, now, _)
+  concurrency_remove(key, lease, cost, now)
+end
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0 (compared as the string the Go side sends: parsing a number costs
+-- more). It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
+local now = ARGV[1]
+if now == '0' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(now)
+end
+-- Renew: extends the concurrency leases still held. Joined after
+-- prelude.lua, concurrency.lua and now.lua.
+--
+-- KEYS[i]            the storage key of lease i (on a sharded client, the
+--                    keys of one call live in one hash slot)
+-- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
+-- ARGV[3i-1..3i+1]   lease i's id, cost (slots) and period (µs)
+--
+-- Reply: for each lease, 1 if it was held (its slots now expire at
+-- now+period, or later if they did already), 0 if it was not (released,
+-- or expired: its slots may have gone to others, and are not brought
+-- back); then the now used, in µs.
+local reply = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local l, cost, period = fmt(tonumber(ARGV[3 * i - 1])), tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  reply[i] = 0
+  if redis.call('ZSCORE', key, l .. ':0') then
+    reply[i] = 1
+    local expiry = now + period
+    local j = 0
+    while j < cost do
+      local m = l .. ':' .. fmt(j)
+      local s = redis.call('ZSCORE', key, m)
+      if s and tonumber(s) < expiry then redis.call('ZADD', key, 'XX', fmt(expiry), m) end
+      j = j + 1
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) - now) end
+end
+reply[#KEYS + 1] = now
+return reply

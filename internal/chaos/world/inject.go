@@ -1,0 +1,197 @@
+package world
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// roleKinds are the faults that kill, stop or promote nodes: one of them
+// at a time (ErrBusy).
+var roleKinds = map[string]bool{
+	Kill: true, KillAOF: true, Pause: true, Failover: true, KillMaster: true,
+	Migrate: true, ClockBehind: true, ClockAhead: true,
+}
+
+// healFunc undoes one fault.
+type healFunc func(ctx context.Context) error
+
+func noHeal(context.Context) error { return nil }
+
+// Inject injects one fault of kind. It draws the target and parameters
+// from rng only, in a fixed order, so a seed replays the same choices
+// against the same state. On error the returned heal is still usable: it
+// undoes whatever part of the fault was put in place. heal waits until
+// ev.Start+ev.Hold, undoes the fault, then waits until [World.Healthy]; it
+// is safe to call more than once (later calls return the first's error).
+func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event, func(context.Context) error, error) {
+	ev := Event{Kind: kind, Start: time.Now()}
+	if !slices.Contains(w.Kinds(), kind) {
+		err := fmt.Errorf("world: fault %q does not apply to topology %s", kind, w.topo)
+		ev.Err = err.Error()
+		return ev, noHeal, err
+	}
+	role := roleKinds[kind]
+	if role {
+		w.mu.Lock()
+		busy := w.roleBusy
+		w.roleBusy = true
+		w.mu.Unlock()
+		if busy {
+			ev.Err = ErrBusy.Error()
+			return ev, noHeal, ErrBusy
+		}
+	}
+	release := func() {
+		if role {
+			w.mu.Lock()
+			w.roleBusy = false
+			w.mu.Unlock()
+		}
+	}
+	heal, err := w.inject(ctx, kind, rng, &ev)
+	if heal == nil {
+		heal = noHeal
+	}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	var (
+		once    sync.Once
+		healErr error
+	)
+	start, hold := ev.Start, ev.Hold
+	wrapped := func(ctx context.Context) error {
+		once.Do(func() {
+			defer release()
+			if d := time.Until(start.Add(hold)); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+			healErr = heal(ctx)
+			if herr := w.Healthy(ctx); herr != nil {
+				healErr = errors.Join(healErr, herr)
+			}
+		})
+		return healErr
+	}
+	return ev, wrapped, err
+}
+
+// inject puts the fault in place and fills ev's Target, Detail and Hold.
+func (w *world) inject(ctx context.Context, kind string, rng *rand.Rand, ev *Event) (healFunc, error) {
+	switch kind {
+	case Latency, Stall, Drop, Reset:
+		return w.injectProxy(kind, rng, ev)
+	case ScriptFlush:
+		ev.Target, ev.Detail = "all", "SCRIPT FLUSH on every data node"
+		return noHeal, w.eachNode(ctx, func(nc *redis.Client) error { return nc.ScriptFlush(ctx).Err() })
+	case ClientKill:
+		return w.injectClientKill(ctx, rng, ev)
+	case MaxMemory:
+		return w.injectMaxMemory(ctx, rng, ev)
+	case Kill, KillAOF:
+		return w.injectKill(ctx, kind == KillAOF, rng, ev)
+	case Pause:
+		return w.injectPause(ctx, rng, ev)
+	case Failover:
+		return w.injectFailover(ctx, rng, ev)
+	case KillMaster:
+		return w.injectKillMaster(ctx, rng, ev)
+	case Migrate:
+		return w.injectMigrate(ctx, rng, ev)
+	case ClockBehind, ClockAhead:
+		return w.injectClock(ctx, kind == ClockAhead, rng, ev)
+	}
+	return nil, fmt.Errorf("world: fault %q not implemented", kind)
+}
+
+// drawHold draws how long a lasting fault is held: in [Hold/4, Hold].
+func (w *world) drawHold(rng *rand.Rand) time.Duration {
+	lo := w.opts.Hold / 4
+	return lo + time.Duration(rng.Int64N(int64(w.opts.Hold-lo)+1))
+}
+
+// pick returns one of addrs, sorted first so the same set gives the same
+// choice.
+func pick(rng *rand.Rand, addrs []string) string {
+	addrs = slices.Clone(addrs)
+	sort.Strings(addrs)
+	return addrs[rng.IntN(len(addrs))]
+}
+
+// injectProxy adds latency, a stall, or a drop or reset window to the
+// proxy of one data node or (one time in four) of every data node.
+func (w *world) injectProxy(kind string, rng *rand.Rand, ev *Event) (healFunc, error) {
+	var targets []*proxy
+	if rng.IntN(4) == 0 {
+		ev.Target = "all"
+		w.mu.Lock()
+		for _, p := range w.proxies {
+			targets = append(targets, p)
+		}
+		w.mu.Unlock()
+	} else {
+		ev.Target = pick(rng, w.Addrs())
+		if p := w.proxy(ev.Target); p != nil {
+			targets = append(targets, p)
+		}
+	}
+	if len(targets) == 0 {
+		return noHeal, fmt.Errorf("world: no proxy for %s", ev.Target)
+	}
+	ev.Hold = w.drawHold(rng)
+	switch kind {
+	case Latency:
+		d := time.Millisecond + time.Duration(rng.Int64N(int64(w.opts.MaxLatency-time.Millisecond)+1))
+		d = d.Round(time.Millisecond)
+		ev.Detail = fmt.Sprintf("latency %v per reply for %v", d, ev.Hold.Round(time.Millisecond))
+		for _, p := range targets {
+			p.setLatency(d)
+		}
+		return func(context.Context) error {
+			for _, p := range targets {
+				p.setLatency(0)
+			}
+			return nil
+		}, nil
+	case Stall:
+		ev.Detail = fmt.Sprintf("stall both ways for %v", ev.Hold.Round(time.Millisecond))
+		for _, p := range targets {
+			p.stall(ev.Hold)
+		}
+		return func(context.Context) error {
+			for _, p := range targets {
+				p.unstall()
+			}
+			return nil
+		}, nil
+	}
+	// Drop, Reset: a shorter window, every connection ends on its next
+	// reply
+	ev.Hold /= 4
+	closed := 0
+	for _, p := range targets {
+		closed += p.cut(ev.Hold, kind == Reset)
+	}
+	how := "closed (FIN)"
+	if kind == Reset {
+		how = "reset (RST)"
+	}
+	ev.Detail = fmt.Sprintf("%d connections %s, then for %v every reply cut after half its bytes", closed, how, ev.Hold.Round(time.Millisecond))
+	return func(context.Context) error {
+		for _, p := range targets {
+			p.uncut()
+		}
+		return nil
+	}, nil
+}

@@ -1,0 +1,54 @@
+// Package lua holds redlimit's Lua sources, embedded with go:embed, and
+// assembles from them every script package redisstore runs with EVALSHA.
+// It has no other logic.
+//
+// # The scripts
+//
+// [Scripts] lists them all, for SCRIPT LOAD ahead of traffic (optional:
+// go-redis sends a script itself after NOSCRIPT):
+//
+//   - [Single] (one per algorithm, and "calendar"): one check, the common
+//     call; it holds only that algorithm.
+//   - [Multi]: several checks of one call, all-or-nothing, and the refunds
+//     of a call spanning Redis Cluster slots.
+//   - [Batch] (one per algorithm) and [BatchAll]: several queued calls,
+//     one after another, each decided as its own script would alone.
+//   - [Refund]: gives back, after the response, what a refundable call
+//     reserved and did not use.
+//   - [Release], [Renew]: free or extend concurrency leases.
+//
+// Each script, assembled, is checked in under docs/scripts/ with a header
+// saying what it is for, its KEYS, ARGV and reply, its SHA1 (as SCRIPT and
+// SLOWLOG show it) and the sources it is built from. A test fails when a
+// file differs from what the code sends; go test ./lua -run
+// TestScriptFiles -update rewrites them. Read those files to see a script
+// top to bottom; edit the sources below.
+//
+// # How a script is built
+//
+// A script is source files joined in order, with a few glue lines:
+//
+//	now.lua                        reads now (ARGV[1], or TIME when it is 0)
+//	fast.lua + <alg>_one.lua       a flat fast path for the common case (gcra, fixed_window,
+//	                               sliding_window, token_bucket)
+//	prelude.lua                    helpers every algorithm uses
+//	<alg>.lua (one, or all)        the algorithm: <alg>, <alg>_write, <alg>_refund
+//	entry point                    one.lua, dispatch.lua, batch.lua, refund.lua,
+//	                               release.lua or renew.lua
+//
+// A batch script starts with batch_state.lua and a flat loop
+// (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)
+// that decides the one-check calls at its head before any function is
+// defined; batch.lua goes on from the first call they left. Defining a
+// function costs a script on every call, which is why a one-check script
+// holds one algorithm and the fast paths are flat.
+//
+// prelude.lua documents what every algorithm file defines; each entry
+// point's header its calling convention (KEYS, ARGV, reply). Algorithms
+// are numbered in ARGV as algorithms.Algorithm numbers them (1
+// fixed_window ... 5 gcra, 6 concurrency; 7 a calendar check).
+//
+// Scripts never call redis.replicate_commands() (effects replication is the
+// default since Redis 5) and never build code from request data: keys travel
+// as KEYS, numbers as ARGV.
+package lua
