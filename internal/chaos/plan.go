@@ -13,7 +13,7 @@ import (
 )
 
 // Topologies lists the topologies this build's worlds can start.
-func Topologies() []string { return []string{world.Single} }
+func Topologies() []string { return []string{world.Single, world.Sentinel, world.Cluster} }
 
 // shortSeeds are the short mode's fixed seeds, per topology: each run's
 // schedule covers every fault kind the topology's world injects (TestShort
@@ -24,17 +24,22 @@ var shortSeeds = map[string]uint64{
 	world.Cluster:  1,
 }
 
-// ShortDuration is the length of each short-mode run.
-const ShortDuration = 6 * time.Second
+// shortDurations are the lengths of the short mode's runs, per topology:
+// long enough for every kind its world offers.
+var shortDurations = map[string]time.Duration{
+	world.Single:   6 * time.Second,
+	world.Sentinel: 8 * time.Second,
+	world.Cluster:  8 * time.Second,
+}
 
 // ShortPlan is the short mode: one run per topology with its fixed seed,
 // and on the single node one more with the instances as worker processes.
 func ShortPlan(mutate string) []Options {
 	var plan []Options
 	for _, top := range Topologies() {
-		plan = append(plan, Options{Topology: top, Seed: shortSeeds[top], Duration: ShortDuration, Short: true, Mutate: mutate})
+		plan = append(plan, Options{Topology: top, Seed: shortSeeds[top], Duration: shortDurations[top], Short: true, Mutate: mutate})
 	}
-	plan = append(plan, Options{Topology: world.Single, Seed: 2, Duration: ShortDuration, Short: true, Mutate: mutate, Processes: true})
+	plan = append(plan, Options{Topology: world.Single, Seed: 2, Duration: shortDurations[world.Single], Short: true, Mutate: mutate, Processes: true})
 	return plan
 }
 

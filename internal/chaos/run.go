@@ -38,8 +38,8 @@ type Options struct {
 	Workers   int           // goroutines per instance; default 3
 	Timeout   time.Duration // the engines' Timeout; default 50ms
 
-	// StartWorld starts the topology; default the local world (single only).
-	StartWorld func(topology string) (world.World, error)
+	// StartWorld starts the topology; default world.Start.
+	StartWorld func(ctx context.Context, topology string, opts world.Options) (world.World, error)
 	// Log receives the schedule and progress; nil discards.
 	Log io.Writer
 	// HistoryFile, when set, receives the run's history (JSON lines).
@@ -70,7 +70,7 @@ func (o *Options) defaults() {
 		o.Timeout = 50 * time.Millisecond
 	}
 	if o.StartWorld == nil {
-		o.StartWorld = startLocal
+		o.StartWorld = world.Start
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -116,7 +116,8 @@ type RunResult struct {
 // everything it started, and checks the history.
 func Run(ctx context.Context, o Options) (*RunResult, error) {
 	o.defaults()
-	w, err := o.StartWorld(o.Topology)
+	prefix := "chaos" + strconv.FormatUint(o.Seed, 36)
+	w, err := o.StartWorld(ctx, o.Topology, world.Options{PauseFor: 6 * o.Timeout, MigrateKeys: workloadKeys(prefix)})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +135,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	baseline := runtime.NumGoroutine()
 	conns := countClients(ctx, w.Addrs())
 
-	fleet := &fleet{o: o, w: w, h: h, clock: clock, base: h.Base, prefix: "chaos" + strconv.FormatUint(o.Seed, 36)}
+	fleet := &fleet{o: o, w: w, h: h, clock: clock, base: h.Base, prefix: prefix}
 	for range o.Instances {
 		if err := fleet.spawn(ctx); err != nil {
 			fleet.stopAll()
@@ -252,7 +253,7 @@ func (f *fleet) spawn(ctx context.Context) error {
 }
 
 func clientOptions(o Options) world.ClientOptions {
-	return world.ClientOptions{PoolSize: 2 * o.Workers, ReadTimeout: 2 * o.Timeout, WriteTimeout: 2 * o.Timeout}
+	return world.ClientOptions{PoolSize: 2 * o.Workers, ReadTimeout: 2 * o.Timeout, WriteTimeout: 2 * o.Timeout, MaxRetries: -1}
 }
 
 // crashOne crashes a live instance drawn with rng, and returns its id and
@@ -327,8 +328,12 @@ func runNemesis(ctx context.Context, o Options, w world.World, s Schedule, h *Hi
 	// must not break that: a fault waits for its turn.
 	inPlace := make(chan struct{}, MaxOverlap)
 	kindLocks := map[string]*sync.Mutex{}
+	role := &sync.Mutex{} // the role faults share one lock
 	for _, ft := range s.Faults {
-		if kindLocks[ft.Kind] == nil {
+		switch {
+		case roleKinds[ft.Kind]:
+			kindLocks[ft.Kind] = role
+		case kindLocks[ft.Kind] == nil:
 			kindLocks[ft.Kind] = &sync.Mutex{}
 		}
 	}

@@ -13,6 +13,19 @@ import (
 // MaxOverlap is how many faults a schedule holds in place at once.
 const MaxOverlap = 2
 
+// roleKinds kill, stop or promote nodes: a schedule holds one of them at a
+// time (a world refuses a second with world.ErrBusy: two could leave it
+// without a master to heal back to). The others (proxy faults, SCRIPT
+// FLUSH, CLIENT KILL, maxmemory, an instance crash) overlap with anything.
+var roleKinds = map[string]bool{
+	world.Kill: true, world.KillAOF: true, world.Pause: true, world.Failover: true, world.KillMaster: true,
+	world.Migrate: true, world.ClockBehind: true, world.ClockAhead: true,
+}
+
+// conflict reports whether faults of kinds a and b may not be in place at
+// once.
+func conflict(a, b string) bool { return a == b || roleKinds[a] && roleKinds[b] }
+
 // Fault is one planned fault: Kind injected At (since the run's start),
 // healed For later.
 type Fault struct {
@@ -56,7 +69,7 @@ func NewSchedule(seed uint64, kinds []string, duration time.Duration) Schedule {
 	const minFor, maxFor = 150 * time.Millisecond, 1500 * time.Millisecond
 	add := func(kind string, at, d time.Duration) bool {
 		// At most MaxOverlap at once: wait for the earliest to heal; never
-		// two of one kind.
+		// two that conflict.
 		for {
 			var active []Fault
 			for _, f := range s.Faults {
@@ -64,7 +77,7 @@ func NewSchedule(seed uint64, kinds []string, duration time.Duration) Schedule {
 					active = append(active, f)
 				}
 			}
-			if slices.ContainsFunc(active, func(f Fault) bool { return f.Kind == kind }) || len(active) >= MaxOverlap {
+			if slices.ContainsFunc(active, func(f Fault) bool { return conflict(f.Kind, kind) }) || len(active) >= MaxOverlap {
 				next := time.Duration(1<<62 - 1)
 				for _, f := range active {
 					next = min(next, f.At+f.For)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -28,45 +29,69 @@ type workerConfig struct {
 }
 
 // clientSpec describes an instance's client so that another process can
-// build its own: a single node's address, or a cluster's seed addresses.
+// build its own: a single node's address, or a cluster's seed addresses,
+// and the fault proxy in front of each data node.
 type clientSpec struct {
-	Addr         string        `json:"addr,omitempty"`
-	ClusterAddrs []string      `json:"cluster,omitempty"`
-	PoolSize     int           `json:"pool"`
-	ReadTimeout  time.Duration `json:"read"`
-	WriteTimeout time.Duration `json:"write"`
+	Addr         string            `json:"addr,omitempty"`
+	ClusterAddrs []string          `json:"cluster,omitempty"`
+	Proxies      map[string]string `json:"proxies,omitempty"` // a node's address → its proxy's
+	PoolSize     int               `json:"pool"`
+	ReadTimeout  time.Duration     `json:"read"`
+	WriteTimeout time.Duration     `json:"write"`
+	MaxRetries   int               `json:"retries"`
 }
 
-// specOf describes c, a client of the world. A Sentinel failover client
-// cannot be described (its options hide the sentinels): such worlds run
-// their instances in process.
-func specOf(c redis.UniversalClient, o world.ClientOptions) (clientSpec, error) {
-	s := clientSpec{PoolSize: o.PoolSize, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout}
+// specOf describes c, a client of the world w. The world's clients reach
+// each node through its proxy by their Dialer: specOf dials every data
+// node with it and notes where the connection went. A Sentinel failover
+// client cannot be described (its options hide the sentinels): such worlds
+// run their instances in process.
+func specOf(ctx context.Context, c redis.UniversalClient, w world.World, o world.ClientOptions) (clientSpec, error) {
+	s := clientSpec{PoolSize: o.PoolSize, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, MaxRetries: o.MaxRetries}
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	switch x := c.(type) {
 	case *redis.Client:
-		if a := x.Options().Addr; a != "FailoverClient" {
-			s.Addr = a
-			return s, nil
+		if x.Options().Addr == "FailoverClient" {
+			return s, fmt.Errorf("%w: a Sentinel failover client", errNoSpec)
 		}
+		s.Addr, dial = x.Options().Addr, x.Options().Dialer
 	case *redis.ClusterClient:
-		s.ClusterAddrs = x.Options().Addrs
-		return s, nil
+		s.ClusterAddrs, dial = x.Options().Addrs, x.Options().Dialer
+	default:
+		return s, fmt.Errorf("%w: %T", errNoSpec, c)
 	}
-	return s, fmt.Errorf("%w: %T", errNoSpec, c)
+	if dial != nil {
+		s.Proxies = map[string]string{}
+		for _, a := range w.Addrs() {
+			conn, err := dial(ctx, "tcp", a)
+			if err != nil {
+				continue
+			}
+			s.Proxies[a] = conn.RemoteAddr().String()
+			conn.Close()
+		}
+	}
+	return s, nil
 }
 
 // errNoSpec reports a client a worker process cannot rebuild.
-var errNoSpec = errors.New("chaos: a worker process cannot rebuild a client of this type")
+var errNoSpec = errors.New("chaos: a worker process cannot rebuild this client")
+
+func (s clientSpec) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if p, ok := s.Proxies[addr]; ok {
+		addr = p
+	}
+	d := net.Dialer{Timeout: 250 * time.Millisecond}
+	return d.DialContext(ctx, network, addr)
+}
 
 func (s clientSpec) client() redis.UniversalClient {
 	if len(s.ClusterAddrs) > 0 {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: s.ClusterAddrs, PoolSize: s.PoolSize,
-			ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, DialTimeout: 250 * time.Millisecond,
-			MaxRetries: -1, MaxRedirects: 3, ContextTimeoutEnabled: true})
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: s.ClusterAddrs, Dialer: s.dial, PoolSize: s.PoolSize,
+			ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, MaxRetries: s.MaxRetries})
 	}
-	return redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: s.PoolSize,
-		ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, DialTimeout: 250 * time.Millisecond,
-		MaxRetries: -1, ContextTimeoutEnabled: true})
+	return redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: s.dial, PoolSize: s.PoolSize,
+		ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, MaxRetries: s.MaxRetries})
 }
 
 // worker is an instance running in a process of its own.
@@ -81,7 +106,7 @@ type worker struct {
 // startWorker starts a worker process for cfg and merges its records into h.
 func startWorker(ctx context.Context, o Options, w world.World, cfg instanceConfig, h *History) (*worker, error) {
 	c := w.NewClient(clientOptions(o))
-	spec, err := specOf(c, clientOptions(o))
+	spec, err := specOf(ctx, c, w, clientOptions(o))
 	c.Close()
 	if err != nil {
 		return nil, err

@@ -429,3 +429,25 @@ func (in *instance) probe(ctx context.Context) {
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
+
+// workloadKeys lists the storage keys the workload uses under prefix (for
+// the world's slot migrations).
+func workloadKeys(prefix string) []string {
+	var keys []string
+	for _, m := range routes {
+		keys = append(keys, storageKey(prefix, "route-fw", "fw", m), storageKey(prefix, "route-sl", "sl", m))
+	}
+	for _, m := range clients {
+		keys = append(keys, storageKey(prefix, "client-sw", "sw", m), storageKey(prefix, "client-tb", "tb", m))
+	}
+	for _, m := range gkeys {
+		keys = append(keys, storageKey(prefix, "gcra", "gcra", m))
+	}
+	for _, m := range qkeys {
+		keys = append(keys, storageKey(prefix, "quota", "fw", m))
+	}
+	for _, m := range ckeys {
+		keys = append(keys, storageKey(prefix, "slots", "cc", m))
+	}
+	return keys
+}
