@@ -432,3 +432,22 @@ func TestCheckKilledWorker(t *testing.T) {
 		t.Fatalf("violations %q, want concurrency", kinds(s.Violations))
 	}
 }
+
+func TestCheckLivenessStalled(t *testing.T) {
+	t.Parallel()
+	// A call of 190 ms (bound 70) while the process was not scheduled for
+	// 150 ms: the machine's fault, not the product's.
+	b := newHist()
+	b.dec(100, 290, "", fw(true))
+	b.h.Add(Record{Kind: KindStall, Inst: -1, Start: ms(120), End: ms(275)})
+	if s := check(t, b); len(s.Violations) != 0 || s.Stalled != 1 {
+		t.Fatalf("violations %q, stalled %d, want none and 1", kinds(s.Violations), s.Stalled)
+	}
+	// A stall shorter than the excess explains nothing.
+	b = newHist()
+	b.dec(100, 290, "", fw(true))
+	b.h.Add(Record{Kind: KindStall, Inst: -1, Start: ms(120), End: ms(160)})
+	if s := check(t, b); kinds(s.Violations) != VLiveness {
+		t.Fatalf("violations %q, want liveness", kinds(s.Violations))
+	}
+}

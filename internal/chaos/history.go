@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ const (
 	KindFault      = "fault"      // one fault as injected and healed
 	KindGoroutines = "goroutines" // goroutine counts before and after the run
 	KindConns      = "conns"      // client connections on the data nodes before and after the run
+	KindStall      = "stall"      // the process was not scheduled: a 5 ms timer fired late by End−Start−5ms
 	KindPhase      = "phase"      // the run's phases: faults stop at At; probes start at At
 )
 
@@ -191,4 +193,34 @@ func cmpInt(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// stallTick is the period of watchStalls's timer, and stallMin the
+// lateness it reports.
+const (
+	stallTick = 5 * time.Millisecond
+	stallMin  = 10 * time.Millisecond
+)
+
+// watchStalls records, until ctx ends, each time this process was not
+// scheduled for a while (a loaded machine, a GC pause): a timer of
+// stallTick that fires stallMin late or more. The checker does not count a
+// liveness violation a stall explains: the product cannot answer while its
+// process does not run.
+func watchStalls(ctx context.Context, inst int, clock func() int64, emit func(Record)) {
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	last := clock()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := clock()
+		if now-last-stallTick.Microseconds() >= stallMin.Microseconds() {
+			emit(Record{Kind: KindStall, Inst: inst, Start: last, End: now})
+		}
+		last = now
+	}
 }

@@ -132,6 +132,9 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	start := time.Now()
 	h := NewHistory(start)
 	clock := func() int64 { return time.Since(start).Microseconds() }
+	sctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watchStalls(sctx, -1, clock, h.Add)
 	baseline := runtime.NumGoroutine()
 	conns := countClients(ctx, w.Addrs())
 
@@ -163,6 +166,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	h.Add(Record{Kind: KindPhase, Phase: "probe", Start: clock(), End: clock()})
 	fleet.probeAll(ctx)
 	fleet.stopAll()
+	stopWatch()
 
 	// Goroutines back to the baseline.
 	after := runtime.NumGoroutine()

@@ -235,6 +235,9 @@ func Worker(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go watchStalls(wctx, cfg.Instance.ID, clock, emit)
 	inst.start(context.Background())
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
