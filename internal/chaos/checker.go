@@ -17,7 +17,7 @@ const (
 	VLockout       = "lockout"        // a key still denied past the ResetAfter it was told, faults over
 	VConcurrency   = "concurrency"    // more slots held at once than the limit
 	VRefundTwice   = "refund-twice"   // one reservation given back twice
-	VLiveness      = "liveness"       // a call answered later than Timeout + slack
+	VLiveness      = "liveness"       // a decision or peek answered later than Timeout + slack
 	VGoroutines    = "goroutines"     // goroutines left running after the run
 	VConns         = "connections"    // client connections left open after the run
 )
@@ -140,8 +140,12 @@ type Summary struct {
 	// Stalled counts the calls over the liveness bound that the harness's
 	// own timer explains: the process was not scheduled meanwhile.
 	Stalled int
-	// MaxLatency is the longest call.
+	// MaxLatency is the longest decision or peek.
 	MaxLatency time.Duration
+	// SlowAfter counts the refunds and releases (made after the answer)
+	// that took longer than the liveness bound; MaxAfter is the longest.
+	SlowAfter int
+	MaxAfter  time.Duration
 }
 
 // admission is an allowed check, as the checker counts it.
@@ -205,13 +209,20 @@ func Check(h *History, opts CheckOptions) Summary {
 		}
 	}
 	for _, r := range recs {
+		d := r.End - r.Start
 		switch r.Kind {
-		case KindDecision, KindPeek, KindRefund, KindRelease:
+		case KindDecision, KindPeek:
+		case KindRefund, KindRelease:
+			// After the answer: reported, not a liveness violation.
+			sum.MaxAfter = max(sum.MaxAfter, us(d))
+			if d > bound {
+				sum.SlowAfter++
+			}
+			continue
 		default:
 			continue
 		}
-		d := r.End - r.Start
-		sum.MaxLatency = max(sum.MaxLatency, time.Duration(d)*time.Microsecond)
+		sum.MaxLatency = max(sum.MaxLatency, us(d))
 		if d > bound {
 			var late int64
 			var ex []Record
@@ -353,15 +364,21 @@ func Check(h *History, opts CheckOptions) Summary {
 				for _, i := range o.recs {
 					v.Excerpt = append(v.Excerpt, recs[i])
 				}
-				if f := losesWrites(faults, o.from-k.refill(), o.to); f != nil {
-					v.Excerpt = append(v.Excerpt, *f)
-					if bound := k.lossBound(f.Fault.Kind); v.Excess <= bound {
-						v.Msg += fmt.Sprintf(" (fault #%d %s loses writes: within its bound of %d)", f.Fault.Seq, f.Fault.Kind, bound)
+				if fs := losesWrites(faults, o.from-k.refill(), o.to); len(fs) > 0 {
+					var lossBound int64
+					var names []string
+					for _, f := range fs {
+						v.Excerpt = append(v.Excerpt, f)
+						lossBound += k.lossBound(f.Fault.Kind)
+						names = append(names, fmt.Sprintf("#%d %s", f.Fault.Seq, f.Fault.Kind))
+					}
+					if v.Excess <= lossBound {
+						v.Msg += fmt.Sprintf(" (lost to %s: within the bound of %d)", strings.Join(names, ", "), lossBound)
 						sum.Lost = append(sum.Lost, v)
 						sum.LostUnits += v.Excess
 						continue
 					}
-					v.Msg += fmt.Sprintf(" (fault #%d %s loses writes, but %d units is beyond its bound of %d)", f.Fault.Seq, f.Fault.Kind, v.Excess, bound)
+					v.Msg += fmt.Sprintf(" (%s may lose writes, but %d units is beyond their bound of %d)", strings.Join(names, ", "), v.Excess, lossBound)
 				}
 				sum.Violations = append(sum.Violations, v)
 			}
@@ -375,27 +392,27 @@ func Check(h *History, opts CheckOptions) Summary {
 	return sum
 }
 
-// FailoverBound is the over-admission, in units per key and finding,
-// that a failover (forced or by a master's death), a slot migration or a
-// clock fault may cause by losing writes: those the promoted replica had
-// not received. At the workload's write rate (tens of admissions per key
-// and second) and loopback replication lag, that is one or two; a finding
-// beyond it is a violation (a clock going back that hands out a bucket
-// again is one). A restart without persistence (kill) forgets everything:
-// its bound is two full limits (restartBound).
-const FailoverBound = 2
+// FailoverWindow bounds how long a failover (forced or by a master's
+// death), a slot migration or a clock fault (a failover to a skewed node
+// and back) lets writes be lost: those a promoted replica had not
+// received, and those the old master accepted after the promotion, until
+// the clients and sentinels moved (Sentinel's switch takes about 0.8 s).
+const FailoverWindow = time.Second
 
-// lossBound is the over-admission a fault of kind may cause on k.
+// lossBound is the over-admission a fault of kind may cause on k by
+// losing writes: a restart (kill, kill-aof) forgets up to everything, two
+// full limits (the current and the previous window); a failover-like fault
+// the admissions of FailoverWindow plus a full limit.
 func (k *keyInfo) lossBound(kind string) int64 {
+	c := k.rate
+	if k.burst > 0 {
+		c = k.burst
+	}
 	switch kind {
 	case world.Kill, world.KillAOF:
-		c := k.rate
-		if k.burst > 0 {
-			c = k.burst
-		}
 		return 2 * c
 	}
-	return FailoverBound
+	return c + k.rate*FailoverWindow.Microseconds()/k.period
 }
 
 // refill is how long a key takes from empty to full capacity with no
@@ -653,11 +670,12 @@ func inFlight(k *keyInfo, adm []admission, recs []Record, end func(admission) in
 	return out
 }
 
-// losesWrites returns a fault that may lose Redis's writes (a restart
+// losesWrites returns the faults that may lose Redis's writes (a restart
 // without them, a promotion of a replica that lacked them, a clock moved)
-// and overlaps [from, to], or nil.
-func losesWrites(faults []Record, from, to int64) *Record {
-	for i, f := range faults {
+// and overlap [from, to].
+func losesWrites(faults []Record, from, to int64) []Record {
+	var out []Record
+	for _, f := range faults {
 		switch f.Fault.Kind {
 		case world.Kill, world.KillAOF, world.KillMaster, world.Failover, world.ClockBehind, world.ClockAhead, world.Migrate:
 		default:
@@ -668,10 +686,10 @@ func losesWrites(faults []Record, from, to int64) *Record {
 			end = 1 << 62
 		}
 		if f.Start <= to && end >= from {
-			return &faults[i]
+			out = append(out, f)
 		}
 	}
-	return nil
+	return out
 }
 
 // activeKinds lists the kinds of the faults overlapping [from, to], or

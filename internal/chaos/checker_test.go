@@ -177,15 +177,19 @@ func TestCheckLostToFailover(t *testing.T) {
 	if len(s.Violations) != 0 || len(s.Lost) != 1 || s.LostUnits != 1 {
 		t.Fatalf("violations %q, lost %d (%d units), want none and 1 (1 unit)", kinds(s.Violations), len(s.Lost), s.LostUnits)
 	}
-	// A clock fault that hands out a whole bucket again is beyond the
-	// failover bound.
+	// More than a failover can lose is beyond its bound: here a full
+	// bucket and a second's refill, 14 units.
 	b = newHist()
 	tb := rule{key: "tb", alg: "token_bucket", rate: 10, burst: 4, period: time.Second, allowed: true}
-	for _, x := range []float64{0, 1, 2, 3, 600, 601, 602, 603, 604, 605, 606, 607, 608} { // 13 within 609 ms: at most 4 + 6
+	for i := range 26 { // 26 within 610 ms: at most 4 + 6
+		x := 300 + float64(i)
+		if i < 4 {
+			x = float64(i)
+		}
 		b.dec(x, x+1, "", tb)
 	}
-	b.fault(world.ClockBehind, 100, 590)
-	if s := check(t, b); kinds(s.Violations) != VOverAdmission || !strings.Contains(s.Violations[0].Msg, "beyond its bound") {
+	b.fault(world.ClockBehind, 100, 290)
+	if s := check(t, b); kinds(s.Violations) != VOverAdmission || !strings.Contains(s.Violations[0].Msg, "beyond their bound") {
 		t.Fatalf("violations %q, want one over-admission beyond the bound", kinds(s.Violations))
 	}
 	b = newHist()
@@ -449,5 +453,16 @@ func TestCheckLivenessStalled(t *testing.T) {
 	b.h.Add(Record{Kind: KindStall, Inst: -1, Start: ms(120), End: ms(160)})
 	if s := check(t, b); kinds(s.Violations) != VLiveness {
 		t.Fatalf("violations %q, want liveness", kinds(s.Violations))
+	}
+}
+
+func TestCheckSlowReleaseReported(t *testing.T) {
+	t.Parallel()
+	b := newHist()
+	id := b.dec(0, 1, "", rule{key: "cc", alg: "concurrency", rate: 2, period: time.Second, allowed: true})
+	b.h.Add(Record{Kind: KindRelease, Ref: id, Start: ms(10), End: ms(111), Result: ResOK})
+	s := check(t, b)
+	if len(s.Violations) != 0 || s.SlowAfter != 1 || s.MaxAfter != 101*time.Millisecond {
+		t.Fatalf("violations %q, slow after %d (max %v), want none and 1 (101ms)", kinds(s.Violations), s.SlowAfter, s.MaxAfter)
 	}
 }
