@@ -29,7 +29,7 @@ var (
 // seconds spans many windows; each emission interval is a whole number of
 // microseconds so the checker's bounds are exact.
 var (
-	limRouteFW  = algorithms.PerSecond(20)
+	limRouteFW  = algorithms.PerSecond(8)
 	limClientSW = algorithms.PerSecond(8)
 	limRouteSL  = algorithms.PerSecond(15)
 	limClientTB = algorithms.PerSecond(10).WithBurst(4)
