@@ -199,7 +199,7 @@ func cmpInt(a, b int64) int {
 // lateness it reports.
 const (
 	stallTick = 5 * time.Millisecond
-	stallMin  = 10 * time.Millisecond
+	stallMin  = 3 * time.Millisecond
 )
 
 // watchStalls records, until ctx ends, each time this process was not
