@@ -53,6 +53,7 @@ func run() int {
 	processes := flag.Bool("processes", false, "run the application instances as separate OS processes")
 	verbose := flag.Bool("v", false, "print each run's schedule and faults as they are injected")
 	history := flag.String("history", "", "write each run's history (JSON lines) to this file prefix")
+	kinds := flag.String("kinds", "", "comma-separated fault kinds to draw from (default: every kind the world offers, and instance-crash)")
 	flag.Parse()
 	redis.SetLogger(quiet{})
 
@@ -79,7 +80,11 @@ func run() int {
 	} else {
 		for _, t := range tops {
 			for i := range *runs {
-				plan = append(plan, chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes})
+				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes}
+				if *kinds != "" {
+					o.Kinds = strings.Split(*kinds, ",")
+				}
+				plan = append(plan, o)
 			}
 		}
 	}

@@ -242,8 +242,22 @@ func Check(h *History, opts CheckOptions) Summary {
 		}
 	}
 
-	// Refunds at most once.
+	// Refunds at most once, of reservations that carried a receipt (a
+	// decision without one has nothing to give back: Settle returns nil).
+	receipts := map[ref]bool{}
+	for _, r := range recs {
+		if r.Kind == KindDecision {
+			for _, rr := range r.Rules {
+				if rr.Refund {
+					receipts[ref{r.Inst, r.ID}] = true
+				}
+			}
+		}
+	}
 	for k, idx := range refunds {
+		if !receipts[k] {
+			continue
+		}
 		ok := 0
 		for _, i := range idx {
 			if recs[i].Result == ResOK {

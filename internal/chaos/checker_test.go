@@ -314,6 +314,7 @@ func TestCheckRefundTwice(t *testing.T) {
 	t.Parallel()
 	b := newHist()
 	id := b.dec(0, 1, "", fw(true))
+	b.h.records[0].Rules[0].Refund = true // a receipt
 	b.h.Add(Record{Kind: KindRefund, Ref: id, Start: ms(10), End: ms(11), Units: []int64{1}, Result: ResOK})
 	b.h.Add(Record{Kind: KindRefund, Ref: id, Start: ms(20), End: ms(21), Units: []int64{1}, Result: ResNotRefunded})
 	if s := check(t, b); len(s.Violations) != 0 {
@@ -322,6 +323,12 @@ func TestCheckRefundTwice(t *testing.T) {
 	b.h.Add(Record{Kind: KindRefund, Ref: id, Start: ms(30), End: ms(31), Units: []int64{1}, Result: ResOK})
 	if s := check(t, b); kinds(s.Violations) != VRefundTwice {
 		t.Fatalf("violations %q, want refund-twice", kinds(s.Violations))
+	}
+	// Without a receipt there was nothing to give back: Settle's nil says
+	// nothing.
+	b.h.records[0].Rules[0].Refund = false
+	if s := check(t, b); len(s.Violations) != 0 {
+		t.Fatalf("violations %q for a decision without a receipt", kinds(s.Violations))
 	}
 }
 

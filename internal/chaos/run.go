@@ -34,6 +34,10 @@ type Options struct {
 	Processes bool
 	Exe       []string // the command that starts a worker; default os.Args[0] -worker
 
+	// Kinds, when set, restricts the faults to these kinds (those the
+	// world offers, and world.InstanceCrash).
+	Kinds []string
+
 	Instances int           // default 3
 	Workers   int           // goroutines per instance; default 3
 	Timeout   time.Duration // the engines' Timeout; default 50ms
@@ -99,6 +103,9 @@ func (o Options) Replay() string {
 	if o.Processes {
 		s += " -processes"
 	}
+	if len(o.Kinds) > 0 {
+		s += " -kinds " + strings.Join(o.Kinds, ",")
+	}
 	return s
 }
 
@@ -126,7 +133,11 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 		return nil, err
 	}
 
-	sched := NewSchedule(o.Seed, kindsWithCrash(w.Kinds()), o.Duration)
+	kinds := kindsWithCrash(w.Kinds())
+	if len(o.Kinds) > 0 {
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(o.Kinds, k) })
+	}
+	sched := NewSchedule(o.Seed, kinds, o.Duration)
 	fmt.Fprintf(o.Log, "chaos: topology=%s %s", w.Topology(), sched)
 
 	start := time.Now()
@@ -189,7 +200,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 			fmt.Fprintf(o.Log, "chaos: %v\n", err)
 		}
 	}
-	res := &RunResult{Options: o, Schedule: sched, History: h, Kinds: kindsWithCrash(w.Kinds())}
+	res := &RunResult{Options: o, Schedule: sched, History: h, Kinds: kinds}
 	res.Summary = Check(h, copts)
 	return res, ctx.Err()
 }
