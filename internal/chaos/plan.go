@@ -82,12 +82,14 @@ func (t Totals) Line() string {
 // violation.
 func Execute(ctx context.Context, plan []Options, out io.Writer, verbose bool) Totals {
 	t := Totals{Kinds: map[string]map[string]int{}, WorldKinds: map[string][]string{}}
+	log := &lockedWriter{w: out}
+	out = log
 	for i, o := range plan {
 		if ctx.Err() != nil {
 			break
 		}
 		if verbose {
-			o.Log = out
+			o.Log = log
 		}
 		r, err := Run(ctx, o)
 		t.Runs++

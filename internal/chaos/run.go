@@ -76,9 +76,25 @@ func (o *Options) defaults() {
 	if o.StartWorld == nil {
 		o.StartWorld = world.Start
 	}
-	if o.Log == nil {
+	switch o.Log.(type) {
+	case nil:
 		o.Log = io.Discard
+	case *lockedWriter:
+	default:
+		o.Log = &lockedWriter{w: o.Log} // the nemesis's goroutines write at once
 	}
+}
+
+// lockedWriter serialises the writes of several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // CheckOptions returns the checker's options for a run made with o.

@@ -72,6 +72,7 @@ func TestMutationOveradmitCaught(t *testing.T) { testMutation(t, MutateOveradmit
 func TestMutationLockoutCaught(t *testing.T)   { testMutation(t, MutateLockout, VLockout) }
 
 func testMutation(t *testing.T, mode, want string) {
+	t.Parallel() // with each other, after TestShort
 	requireRedis(t)
 	// Light faults only: the broken backend must be the primary that
 	// decides, most of the time.
