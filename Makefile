@@ -3,7 +3,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
 # Nested modules with their own go.mod (./... of the main module skips them).
 # bench/peerbench is left to make peerbench: it measures, it does not test.
-MODULES     := middleware/grpclimit middleware/prometheus middleware/otel
+MODULES     := middleware/grpclimit middleware/prometheus middleware/otel middleware/admin/browser
 
 .PHONY: test lint fmt vet tidy deps bench fuzz chaos
 

@@ -26,7 +26,13 @@ type Result struct {
 	// [Refunder] may still give back. Answer the request like any other
 	// denial; a deny cache (denycache) does not remember it. Always false
 	// when Allowed, and otherwise on memstore or a single Redis server.
-	Provisional bool // next to Allowed: a Result is 64 bytes
+	Provisional bool // next to Allowed (and Local): a Result is 64 bytes
+
+	// Local reports a denial answered in process, without asking the
+	// backend of record: a deny cache (denycache) repeating a denial it
+	// remembers. Always false when Allowed, and for a backend's own
+	// answers.
+	Local bool
 
 	// Limit is the capacity of the key: [Limit.Capacity].
 	Limit int64

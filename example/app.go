@@ -11,6 +11,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/admin"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
@@ -21,14 +22,22 @@ type app struct {
 	base, orders, payments *middleware.Middleware
 }
 
-func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Logger) (*app, error) {
+// newApp builds the limiters on backend. src, when not nil, is the admin
+// page's view of them: it hears every decision
+// (middleware.Config.OnDecision) and gets their engines.
+func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Logger, src *admin.Source) (*app, error) {
 	ip, err := keyfunc.IP(keyfunc.IPConfig{TrustedProxies: trusted})
 	if err != nil {
 		return nil, err
 	}
 	user := keyfunc.Header("X-User-ID") // stands in for authentication
+	var onDecision func(*http.Request, *engine.Decision)
+	if src != nil {
+		onDecision = src.OnHTTP
+	}
 	base, err := middleware.New(backend, middleware.Config{
-		Logger: logger,
+		Logger:     logger,
+		OnDecision: onDecision,
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
 			// Anonymous requests have no user: this rule skips them.
@@ -52,6 +61,10 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 	})
 	if err != nil {
 		return nil, err
+	}
+	if src != nil {
+		src.Attach(base.Engine(), orders.Engine(), payments.Engine())
+		src.DescribeKeys(map[string]string{"ip": "client IP", "user": "X-User-ID header", "orders": "X-User-ID header", "payments": "X-User-ID header"})
 	}
 	return &app{base: base, orders: orders, payments: payments}, nil
 }

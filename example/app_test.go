@@ -23,7 +23,7 @@ func transcript(t *testing.T, router string) []string {
 		t.Fatal(err)
 	}
 	trusted, _ := keyfunc.ParseTrustedProxies("10.0.0.0/8")
-	a, err := newApp(mem, trusted, slog.New(slog.DiscardHandler))
+	a, err := newApp(mem, trusted, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,11 @@
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./example
 //	REDIS_CLUSTER_ADDRS=127.0.0.1:7000,127.0.0.1:7001 go run ./example
 //
+// The admin page of the limiters (package middleware/admin) listens on a
+// second port, loopback only (-admin-addr, default 127.0.0.1:8081), at
+// /debug/redlimit/, behind a token: $REDLIMIT_ADMIN_TOKEN, or a random
+// one printed at start.
+//
 // The X-User-ID request header stands in for authentication: this demo
 // believes whatever user a client claims. A real service takes the user from
 // its authentication middleware (keyfunc.User reads it from the request).
@@ -23,12 +28,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,6 +48,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/middleware/admin"
 )
 
 func main() {
@@ -54,6 +63,7 @@ func run() error {
 	mux := flag.String("mux", "chi", "router: chi or std (net/http ServeMux)")
 	proxies := flag.String("trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed (default: none)")
 	verbose := flag.Bool("v", false, "log every rate-limit decision (debug level)")
+	adminAddr := flag.String("admin-addr", envOr("ADMIN_ADDR", "127.0.0.1:8081"), "listen address of the admin page, loopback only (env ADMIN_ADDR)")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -75,11 +85,35 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	app, err := newApp(backend, trusted, logger)
+	token := os.Getenv("REDLIMIT_ADMIN_TOKEN")
+	if token == "" {
+		var b [12]byte
+		rand.Read(b[:])
+		token = hex.EncodeToString(b[:])
+	}
+	adm, err := admin.New(admin.Config{Authorize: admin.Token(token), Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	src, err := adm.Source("example")
+	if err != nil {
+		return err
+	}
+	app, err := newApp(backend, trusted, logger, src)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
+	adminLn, err := listenLoopback(*adminAddr)
+	if err != nil {
+		return fmt.Errorf("-admin-addr: %w", err)
+	}
+	adminMux := http.NewServeMux()
+	adminMux.Handle("/debug/redlimit/", adm)
+	adminSrv := &http.Server{Handler: adminMux, ReadHeaderTimeout: 5 * time.Second}
+	go adminSrv.Serve(adminLn)
+	defer adminSrv.Close()
 	var handler http.Handler
 	switch *mux {
 	case "chi":
@@ -100,6 +134,8 @@ func run() error {
 		fmt.Printf("trusting X-Forwarded-For from %v\n", trusted)
 	}
 	fmt.Printf("try: curl -i -H 'X-User-ID: alice' -X POST http://%s/api/payments\n", ln.Addr())
+	fmt.Printf("admin page: http://%s/debug/redlimit/ (any user name, password %s)\n", adminLn.Addr(), token)
+	fmt.Printf("       or: curl -H 'Authorization: Bearer %s' 'http://%s/debug/redlimit/?format=json'\n", token, adminLn.Addr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -157,6 +193,19 @@ func redisClient() (redis.UniversalClient, string, func(), error) {
 	fast(opt)
 	c := redis.NewClient(opt)
 	return c, "embedded miniredis at " + mr.Addr() + " (set REDIS_URL for a real Redis)", func() { c.Close(); mr.Close() }, nil
+}
+
+// listenLoopback listens on addr, which must be a loopback address: the
+// admin page is for the machine's operators, never the Internet.
+func listenLoopback(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("%q is not a loopback address (127.0.0.1, [::1], localhost)", addr)
+	}
+	return net.Listen("tcp", addr)
 }
 
 func envOr(name, def string) string {

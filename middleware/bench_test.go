@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
+	"github.com/redlimit/redlimit/middleware/admin"
 )
 
 // benchWriter is a reusable ResponseWriter: the caller clears its Header
@@ -72,6 +74,26 @@ func benchHandler(tb testing.TB, b algorithms.Backend, rules int, prefix string)
 	return mw.Handler(ok)
 }
 
+// adminHandler is benchHandler with an admin.Source's hook attached.
+func adminHandler(tb testing.TB, b algorithms.Backend, rules int) http.Handler {
+	adm, err := admin.New(admin.Config{Authorize: admin.Token("t")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { adm.Close() })
+	src, err := adm.Source("bench")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Now is left nil, as in production: with a hook the middleware reads
+	// the clock once more for Decision.Latency (monotonic only), and reuses
+	// its second reading for the headers, which it cannot do with a Now of
+	// the caller's.
+	mw := newMW(tb, b, middleware.Config{Rules: benchRules(tb, rules), OnDecision: src.OnHTTP})
+	src.Attach(mw.Engine())
+	return mw.Handler(ok)
+}
+
 // BenchmarkHandler measures one allowed request through the middleware on
 // existing keys: memory backend (fixed clock) and, when a redis-server is
 // available, the shared real one.
@@ -80,6 +102,10 @@ func BenchmarkHandler(b *testing.B) {
 		name := "rules=" + strconv.Itoa(n)
 		b.Run(name, func(b *testing.B) { benchSerial(b, benchHandler(b, newMemory(b, fixed), n, "")) })
 		b.Run(name+"/parallel", func(b *testing.B) { benchParallel(b, benchHandler(b, newMemory(b, fixed), n, "")) })
+		// The same with the admin page's hook attached (package admin):
+		// counters, latency histogram, heavy-hitters summaries.
+		b.Run(name+"/admin", func(b *testing.B) { benchSerial(b, adminHandler(b, newMemory(b, fixed), n)) })
+		b.Run(name+"/admin/parallel", func(b *testing.B) { benchParallel(b, adminHandler(b, newMemory(b, fixed), n)) })
 	}
 	// A backend that is not in-process runs in a goroutine of its own so
 	// that Timeout holds even when it ignores its context (see
@@ -163,12 +189,16 @@ func TestHandlerAllocs(t *testing.T) {
 		{"rules=1/ietf", 1, middleware.Config{Headers: headers.Writer{Style: headers.Both}}, 2},
 		{"rules=1/none", 1, middleware.Config{Headers: headers.Writer{Style: headers.None}}, 0},
 		{"rules=1/in context", 1, middleware.Config{DecisionInContext: true}, 6},
+		{"rules=3/admin", 3, middleware.Config{}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.Rules = benchRules(t, tt.rules)
 			h := newMW(t, newMemory(t, fixed), cfg).Handler(ok)
+			if strings.HasSuffix(tt.name, "/admin") {
+				h = adminHandler(t, newMemory(t, fixed), tt.rules)
+			}
 			w, r := newBenchWriter(), benchRequest("192.0.2.1:1234")
 			w.serve(h, r)
 			got := testing.AllocsPerRun(1000, func() { w.serve(h, r) })

@@ -9,20 +9,25 @@ import (
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
+// monoBase is the reference of the start of Decision.Latency: time.Since
+// a Time that carries a monotonic reading reads the monotonic clock alone,
+// one clock read where time.Now makes two (wall and monotonic).
+var monoBase = time.Now()
+
 // decide fills s.dec for r. timed says whether to measure
 // Decision.Latency.
 func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
-	var start time.Time
+	var start time.Duration
 	if timed {
-		start = time.Now()
+		start = time.Since(monoBase) // the monotonic clock alone
 	}
 	m.inputs(r, s.in)
 	m.engine.Decide(r.Context(), s.in, &s.dec)
 	clear(s.in) // drop the key material: the pool must not keep it alive
 	s.now = time.Time{}
 	if timed {
-		s.now = time.Now()
-		s.dec.Latency = s.now.Sub(start)
+		s.now = time.Now() // also the wall clock of the headers
+		s.dec.Latency = s.now.Sub(monoBase) - start
 	}
 	if m.cfg.OnDecision != nil {
 		m.cfg.OnDecision(r, &s.dec)

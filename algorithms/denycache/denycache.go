@@ -461,6 +461,7 @@ func (e *denial) result(now time.Duration) algorithms.Result {
 		Remaining:  e.remaining,
 		RetryAfter: retry,
 		ResetAfter: max(e.reset-now, retry),
+		Local:      true,
 	}
 }
 
@@ -558,6 +559,11 @@ func (sh *denyShard) evict() {
 	}
 	delete(sh.entries, victim)
 }
+
+// Len returns how many denials d holds: those still denying and those
+// expired but not yet swept (see the package doc, "Memory and
+// concurrency"). A gauge for an admin page or metrics.
+func (d *Cache) Len() int { return int(d.held.Load()) }
 
 // HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
 // what the Backend behind d reports (false when it does not say). Local

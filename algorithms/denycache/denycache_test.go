@@ -137,6 +137,7 @@ func TestDenyCacheLocalAnswer(t *testing.T) {
 			for _, at := range []time.Duration{deniedAt, deniedAt + time.Millisecond, (deniedAt + until) / 2, until - time.Microsecond} {
 				got, called := f.allow(t, at, check)
 				want := f.direct(t, at, check)
+				want[0].Local = true // the only difference: answered in process
 				if called || got[0] != want[0] {
 					t.Errorf("Allow(t0+%v) = %s limit %d, called next %v; want %s limit %d locally",
 						at, backendtest.FormatResult(got[0]), got[0].Limit, called, backendtest.FormatResult(want[0]), want[0].Limit)
@@ -161,7 +162,7 @@ func TestDenyCacheExactResult(t *testing.T) {
 	f.allow(t, 0, check)
 	f.allow(t, 100*time.Millisecond, check)
 	got, called := f.allow(t, 300*time.Millisecond, check)
-	want := algorithms.Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: 200 * time.Millisecond, ResetAfter: 700 * time.Millisecond}
+	want := algorithms.Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: 200 * time.Millisecond, ResetAfter: 700 * time.Millisecond, Local: true}
 	if called || got[0] != want {
 		t.Fatalf("Allow(t0+300ms) = %+v, called next %v; want %+v locally", got[0], called, want)
 	}
@@ -245,7 +246,7 @@ func TestDenyCacheLayered(t *testing.T) {
 	if called {
 		t.Fatal("the call reached next; want a local denial")
 	}
-	want := algorithms.Result{Limit: 1, RetryAfter: 59 * time.Second, ResetAfter: 59 * time.Second}
+	want := algorithms.Result{Limit: 1, RetryAfter: 59 * time.Second, ResetAfter: 59 * time.Second, Local: true}
 	if res[0] != (algorithms.Result{}) || res[1] != want || res[2] != (algorithms.Result{}) {
 		t.Fatalf("local Results = %+v, want [zero %+v zero]", res, want)
 	}

@@ -141,3 +141,46 @@ func land(f *flight, results []algorithms.Result, err error) error {
 	flights.Put(f)
 	return err
 }
+
+// sideCall runs fn, a refund or a release on b, and returns when it does
+// or when ctx (which carries the timeout) is done, whichever comes first,
+// as bounded does for Allow: a client that ignores deadlines (go-redis
+// without Options.ContextTimeoutEnabled waits for its ReadTimeout) must not
+// hold a request past Config.Timeout after its handler. An abandoned call
+// keeps running in its goroutine, counted as stalled until it returns.
+func (s *shared) sideCall(ctx context.Context, b algorithms.Backend, fn func(context.Context) error) error {
+	if ctx.Done() == nil || honoursDeadline(b) || inProcess(b) {
+		return fn(ctx)
+	}
+	if s.stalled.Load() >= maxStalled {
+		return engineErr(errStalled)
+	}
+	done := make(chan error, 1)
+	var state atomic.Int32 // flightRunning, flightFinished or flightAbandoned
+	state.Store(flightRunning)
+	go func() {
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = engineErr(fmt.Errorf("backend panicked: %v", p))
+				}
+			}()
+			return fn(ctx)
+		}()
+		if !state.CompareAndSwap(flightRunning, flightFinished) {
+			s.stalled.Add(-1)
+			return
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	if !state.CompareAndSwap(flightRunning, flightAbandoned) {
+		return <-done
+	}
+	s.stalled.Add(1)
+	return engineErr(context.Cause(ctx))
+}

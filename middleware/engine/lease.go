@@ -127,7 +127,7 @@ func (d *Decision) Release(ctx context.Context) error {
 	}
 	ctx, cancel := h.s.leaseContext(ctx)
 	defer cancel()
-	err := l.Release(ctx, h.leases)
+	err := h.s.sideCall(ctx, h.backend, func(ctx context.Context) error { return l.Release(ctx, h.leases) })
 	if err != nil {
 		h.s.logError(err)
 	}

@@ -136,5 +136,5 @@ func (s *shared) refund(ctx context.Context, src Source, refunds []algorithms.Re
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	return r.Refund(ctx, refunds)
+	return s.sideCall(ctx, b, func(ctx context.Context) error { return r.Refund(ctx, refunds) })
 }

@@ -1,0 +1,62 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// outOfProcess hides a memstore's InProcess: the engine puts a deny cache
+// in front of it. fail makes every call fail.
+type outOfProcess struct {
+	mem  *memstore.Store
+	fail bool
+}
+
+func (o *outOfProcess) Allow(ctx context.Context, c []algorithms.Check, r []algorithms.Result) error {
+	if o.fail {
+		return errors.New("down")
+	}
+	return o.mem.Allow(ctx, c, r)
+}
+
+// TestRulesAndStatus: Rules copies the rules (Config.Shadow applied),
+// Status reports the deny cache and the fallback.
+func TestRulesAndStatus(t *testing.T) {
+	mem, _ := memstore.New(memstore.Config{})
+	b := &outOfProcess{mem: mem}
+	tiers := map[string]algorithms.Limit{"pro": algorithms.PerSecond(10)}
+	e, err := engine.New(b, engine.Config{Shadow: false, Prefix: "p", Rules: []engine.Rule{
+		{Name: "a", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1), Tiers: tiers},
+		{Name: "b", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(5), Shadow: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rules := e.Rules()
+	if len(rules) != 2 || rules[0].Name != "a" || rules[0].Limit != algorithms.PerSecond(1) || rules[0].Shadow || !rules[1].Shadow {
+		t.Fatalf("Rules() = %+v", rules)
+	}
+	rules[0].Tiers["pro"] = algorithms.PerSecond(99)
+	if e.Rules()[0].Tiers["pro"] != algorithms.PerSecond(10) {
+		t.Fatal("Rules() shares its Tiers with the engine")
+	}
+	ctx := context.Background()
+	e.Allow(ctx, "k")
+	e.Allow(ctx, "k")
+	e.Allow(ctx, "k") // a local denial
+	st := e.Status()
+	if st != (engine.Status{Prefix: "p", Policy: engine.Fallback, DenyCache: true, DenyCacheKeys: 1, LocalDenials: 1}) {
+		t.Fatalf("Status() = %+v", st)
+	}
+	b.fail = true
+	e.Allow(ctx, "other")
+	if st := e.Status(); !st.OnFallback {
+		t.Fatalf("Status() after a failure = %+v, want OnFallback", st)
+	}
+}
