@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	baseline := runtime.NumGoroutine()
 	conns := countClients(ctx, w.Addrs())
 
-	fleet := &fleet{o: o, w: w, h: h, clock: clock, base: h.Base, prefix: prefix}
+	fleet := &fleet{ctx: ctx, o: o, w: w, h: h, clock: clock, base: h.Base, prefix: prefix}
 	for range o.Instances {
 		if err := fleet.spawn(ctx); err != nil {
 			fleet.stopAll()
@@ -229,6 +229,7 @@ func sleepUntil(ctx context.Context, t time.Time) {
 
 // fleet is the application instances of a run, in process or not.
 type fleet struct {
+	ctx    context.Context // the run's: instances live as long as it (a heal's context ends with the heal)
 	o      Options
 	w      world.World
 	h      *History
@@ -274,7 +275,7 @@ func (f *fleet) spawn(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		in.start(ctx)
+		in.start(f.ctx)
 		m = in
 	}
 	f.mu.Lock()

@@ -83,6 +83,16 @@ func testMutation(t *testing.T, mode, want string) {
 		t.Fatal(err)
 	}
 	logRun(t, r)
+	// The instance that replaced the crashed one ran the workload.
+	respawned := 0
+	for _, rec := range r.History.Records() {
+		if rec.Kind == KindDecision && rec.Op != "probe" && rec.Inst >= 3 {
+			respawned++
+		}
+	}
+	if r.Summary.FaultKinds[world.InstanceCrash] > 0 && respawned == 0 {
+		t.Errorf("no decision by an instance started after a crash")
+	}
 	for _, v := range r.Summary.Violations {
 		if v.Kind == want {
 			return
