@@ -395,7 +395,7 @@ func runNemesis(ctx context.Context, o Options, w world.World, s Schedule, h *Hi
 				heal = func(ctx context.Context) error { return f.spawn(ctx) }
 			} else {
 				ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				ev, hl, err := w.Inject(ictx, ft.Kind, rng)
+				ev, hl, err := inject(ictx, w, ft.Kind, rng)
 				cancel()
 				rec.Target, rec.Detail = ev.Target, ev.Detail
 				if err != nil {
@@ -446,4 +446,15 @@ func countClients(ctx context.Context, addrs []string) int {
 		n += strings.Count(list, "\n") - 1
 	}
 	return n
+}
+
+// inject is w.Inject, with a panic of the world's turned into the fault's
+// error (counted and printed, never hidden) rather than the end of the run.
+func inject(ctx context.Context, w world.World, kind string, rng *rand.Rand) (ev world.Event, heal func(context.Context) error, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ev, heal, err = world.Event{Kind: kind}, nil, fmt.Errorf("chaos: the world panicked injecting %s: %v", kind, p)
+		}
+	}()
+	return w.Inject(ctx, kind, rng)
 }

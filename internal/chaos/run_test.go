@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -106,3 +107,18 @@ func testMutation(t *testing.T, mode, want string) {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
+
+// panicky is a world whose Inject panics.
+type panicky struct{ world.World }
+
+func (panicky) Inject(context.Context, string, *rand.Rand) (world.Event, func(context.Context) error, error) {
+	panic("boom")
+}
+
+func TestInjectPanicIsAnError(t *testing.T) {
+	t.Parallel()
+	_, heal, err := inject(context.Background(), panicky{}, world.Kill, rand.New(rand.NewPCG(1, 2)))
+	if err == nil || !strings.Contains(err.Error(), "boom") || heal != nil {
+		t.Fatalf("inject = %v, heal %v; want the panic as an error and no heal", err, heal != nil)
+	}
+}
