@@ -121,6 +121,7 @@ func (r Record) Line() string {
 type Summary struct {
 	Decisions  int // decisions (Decide calls, Wait's and Acquire's attempts, probes)
 	Faults     int // faults injected
+	Observed   int // promotions seen that no injected fault explains (or does)
 	FaultKinds map[string]int
 	Outcomes   map[string]int // decisions by outcome (allowed, denied, fallback, open, failed)
 	Violations []Violation
@@ -187,6 +188,10 @@ func Check(h *History, opts CheckOptions) Summary {
 		switch r.Kind {
 		case KindFault:
 			faults = append(faults, r)
+			if r.Fault.Observed {
+				sum.Observed++
+				continue
+			}
 			sum.Faults++
 			sum.FaultKinds[r.Fault.Kind]++
 		case KindRefund:
@@ -692,6 +697,10 @@ func losesWrites(faults []Record, from, to int64) []Record {
 	for _, f := range faults {
 		switch f.Fault.Kind {
 		case world.Kill, world.KillAOF, world.KillMaster, world.Failover, world.ClockBehind, world.ClockAhead, world.Migrate:
+		case Promotion:
+			if injectedRole(faults, f) {
+				continue // the injected fault accounts for it
+			}
 		default:
 			continue
 		}
@@ -704,6 +713,17 @@ func losesWrites(faults []Record, from, to int64) []Record {
 		}
 	}
 	return out
+}
+
+// injectedRole reports whether an injected fault that kills, stops or
+// promotes nodes overlaps the observed promotion p.
+func injectedRole(faults []Record, p Record) bool {
+	for _, f := range faults {
+		if !f.Fault.Observed && roleKinds[f.Fault.Kind] && f.Start <= p.End && f.End >= p.Start {
+			return true
+		}
+	}
+	return false
 }
 
 // activeKinds lists the kinds of the faults overlapping [from, to], or

@@ -473,3 +473,18 @@ func TestCheckSlowReleaseReported(t *testing.T) {
 		t.Fatalf("violations %q, slow after %d (max %v), want none and 1 (101ms)", kinds(s.Violations), s.SlowAfter, s.MaxAfter)
 	}
 }
+
+func TestCheckObservedPromotion(t *testing.T) {
+	t.Parallel()
+	// A promotion nobody injected (sentinels acting on a slow machine)
+	// loses writes like a failover: counted apart, not a fault.
+	b := newHist()
+	for _, x := range []float64{100, 200, 300, 500} {
+		b.dec(x, x+2, "", fw(true))
+	}
+	b.h.Add(Record{Kind: KindFault, Start: ms(400), End: ms(450), Fault: &FaultRec{Kind: Promotion, Observed: true}})
+	s := check(t, b)
+	if len(s.Violations) != 0 || s.LostUnits != 1 || s.Faults != 0 || s.Observed != 1 {
+		t.Fatalf("violations %q, lost %d, faults %d, observed %d; want none, 1, 0, 1", kinds(s.Violations), s.LostUnits, s.Faults, s.Observed)
+	}
+}

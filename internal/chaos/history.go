@@ -107,6 +107,9 @@ type FaultRec struct {
 	// a release or a refund it made may be missing from the history.
 	Killed bool `json:"killed,omitempty"`
 	Inst   int  `json:"inst,omitempty"`
+	// Observed marks a fault the harness saw but did not inject (a
+	// Promotion): not counted among the run's faults.
+	Observed bool `json:"observed,omitempty"`
 }
 
 // History is the record of one run, safe for concurrent appends.

@@ -162,6 +162,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 	sctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go watchStalls(sctx, -1, clock, h.Add)
+	go watchMasters(sctx, w.Addrs(), clock, h.Add)
 	baseline := runtime.NumGoroutine()
 	conns := countClients(ctx, w.Addrs())
 
@@ -457,4 +458,48 @@ func inject(ctx context.Context, w world.World, kind string, rng *rand.Rand) (ev
 		}
 	}()
 	return w.Inject(ctx, kind, rng)
+}
+
+// Promotion is the kind of an observed fault: the set of masters changed
+// without the nemesis asking (sentinels or the cluster acting on a pause, a
+// stall, a slow machine). Writes may be lost as in a failover.
+const Promotion = "promotion"
+
+// watchMasters polls the data nodes' roles every 100 ms until ctx ends and
+// records each change of the set of masters that answered as an observed
+// fault (FaultRec.Observed): the checker treats it as a failover.
+func watchMasters(ctx context.Context, addrs []string, clock func() int64, emit func(Record)) {
+	clients := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, PoolSize: 1,
+			DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+		defer clients[i].Close()
+	}
+	var last []string
+	lastAt := clock()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var masters []string
+		for i, c := range clients {
+			v, err := c.Do(ctx, "ROLE").Slice()
+			if err == nil && len(v) > 0 && v[0] == "master" {
+				masters = append(masters, addrs[i])
+			}
+		}
+		now := clock()
+		if len(masters) == 0 {
+			continue
+		}
+		if last != nil && !slices.Equal(last, masters) {
+			emit(Record{Kind: KindFault, Start: lastAt, End: now, Fault: &FaultRec{Kind: Promotion, Observed: true,
+				Detail: strings.Join(last, ",") + " → " + strings.Join(masters, ",")}})
+		}
+		last, lastAt = masters, now
+	}
 }
