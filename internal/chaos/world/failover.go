@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,25 +24,30 @@ func (w *world) tuneSentinels(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// fenceKey is the key fence writes ({tag} picks its slot).
+const fenceKey = "world:fence"
+
 // fence writes a key on the master at addr and waits (WAIT, on the same
 // connection) until replicas replicas have it, so that a replica promoted
 // next holds every write the master acknowledged before.
 func fence(ctx context.Context, addr, tag string, replicas int) error {
-	nc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
-	defer nc.Close()
-	conn := nc.Conn()
-	defer conn.Close()
-	if err := conn.Set(ctx, "world:fence"+tag, time.Now().UnixNano(), time.Minute).Err(); err != nil {
-		return fmt.Errorf("world: fence on %s: %w", addr, err)
-	}
-	got, err := conn.Wait(ctx, replicas, 3*time.Second).Result()
-	if err != nil {
-		return fmt.Errorf("world: WAIT on %s: %w", addr, err)
-	}
-	if got < int64(replicas) {
-		return fmt.Errorf("world: %s: %d of %d replicas have the fence", addr, got, replicas)
-	}
-	return nil
+	return poll(ctx, "fence not replicated", func(ctx context.Context) error {
+		nc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
+		defer nc.Close()
+		conn := nc.Conn()
+		defer conn.Close()
+		if err := conn.Set(ctx, fenceKey+tag, time.Now().UnixNano(), time.Minute).Err(); err != nil {
+			return fmt.Errorf("world: fence on %s: %w", addr, err)
+		}
+		got, err := conn.Wait(ctx, replicas, time.Second).Result()
+		if err != nil {
+			return fmt.Errorf("world: WAIT on %s: %w", addr, err)
+		}
+		if got < int64(replicas) {
+			return fmt.Errorf("world: %s: %d of %d replicas have the fence", addr, got, replicas)
+		}
+		return nil
+	})
 }
 
 // injectFailover fails the master over to a replica while both run:
@@ -78,23 +84,71 @@ func (w *world) injectFailover(ctx context.Context, rng *rand.Rand, ev *Event) (
 }
 
 // clusterFailover runs CLUSTER FAILOVER on the replica at addr and waits
-// until it is master.
+// until it is master. Its master ignores the request (and the replica
+// gives up after 5s) until gossip has told it that addr is its replica:
+// it waits for that first, and asks again after a manual failover timed
+// out.
 func clusterFailover(ctx context.Context, addr string) error {
 	nc := nodeClient(addr)
 	defer nc.Close()
-	if err := nc.ClusterFailover(ctx).Err(); err != nil {
-		return fmt.Errorf("world: CLUSTER FAILOVER on %s: %w", addr, err)
-	}
-	return poll(ctx, "failover not done", func(ctx context.Context) error {
-		repl, err := nc.Info(ctx, "replication").Result()
-		if err != nil {
+	for {
+		if err := poll(ctx, "master does not know its replica", func(ctx context.Context) error {
+			return knownReplica(ctx, nc, addr)
+		}); err != nil {
 			return err
 		}
-		if role := infoField(repl, "role"); role != "master" {
-			return fmt.Errorf("%s still %s", addr, role)
+		if err := nc.ClusterFailover(ctx).Err(); err != nil {
+			return fmt.Errorf("world: CLUSTER FAILOVER on %s: %w", addr, err)
 		}
-		return nil
-	})
+		tctx, cancel := context.WithTimeout(ctx, 6*time.Second) // a manual failover times out after 5s
+		err := poll(tctx, "failover not done", func(ctx context.Context) error {
+			repl, err := nc.Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			if role := infoField(repl, "role"); role != "master" {
+				return fmt.Errorf("%s still %s", addr, role)
+			}
+			return nil
+		})
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// knownReplica returns nil once the master of the replica nc talks to (at
+// addr) lists it as its replica in CLUSTER NODES.
+func knownReplica(ctx context.Context, nc *redis.Client, addr string) error {
+	repl, err := nc.Info(ctx, "replication").Result()
+	if err != nil {
+		return err
+	}
+	if infoField(repl, "role") != "slave" || infoField(repl, "master_link_status") != "up" {
+		return fmt.Errorf("%s: not a replica in sync", addr)
+	}
+	id, err := nc.ClusterMyID(ctx).Result()
+	if err != nil {
+		return err
+	}
+	mc := nodeClient("127.0.0.1:" + infoField(repl, "master_port"))
+	defer mc.Close()
+	mid, err := mc.ClusterMyID(ctx).Result()
+	if err != nil {
+		return err
+	}
+	nodes, err := mc.ClusterNodes(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for line := range strings.SplitSeq(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[0] == id && strings.Contains(f[2], "slave") && f[3] == mid {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s does not list %s as its replica yet", mc.Options().Addr, addr)
 }
 
 // injectKillMaster kills a master (SIGKILL) and lets the sentinels or the

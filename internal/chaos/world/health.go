@@ -41,7 +41,7 @@ func (w *world) Healthy(ctx context.Context) error {
 }
 
 // poll calls check every 25ms until it returns nil or ctx ends, then
-// returns its last error.
+// returns its last error. With WORLD_DEBUG set it prints every error.
 func poll(ctx context.Context, what string, check func(context.Context) error) error {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -65,11 +65,13 @@ func poll(ctx context.Context, what string, check func(context.Context) error) e
 const healthKey = "world:health"
 
 // writable sets a key on the node at addr (tag: a hash tag that puts it
-// in a slot the node serves, "" outside a cluster).
+// in a slot the node serves, "" outside a cluster). An OOM error is an
+// answer: a maxmemory fault in place refuses writes on purpose, and the
+// node serves again once it is healed.
 func writable(ctx context.Context, addr, tag string) error {
 	nc := nodeClient(addr)
 	defer nc.Close()
-	if err := nc.Set(ctx, healthKey+tag, "1", time.Minute).Err(); err != nil {
+	if err := nc.Set(ctx, healthKey+tag, "1", time.Minute).Err(); err != nil && !strings.HasPrefix(err.Error(), "OOM ") {
 		return fmt.Errorf("%s: %w", addr, err)
 	}
 	return nil

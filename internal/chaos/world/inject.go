@@ -29,8 +29,11 @@ func noHeal(context.Context) error { return nil }
 // from rng only, in a fixed order, so a seed replays the same choices
 // against the same state. On error the returned heal is still usable: it
 // undoes whatever part of the fault was put in place. heal waits until
-// ev.Start+ev.Hold, undoes the fault, then waits until [World.Healthy]; it
-// is safe to call more than once (later calls return the first's error).
+// ev.Start+ev.Hold, undoes the fault, then waits until [World.Healthy]
+// (except for a proxy, SCRIPT FLUSH, CLIENT KILL or maxmemory fault healed
+// while a role fault is in place: the world is not whole until that one
+// heals); it is safe to call more than once (later calls return the
+// first's error). The caller sets ev.End when heal returns.
 func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event, func(context.Context) error, error) {
 	ev := Event{Kind: kind, Start: time.Now()}
 	if !slices.Contains(w.Kinds(), kind) {
@@ -78,6 +81,9 @@ func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event,
 				}
 			}
 			healErr = heal(ctx)
+			if !role && w.roleInPlace() {
+				return // the world is not whole until that fault heals
+			}
 			if herr := w.Healthy(ctx); herr != nil {
 				healErr = errors.Join(healErr, herr)
 			}
@@ -85,6 +91,13 @@ func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event,
 		return healErr
 	}
 	return ev, wrapped, err
+}
+
+// roleInPlace reports whether a role fault is in place.
+func (w *world) roleInPlace() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.roleBusy
 }
 
 // inject puts the fault in place and fills ev's Target, Detail and Hold.

@@ -125,8 +125,9 @@ func (w *world) injectMaxMemory(ctx context.Context, rng *rand.Rand, ev *Event) 
 
 // injectKill kills a node (SIGKILL): Single, the node; Sentinel and
 // Cluster, a replica, or with aof any data node. With aof the node
-// persists to its append-only file (turned on first unless Options.AOF)
-// and is restarted loading it; without, it restarts empty.
+// persists to its append-only file (turned on first where it is not) and
+// is restarted loading it; without, it restarts with the arguments it was
+// started with (empty, unless the world runs AOF).
 func (w *world) injectKill(ctx context.Context, aof bool, rng *rand.Rand, ev *Event) (healFunc, error) {
 	candidates := w.runningData()
 	if !aof && w.topo != Single {
@@ -143,7 +144,7 @@ func (w *world) injectKill(ctx context.Context, aof bool, rng *rand.Rand, ev *Ev
 	ev.Target = pick(rng, candidates)
 	ev.Hold = w.drawHold(rng)
 	s := w.server(ev.Target)
-	if aof && !w.opts.AOF {
+	if aof { // also in an AOF world: a node restarted by kill runs without
 		if err := enableAOF(ctx, ev.Target); err != nil {
 			return nil, err
 		}

@@ -24,8 +24,10 @@ var ErrBusy = errors.New("world: a role fault is already in place")
 // Options shape a world. The zero value is usable.
 type Options struct {
 	// AOF starts every data node with appendonly yes and appendfsync
-	// everysec. Without it, kill-aof turns AOF on (CONFIG SET) on the node
-	// it kills just before killing it.
+	// everysec (a cluster's with CONFIG SET once started): a single node
+	// or a Sentinel data node killed by kill then restarts with its data
+	// too. Without it, kill-aof turns AOF on (CONFIG SET) on the node it
+	// kills just before killing it.
 	AOF bool
 	// PauseFor is how long a pause keeps a node stopped (SIGSTOP): set it
 	// above the engine's Timeout. Zero: 300ms.
@@ -97,6 +99,10 @@ var _ World = (*world)(nil)
 //
 // Single is one redis-server; Sentinel a master, two replicas and three
 // sentinels (quorum 2); Cluster three masters with one replica each.
+//
+// With WORLD_DEBUG set in the environment, every wait of the world
+// (Healthy, failovers, migrations) prints on stderr what it still waits
+// for.
 func Start(ctx context.Context, topology string, opts Options) (World, error) {
 	if redistest.Binary() == "" {
 		return nil, errors.New("world: redis-server not found on PATH")
@@ -187,8 +193,10 @@ func (w *world) Topology() string { return w.topo }
 func (w *world) Kinds() []string {
 	common := []string{Kill, KillAOF, Pause, ScriptFlush, ClientKill, MaxMemory, Latency, Stall, Drop, Reset}
 	switch w.topo {
-	case Sentinel, Cluster:
-		return append(common, Failover, KillMaster)
+	case Sentinel:
+		return append(common, Failover, KillMaster, ClockBehind, ClockAhead)
+	case Cluster:
+		return append(common, Failover, KillMaster, Migrate, ClockBehind, ClockAhead)
 	}
 	return common
 }

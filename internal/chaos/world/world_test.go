@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,8 +21,16 @@ import (
 // tests running on the machine).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if out, _ := exec.Command("pgrep", "-a", "-P", fmt.Sprint(os.Getpid()), "redis-server").Output(); len(out) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: redis-server processes left after the tests:\n%s", out)
+	// a killed child is reaped by a goroutine of redistest: give it time
+	var left []byte
+	for range 50 {
+		if left, _ = exec.Command("pgrep", "-a", "-P", fmt.Sprint(os.Getpid()), "redis-server").Output(); len(left) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: redis-server processes left after the tests: %q\n", left)
 		code = 1
 	}
 	os.Exit(code)
@@ -37,7 +46,31 @@ func requireRedis(t *testing.T) {
 // testOptions hold faults briefly: the tests check that each is put in
 // place and healed, not how the system behaves under it.
 func testOptions() Options {
-	return Options{PauseFor: 200 * time.Millisecond, Hold: 200 * time.Millisecond, MaxLatency: 30 * time.Millisecond}
+	return Options{
+		PauseFor: 200 * time.Millisecond, Hold: 200 * time.Millisecond, MaxLatency: 30 * time.Millisecond,
+		MigrateKeys: migrateKeys, Skews: []time.Duration{2 * time.Second},
+	}
+}
+
+// migrateKeys are the keys the tests write before a migration.
+var migrateKeys = func() []string {
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("mig:%d", i)
+	}
+	return keys
+}()
+
+// writeKeys sets every key of keys through a client of w.
+func writeKeys(t *testing.T, w World, keys []string) {
+	t.Helper()
+	c := w.NewClient(ClientOptions{MaxRetries: -1})
+	defer c.Close()
+	for _, k := range keys {
+		if err := c.Set(context.Background(), k, 0, 10*time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // start starts a world, closed (and checked to leave no process) when t
@@ -115,6 +148,9 @@ func serves(t *testing.T, w World) {
 
 func TestStartAndClose(t *testing.T) {
 	requireRedis(t)
+	if testing.Short() {
+		t.Skip("TestFaults starts and closes every topology in -short")
+	}
 	for _, topo := range []string{Single, Sentinel, Cluster} {
 		t.Run(topo, func(t *testing.T) {
 			t.Parallel()
@@ -146,6 +182,7 @@ func TestFaults(t *testing.T) {
 		t.Run(topo, func(t *testing.T) {
 			t.Parallel()
 			w := start(t, topo, testOptions())
+			writeKeys(t, w, migrateKeys)
 			rng := rand.New(rand.NewPCG(1, uint64(len(topo))))
 			for _, kind := range w.Kinds() {
 				t.Run(kind, func(t *testing.T) {
@@ -160,6 +197,17 @@ func TestFaults(t *testing.T) {
 						t.Errorf("Inject(%s) = %+v, want its kind, a target and a detail", kind, ev)
 					}
 					t.Logf("%s %s: %s", ev.Kind, ev.Target, ev.Detail)
+					if kind == ClockBehind || kind == ClockAhead {
+						skew := testOptions().Skews[0]
+						if kind == ClockBehind {
+							skew = -skew
+						}
+						for _, a := range w.Addrs() {
+							if w.server(a).Pid() != 0 && !slices.Contains(w.runningData(), a) {
+								checkOffset(t, a, skew)
+							}
+						}
+					}
 					if err := heal(ctx); err != nil {
 						t.Fatalf("heal(%s) = %v", kind, err)
 					}
@@ -272,5 +320,30 @@ func TestDropMidReplyIsAnError(t *testing.T) {
 				t.Errorf("GET after the cut = %d bytes, %v; want %d bytes", len(got), herr, len(big))
 			}
 		})
+	}
+}
+
+// TestInjectReplays: the same seed against the same world draws the same
+// target and parameters.
+func TestInjectReplays(t *testing.T) {
+	requireRedis(t)
+	w := start(t, Single, testOptions())
+	ctx := context.Background()
+	for _, kind := range []string{Latency, Stall, Pause} {
+		var first Event
+		for i := range 2 {
+			ev, heal, err := w.Inject(ctx, kind, rand.New(rand.NewPCG(7, 7)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := heal(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = ev
+			} else if ev.Target != first.Target || ev.Detail != first.Detail || ev.Hold != first.Hold {
+				t.Errorf("Inject(%s) with the same seed = %q %q %v, then %q %q %v", kind, first.Target, first.Detail, first.Hold, ev.Target, ev.Detail, ev.Hold)
+			}
+		}
 	}
 }
