@@ -48,6 +48,9 @@ type Options struct {
 	Log io.Writer
 	// HistoryFile, when set, receives the run's history (JSON lines).
 	HistoryFile string
+	// Shared says other runs share this process: its goroutines are
+	// counted by the caller, after them all, not by the run.
+	Shared bool
 }
 
 // ShortSlack is the liveness slack of the short mode: a call may take
@@ -202,7 +205,7 @@ func Run(ctx context.Context, o Options) (*RunResult, error) {
 		time.Sleep(100 * time.Millisecond)
 		after = runtime.NumGoroutine()
 	}
-	if !o.Processes {
+	if !o.Processes && !o.Shared {
 		h.Add(Record{Kind: KindGoroutines, Start: clock(), End: clock(), Before: baseline, After: after})
 	}
 	connsAfter := countClients(ctx, w.Addrs())
