@@ -97,7 +97,12 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	tot := chaos.Execute(ctx, plan, os.Stdout, *verbose)
+	var tot chaos.Totals
+	if *short {
+		tot = chaos.ExecuteParallel(ctx, plan, os.Stdout, *verbose)
+	} else {
+		tot = chaos.Execute(ctx, plan, os.Stdout, *verbose)
+	}
 	for top, ks := range tot.Uncovered() {
 		fmt.Printf("chaos: %s: fault kinds never injected: %s\n", top, strings.Join(ks, ", "))
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redlimit/redlimit/internal/chaos/world"
@@ -159,4 +160,46 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// ExecuteParallel runs the runs of plan side by side (each starts its own
+// world; most of a run's time is spent waiting for failovers and
+// restarts), marks them Shared (goroutines are not counted per run), and
+// prints each run's output in plan order once all have ended.
+func ExecuteParallel(ctx context.Context, plan []Options, out io.Writer, verbose bool) Totals {
+	outs := make([]strings.Builder, len(plan))
+	tots := make([]Totals, len(plan))
+	var wg sync.WaitGroup
+	for i, o := range plan {
+		o.Shared = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tots[i] = Execute(ctx, []Options{o}, &outs[i], verbose)
+		}()
+	}
+	wg.Wait()
+	t := Totals{Kinds: map[string]map[string]int{}, WorldKinds: map[string][]string{}}
+	for i := range plan {
+		io.WriteString(out, outs[i].String())
+		x := tots[i]
+		t.Runs += x.Runs
+		t.Decisions += x.Decisions
+		t.Faults += x.Faults
+		t.Violations += x.Violations
+		t.Lost += x.Lost
+		t.Failed = append(t.Failed, x.Failed...)
+		for top, ks := range x.Kinds {
+			if t.Kinds[top] == nil {
+				t.Kinds[top] = map[string]int{}
+			}
+			for k, n := range ks {
+				t.Kinds[top][k] += n
+			}
+		}
+		for top, ks := range x.WorldKinds {
+			t.WorldKinds[top] = append(t.WorldKinds[top], ks...)
+		}
+	}
+	return t
 }
