@@ -5,7 +5,7 @@ PKGS        := ./...
 # bench/peerbench is left to make peerbench: it measures, it does not test.
 MODULES     := middleware/grpclimit middleware/prometheus middleware/otel middleware/admin/browser
 
-.PHONY: test lint fmt vet tidy deps bench fuzz
+.PHONY: test lint fmt vet tidy deps bench fuzz chaos
 
 ## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included),
 ## then the nested modules' (gRPC interceptors, metrics adapters: each its own go.mod)
@@ -67,3 +67,15 @@ peerbench:
 .PHONY: peerbench-same
 peerbench-same:
 	cd bench/peerbench && $(GO) run . -same $(PEERBENCH_FLAGS)
+
+## chaos: the fault-schedule harness's long mode (cmd/chaos, docs/reliability.md): seeded runs against
+## topologies it starts on 127.0.0.1; the last line counts violations, and it exits 1 when there are any.
+## The short mode runs inside make test (TestShort in internal/chaos).
+TOPOLOGY ?= all
+DURATION ?= 60s
+RUNS     ?= 100
+SEED     ?= 1
+MUTATE   ?=
+chaos:
+	$(GO) build -o cmd/chaos/chaos ./cmd/chaos
+	./cmd/chaos/chaos -topology $(TOPOLOGY) -duration $(DURATION) -runs $(RUNS) -seed $(SEED) -mutate '$(MUTATE)' $(CHAOS_FLAGS)

@@ -1,0 +1,124 @@
+// Command chaos runs redlimit's fault-schedule harness (package
+// internal/chaos): application instances driving every algorithm against
+// a Redis topology it starts on 127.0.0.1, faults injected on a seeded
+// schedule, and a checker that reads the recorded history.
+//
+//	chaos -topology single|sentinel|cluster|all -duration 60s -runs 100 -seed 1
+//	chaos -short                  # the short mode `make test` runs
+//	chaos -mutate overadmit       # a broken backend: must report violations
+//
+// It prints each run's summary and every violation, with its history
+// excerpt, its seed and the command that replays it; its last line is
+//
+//	chaos: R runs, D decisions, F faults, V violations (over-admission lost to failover: L)
+//
+// and it exits 1 when V > 0. See docs/reliability.md, "The chaos harness".
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/chaos"
+)
+
+func main() {
+	if chaos.IsWorker() {
+		redis.SetLogger(quiet{})
+		if err := chaos.Worker(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	topology := flag.String("topology", "single", "single, sentinel, cluster, or all")
+	duration := flag.Duration("duration", 60*time.Second, "length of each run (faults, then a fault-free quarter)")
+	runs := flag.Int("runs", 1, "runs per topology, seeds seed, seed+1, ...")
+	seed := flag.Uint64("seed", 1, "seed of the first run")
+	mutate := flag.String("mutate", "", `"", overadmit or lockout: a broken backend the checker must catch`)
+	short := flag.Bool("short", false, "the short mode: fixed seeds covering every fault kind on every topology (ignores -runs, -seed, -duration)")
+	processes := flag.Bool("processes", false, "run the application instances as separate OS processes")
+	verbose := flag.Bool("v", false, "print each run's schedule and faults as they are injected")
+	history := flag.String("history", "", "write each run's history (JSON lines) to this file prefix")
+	kinds := flag.String("kinds", "", "comma-separated fault kinds to draw from (default: every kind the world offers, and instance-crash)")
+	flag.Parse()
+	redis.SetLogger(quiet{})
+
+	switch *mutate {
+	case "", chaos.MutateOveradmit, chaos.MutateLockout:
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -mutate %q: want overadmit or lockout\n", *mutate)
+		return 2
+	}
+	tops := []string{*topology}
+	if *topology == "all" {
+		tops = chaos.Topologies()
+	}
+	for _, t := range tops {
+		if !slices.Contains(chaos.Topologies(), t) {
+			fmt.Fprintf(os.Stderr, "chaos: -topology %q: this build runs %s\n", t, strings.Join(chaos.Topologies(), ", "))
+			return 2
+		}
+	}
+
+	var plan []chaos.Options
+	if *short {
+		plan = chaos.ShortPlan(*mutate)
+	} else {
+		for _, t := range tops {
+			for i := range *runs {
+				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes}
+				if *kinds != "" {
+					o.Kinds = strings.Split(*kinds, ",")
+				}
+				plan = append(plan, o)
+			}
+		}
+	}
+	if *history != "" {
+		for i := range plan {
+			plan[i].HistoryFile = fmt.Sprintf("%s-%s-%d.jsonl", *history, plan[i].Topology, plan[i].Seed)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	var tot chaos.Totals
+	if *short {
+		tot = chaos.ExecuteParallel(ctx, plan, os.Stdout, *verbose)
+	} else {
+		tot = chaos.Execute(ctx, plan, os.Stdout, *verbose)
+	}
+	for top, ks := range tot.Uncovered() {
+		fmt.Printf("chaos: %s: fault kinds never injected: %s\n", top, strings.Join(ks, ", "))
+	}
+	for top, ks := range tot.Kinds {
+		fmt.Printf("chaos: %s: faults by kind: %v\n", top, ks)
+	}
+	fmt.Printf("chaos: %v in all\n", time.Since(start).Round(time.Millisecond))
+	fmt.Println(tot.Line())
+	if tot.Violations > 0 {
+		return 1
+	}
+	return 0
+}
+
+// quiet drops go-redis's log lines (dial failures while a node is down are
+// the point of the exercise).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,453 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// The workload's key materials: few, so that limits are hit.
+var (
+	routes  = []string{"r0", "r1", "r2"}
+	clients = []string{"c0", "c1", "c2", "c3"}
+	gkeys   = []string{"g0", "g1", "g2"}
+	qkeys   = []string{"q0", "q1"}
+	ckeys   = []string{"k0", "k1"}
+)
+
+// Limits of the workload's rules. Periods are short so that a run of a few
+// seconds spans many windows; each emission interval is a whole number of
+// microseconds so the checker's bounds are exact.
+var (
+	limRouteFW  = algorithms.PerSecond(8)
+	limClientSW = algorithms.PerSecond(8)
+	limRouteSL  = algorithms.PerSecond(15)
+	limClientTB = algorithms.PerSecond(10).WithBurst(4)
+	limGCRA     = algorithms.PerSecond(5).WithBurst(3)
+	limQuota    = algorithms.PerSecond(12)
+	limSlots    = algorithms.InFlight(3, 2*time.Second)
+)
+
+// ruleSets are the engines every instance builds, by name: the rules of
+// each are decided together in one Decide.
+func ruleSets() map[string][]engine.Rule {
+	return map[string][]engine.Rule{
+		// Layered: a per-route rule and a per-client rule, in two hash slots.
+		"layered1": {
+			{Name: "route-fw", Algorithm: algorithms.FixedWindow, Limit: limRouteFW},
+			{Name: "client-sw", Algorithm: algorithms.SlidingWindow, Limit: limClientSW},
+		},
+		"layered2": {
+			{Name: "route-sl", Algorithm: algorithms.SlidingLog, Limit: limRouteSL},
+			{Name: "client-tb", Algorithm: algorithms.TokenBucket, Limit: limClientTB},
+		},
+		"gcra":  {{Name: "gcra", Algorithm: algorithms.GCRA, Limit: limGCRA}},
+		"quota": {{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: limQuota, Refundable: true}},
+		"slots": {{Name: "slots", Algorithm: algorithms.Concurrency, Limit: limSlots}},
+	}
+}
+
+// instanceConfig is what one application instance needs to run, in
+// process or as a worker process.
+type instanceConfig struct {
+	ID      int           `json:"id"`
+	Seed    uint64        `json:"seed"`
+	Prefix  string        `json:"prefix"`
+	Timeout time.Duration `json:"timeout"`
+	Workers int           `json:"workers"`
+	Mutate  string        `json:"mutate"`
+	Base    int64         `json:"base"` // the history's Base, Unix µs
+}
+
+// instance is one application instance: its client, store and engines.
+type instance struct {
+	cfg     instanceConfig
+	client  redis.UniversalClient
+	engines map[string]*engine.Engine
+	emit    func(Record)
+	clock   func() int64 // µs since the history's base
+	nextID  atomic.Int64
+	crashed atomic.Bool
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// callTag travels in a call's context so that the decision hook can name
+// the API that decided and hand back the decision's id.
+type callTag struct {
+	op string
+	id atomic.Int64
+}
+
+type tagKey struct{}
+
+func withTag(ctx context.Context, op string) (context.Context, *callTag) {
+	t := &callTag{op: op}
+	return context.WithValue(ctx, tagKey{}, t), t
+}
+
+// newInstance builds an instance over client. emit receives every record.
+func newInstance(cfg instanceConfig, client redis.UniversalClient, clock func() int64, emit func(Record)) (*instance, error) {
+	in := &instance{cfg: cfg, client: client, emit: emit, clock: clock, engines: map[string]*engine.Engine{}}
+	store, err := redisstore.New(client, redisstore.Config{})
+	if err != nil {
+		return nil, err
+	}
+	backend := mutate(cfg.Mutate, store)
+	for name, rules := range ruleSets() {
+		e, err := engine.New(backend, engine.Config{
+			Rules:         rules,
+			Prefix:        cfg.Prefix,
+			Timeout:       cfg.Timeout,
+			OnError:       engine.Fallback,
+			ProbeInterval: 100 * time.Millisecond,
+			RefundWindow:  10 * time.Second,
+			OnDecision:    in.onDecision,
+			Logger:        discardLogger,
+		})
+		if err != nil {
+			in.close()
+			return nil, err
+		}
+		in.engines[name] = e
+	}
+	return in, nil
+}
+
+// onDecision records every decision the engines make, Wait's and
+// Acquire's attempts included.
+func (in *instance) onDecision(ctx context.Context, d *engine.Decision) {
+	end := in.clock()
+	r := Record{
+		Kind:    KindDecision,
+		Inst:    in.cfg.ID,
+		ID:      in.nextID.Add(1),
+		Start:   end - d.Latency.Microseconds(),
+		End:     end,
+		Allowed: d.Allowed,
+		Outcome: outcomeOf(d),
+		Rules:   ruleRecs(d),
+	}
+	if d.Err != nil {
+		r.Err = d.Err.Error()
+	}
+	if t, ok := ctx.Value(tagKey{}).(*callTag); ok {
+		r.Op = t.op
+		t.id.Store(r.ID)
+	}
+	in.emit(r)
+}
+
+func outcomeOf(d *engine.Decision) string {
+	switch {
+	case d.Source == engine.SourceFallback:
+		return OutFallback
+	case d.Source == engine.SourcePrimary && d.Allowed:
+		return OutAllowed
+	case d.Source == engine.SourcePrimary:
+		return OutDenied
+	case d.Failed:
+		return OutFailed
+	case d.Allowed:
+		return OutOpen
+	}
+	return OutDenied
+}
+
+func ruleRecs(d *engine.Decision) []RuleRec {
+	rs := make([]RuleRec, 0, len(d.Rules))
+	for _, rd := range d.Rules {
+		if rd.Key == "" {
+			continue
+		}
+		rs = append(rs, RuleRec{
+			Rule:      rd.Name,
+			Key:       rd.Key,
+			Alg:       rd.Algorithm.String(),
+			Rate:      rd.Limit.Rate,
+			Period:    rd.Limit.Period.Microseconds(),
+			Burst:     rd.Limit.Burst,
+			Cost:      rd.Cost,
+			Evaluated: rd.Evaluated,
+			Allowed:   rd.Result.Allowed,
+			Prov:      rd.Result.Provisional,
+			Remaining: rd.Result.Remaining,
+			Retry:     rd.Result.RetryAfter.Microseconds(),
+			ResetIn:   rd.Result.ResetAfter.Microseconds(),
+			Refund:    rd.Result.Receipt != (algorithms.Receipt{}),
+		})
+	}
+	return rs
+}
+
+// start runs the instance's workers until stop or crash.
+func (in *instance) start(ctx context.Context) {
+	ctx, in.cancel = context.WithCancel(ctx)
+	for w := range in.cfg.Workers {
+		rng := rand.New(rand.NewPCG(in.cfg.Seed, uint64(in.cfg.ID)<<16|uint64(w)))
+		in.wg.Add(1)
+		go func() {
+			defer in.wg.Done()
+			for ctx.Err() == nil && !in.crashed.Load() {
+				in.step(ctx, rng)
+				pause(ctx, time.Duration(1+rng.IntN(4))*time.Millisecond)
+			}
+		}()
+	}
+}
+
+// quiesce ends the workers after their current operation, which completes
+// (releases and refunds included).
+func (in *instance) quiesce() {
+	if in.cancel != nil {
+		in.cancel()
+	}
+	in.wg.Wait()
+}
+
+// stop quiesces the instance and closes its engines and client.
+func (in *instance) stop() {
+	in.quiesce()
+	in.close()
+}
+
+// crash ends the instance abruptly: the workers return without releasing
+// their slots or settling their refunds, and the client is closed under
+// the calls in flight.
+func (in *instance) crash() {
+	in.crashed.Store(true)
+	if in.cancel != nil {
+		in.cancel()
+	}
+	in.close()
+	in.wg.Wait()
+}
+
+func (in *instance) close() {
+	for _, e := range in.engines {
+		_ = e.Close()
+	}
+	_ = in.client.Close()
+}
+
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func pick(rng *rand.Rand, s []string) string { return s[rng.IntN(len(s))] }
+
+// step runs one operation drawn from the workload's mix.
+func (in *instance) step(ctx context.Context, rng *rand.Rand) {
+	// Operations other than Wait and Acquire do not take the worker's
+	// context: a stopped run lets the operation in flight finish.
+	bg := context.WithoutCancel(ctx)
+	switch n := rng.IntN(100); {
+	case n < 28:
+		in.decide(bg, "layered1", "decide", []engine.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}})
+	case n < 50:
+		cost := int64(1 + rng.IntN(2))
+		in.decide(bg, "layered2", "decide", []engine.Input{{Material: pick(rng, routes), Cost: cost}, {Material: pick(rng, clients), Cost: cost}})
+	case n < 62:
+		in.decide(bg, "gcra", "allow", []engine.Input{{Material: pick(rng, gkeys)}})
+	case n < 67:
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		wctx, _ = withTag(wctx, "wait")
+		_ = in.engines["gcra"].Wait(wctx, pick(rng, gkeys))
+		cancel()
+	case n < 79:
+		in.refundable(ctx, bg, rng)
+	case n < 91:
+		in.slots(ctx, bg, rng)
+	case n < 98:
+		in.peek(bg, rng)
+	default:
+		in.reset(bg, rng)
+	}
+}
+
+// decide runs one Decide on engine name and returns the decision and its id.
+func (in *instance) decide(ctx context.Context, name, op string, inputs []engine.Input) (*engine.Decision, int64) {
+	ctx, tag := withTag(ctx, op)
+	var d engine.Decision
+	in.engines[name].Decide(ctx, inputs, &d)
+	return &d, tag.id.Load()
+}
+
+// refundable reserves 2 units of a quota, does the "work", and settles what
+// it cost (0 or 1), sometimes twice (the second must give nothing back).
+func (in *instance) refundable(ctx, bg context.Context, rng *rand.Rand) {
+	e := in.engines["quota"]
+	d, id := in.decide(bg, "quota", "decide", []engine.Input{{Material: pick(rng, qkeys), Cost: 2}})
+	if !d.Allowed || d.Source == engine.SourceNone {
+		return
+	}
+	pause(ctx, time.Duration(rng.IntN(30))*time.Millisecond)
+	if in.crashed.Load() {
+		return // died before the response: the refund is never sent
+	}
+	cost := int64(rng.IntN(2))
+	times := 1
+	if rng.IntN(10) == 0 {
+		times = 2
+	}
+	for range times {
+		s := in.clock()
+		err := e.Settle(bg, d, []int64{cost})
+		in.emit(Record{Kind: KindRefund, Inst: in.cfg.ID, Ref: id, Start: s, End: in.clock(),
+			Units: []int64{2 - cost}, Result: settleResult(err), Err: errString(err)})
+	}
+}
+
+func settleResult(err error) string {
+	switch {
+	case err == nil:
+		return ResOK
+	case errors.Is(err, algorithms.ErrNotRefunded):
+		return ResNotRefunded
+	}
+	return ResError
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// slots takes a slot (AllowN, or Acquire which waits), holds it for a while
+// and releases it.
+func (in *instance) slots(ctx, bg context.Context, rng *rand.Rand) {
+	key := pick(rng, ckeys)
+	var d *engine.Decision
+	var id int64
+	if rng.IntN(2) == 0 {
+		d, id = in.decide(bg, "slots", "allow", []engine.Input{{Material: key}})
+	} else {
+		actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		actx, tag := withTag(actx, "acquire")
+		var err error
+		d, err = in.engines["slots"].Acquire(actx, key, 1)
+		cancel()
+		if err != nil {
+			return
+		}
+		id = tag.id.Load()
+	}
+	if !d.Allowed {
+		return
+	}
+	pause(ctx, time.Duration(10+rng.IntN(150))*time.Millisecond)
+	if in.crashed.Load() {
+		return // died holding the slot: its lease brings it back
+	}
+	s := in.clock()
+	err := d.Release(bg)
+	res := ResOK
+	if err != nil {
+		res = ResError
+	}
+	in.emit(Record{Kind: KindRelease, Inst: in.cfg.ID, Ref: id, Start: s, End: in.clock(), Result: res, Err: errString(err)})
+}
+
+func (in *instance) peek(ctx context.Context, rng *rand.Rand) {
+	name, inputs := "gcra", []engine.Input{{Material: pick(rng, gkeys)}}
+	if rng.IntN(2) == 0 {
+		name, inputs = "layered1", []engine.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}}
+	}
+	var d engine.Decision
+	s := in.clock()
+	in.engines[name].PeekInputs(ctx, inputs, &d)
+	r := Record{Kind: KindPeek, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: "peek", Start: s, End: in.clock(),
+		Allowed: d.Allowed, Outcome: outcomeOf(&d), Rules: ruleRecs(&d), Err: errString(d.Err)}
+	in.emit(r)
+}
+
+// reset forgets a GCRA key, or a layered client key (the route's Input
+// missing: its key is left alone).
+func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
+	var keys []string
+	var err error
+	s := in.clock()
+	if rng.IntN(2) == 0 {
+		m := pick(rng, gkeys)
+		keys = []string{storageKey(in.cfg.Prefix, "gcra", "gcra", m)}
+		err = in.engines["gcra"].Reset(ctx, m)
+	} else {
+		m := pick(rng, clients)
+		keys = []string{storageKey(in.cfg.Prefix, "client-sw", "sw", m)}
+		err = in.engines["layered1"].ResetInputs(ctx, []engine.Input{{Missing: true}, {Material: m}})
+	}
+	res := ResOK
+	if err != nil {
+		res = ResError
+	}
+	in.emit(Record{Kind: KindReset, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: "reset", Start: s, End: in.clock(), Keys: keys, Result: res, Err: errString(err)})
+}
+
+// storageKey is the engine's key for material under a rule (see
+// engine.Rule.Name); the workload's materials need no sanitising.
+func storageKey(prefix, rule, tag, material string) string {
+	return prefix + ":" + rule + ":" + tag + ":{" + material + "}"
+}
+
+// probe decides once every key of every engine, for the lockout check, and
+// releases what it takes.
+func (in *instance) probe(ctx context.Context) {
+	for i := range max(len(routes), len(clients)) {
+		in.decide(ctx, "layered1", "probe", []engine.Input{{Material: routes[i%len(routes)]}, {Material: clients[i%len(clients)]}})
+		in.decide(ctx, "layered2", "probe", []engine.Input{{Material: routes[i%len(routes)]}, {Material: clients[i%len(clients)]}})
+	}
+	for _, k := range gkeys {
+		in.decide(ctx, "gcra", "probe", []engine.Input{{Material: k}})
+	}
+	for _, k := range qkeys {
+		in.decide(ctx, "quota", "probe", []engine.Input{{Material: k}})
+	}
+	for _, k := range ckeys {
+		d, _ := in.decide(ctx, "slots", "probe", []engine.Input{{Material: k}})
+		_ = d.Release(ctx)
+	}
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)
+
+// workloadKeys lists the storage keys the workload uses under prefix (for
+// the world's slot migrations).
+func workloadKeys(prefix string) []string {
+	var keys []string
+	for _, m := range routes {
+		keys = append(keys, storageKey(prefix, "route-fw", "fw", m), storageKey(prefix, "route-sl", "sl", m))
+	}
+	for _, m := range clients {
+		keys = append(keys, storageKey(prefix, "client-sw", "sw", m), storageKey(prefix, "client-tb", "tb", m))
+	}
+	for _, m := range gkeys {
+		keys = append(keys, storageKey(prefix, "gcra", "gcra", m))
+	}
+	for _, m := range qkeys {
+		keys = append(keys, storageKey(prefix, "quota", "fw", m))
+	}
+	for _, m := range ckeys {
+		keys = append(keys, storageKey(prefix, "slots", "cc", m))
+	}
+	return keys
+}
