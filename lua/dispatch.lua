@@ -1,12 +1,16 @@
 -- Dispatch: several checks of one request, decided all-or-nothing, or the
--- refund of a decide call.
+-- refund of a decide call. The Go side joins it after the prelude, the
+-- algorithm files, calendar.lua, now.lua and a line defining `checks`,
+-- `writes` and `refunds`: each algorithm's functions by its number
+-- (lua.go generates it from the one list that numbers them).
 --
 -- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
 -- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
---                    3 sliding_window, 4 token_bucket, 5 gcra, 7 calendar),
+--                    3 sliding_window, 4 token_bucket, 5 gcra,
+--                    6 concurrency, 7 calendar),
 --                    capacity, period µs, r, u, cost (a calendar check:
 --                    capacity, its windows' boundaries s0, s1, s2, cost)
 -- ARGV[3+6n]         mode 3 only: the refund window W in ms
@@ -56,12 +60,6 @@ elseif mode == '2' then
 elseif mode == '3' then
   n = (n - 1) / 2
 end
-local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
-local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
-local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
-checks[6], writes[6], refunds[6] = concurrency, concurrency_write, concurrency_refund -- 6: concurrency.lua
--- calendar quotas (calendar.lua): number 7
-checks[7], writes[7], refunds[7] = calendar, calendar_write, calendar_refund
 
 -- args returns check i's algorithm and its parameters after the key.
 local function args(i)

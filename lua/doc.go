@@ -46,7 +46,13 @@
 // prelude.lua documents what every algorithm file defines; each entry
 // point's header its calling convention (KEYS, ARGV, reply). Algorithms
 // are numbered in ARGV as algorithms.Algorithm numbers them (1
-// fixed_window ... 5 gcra, 6 concurrency; 7 a calendar check).
+// fixed_window ... 5 gcra, 6 concurrency; 7 a calendar check: [ID]). One
+// list in lua.go numbers them, and the tables through which an entry point
+// calls an algorithm's functions by number (checks, writes, refunds, late,
+// undo, fasts) are lines the Go side generates from it before the entry
+// point, never written in a .lua file; TestScriptNumbers in package
+// redisstore checks the numbers against the model's and runs each through
+// every script.
 //
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel

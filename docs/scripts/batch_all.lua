@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 b43774e2b6bc0f0617de07f8d625071b3a0f4963 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 2b61fcb44f235bd97f5cd9daf206158f7b010696 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -948,7 +948,7 @@ local function token_bucket_fast(key, b, now)
     return 1, remaining, 0, reset
   end
 end
-local checks, writes, fasts = {fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, }, {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write, concurrency_write, }, {[1] = fixed_window_fast, [3] = sliding_window_fast, [4] = token_bucket_fast, }
+local checks, writes, fasts = {[1] = fixed_window, [2] = sliding_log, [3] = sliding_window, [4] = token_bucket, [5] = gcra, [6] = concurrency}, {[1] = fixed_window_write, [2] = sliding_log_write, [3] = sliding_window_write, [4] = token_bucket_write, [5] = gcra_write, [6] = concurrency_write}, {[1] = fixed_window_fast, [3] = sliding_window_fast, [4] = token_bucket_fast}
 -- Batch: several decide calls, queued behind the round trips in flight,
 -- decided in one script, one call after another. The Go side joins it as
 -- batch_state.lua, a flat loop (see the end of this header) with what it

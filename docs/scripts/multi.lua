@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 de479b00f9e7cc5aab51196b6300b7e75df01450 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 aa990deb002bd04f1349cfce9a723516aa8e6c5c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -751,15 +751,20 @@ if now == '0' then
 else
   now = tonumber(now)
 end
+local checks, writes, refunds = {[1] = fixed_window, [2] = sliding_log, [3] = sliding_window, [4] = token_bucket, [5] = gcra, [6] = concurrency, [7] = calendar}, {[1] = fixed_window_write, [2] = sliding_log_write, [3] = sliding_window_write, [4] = token_bucket_write, [5] = gcra_write, [6] = concurrency_write, [7] = calendar_write}, {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding_window_refund, [4] = token_bucket_refund, [5] = gcra_refund, [6] = concurrency_refund, [7] = calendar_refund}
 -- Dispatch: several checks of one request, decided all-or-nothing, or the
--- refund of a decide call.
+-- refund of a decide call. The Go side joins it after the prelude, the
+-- algorithm files, calendar.lua, now.lua and a line defining `checks`,
+-- `writes` and `refunds`: each algorithm's functions by its number
+-- (lua.go generates it from the one list that numbers them).
 --
 -- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
 -- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
---                    3 sliding_window, 4 token_bucket, 5 gcra, 7 calendar),
+--                    3 sliding_window, 4 token_bucket, 5 gcra,
+--                    6 concurrency, 7 calendar),
 --                    capacity, period µs, r, u, cost (a calendar check:
 --                    capacity, its windows' boundaries s0, s1, s2, cost)
 -- ARGV[3+6n]         mode 3 only: the refund window W in ms
@@ -809,12 +814,6 @@ elseif mode == '2' then
 elseif mode == '3' then
   n = (n - 1) / 2
 end
-local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
-local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
-local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
-checks[6], writes[6], refunds[6] = concurrency, concurrency_write, concurrency_refund -- 6: concurrency.lua
--- calendar quotas (calendar.lua): number 7
-checks[7], writes[7], refunds[7] = calendar, calendar_write, calendar_refund
 
 -- args returns check i's algorithm and its parameters after the key.
 local function args(i)
