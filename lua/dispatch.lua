@@ -8,7 +8,9 @@
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
--- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
+-- ARGV[3+6(i-1)...]  per check (laid out by algorithms/redisstore/args.go,
+--                    TestScriptArgs keeps both sides alike): algorithm
+--                    (1 fixed_window, 2 sliding_log,
 --                    3 sliding_window, 4 token_bucket, 5 gcra,
 --                    6 concurrency, 7 calendar),
 --                    capacity, period µs, r, u, cost (a calendar check:

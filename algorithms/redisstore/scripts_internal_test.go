@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -121,6 +122,94 @@ func TestScriptNumbers(t *testing.T) {
 		args[1] = 1000
 		if _, err := run(lua.Cancel(), []string{"unknown", "unknown:marker"}, args...); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
 			t.Errorf("cancel script, algorithm %d: %v, want unknown algorithm", id, err)
+		}
+	}
+}
+
+// TestScriptArgs: the scripts read a check's numbers where the Go side
+// lays them out (args.go): every algorithm's check, with numbers that all
+// differ, sent by oneArgs to its one-check script, by scriptArgs as two
+// checks to the multi script, and by units as calls of one and of two
+// checks to its batch script, replies, twice on the same keys, what calc
+// computes for it. (refund.lua's layout, putCheck's too, is played
+// against memstore by the refund differential tests.)
+func TestScriptArgs(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	t0 := backendtest.T0.Add(time.Hour).UnixMicro()
+	const step = 100_000 // µs between the two rounds
+	run := func(s *redis.Script, keys []string, args []any) []int64 {
+		t.Helper()
+		vals, err := s.Run(ctx, client, keys, args...).Int64Slice()
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		return vals
+	}
+	for name, id := range scriptAlgorithms() {
+		// want[r]: calc's reply to round r on a fresh key
+		var s calc.State
+		var want [2][4]int64
+		for r := range want {
+			now := t0 + int64(r)*step
+			p := layoutParams(id, now)
+			o := s.Eval(&p, now, r > 0, true)
+			allowed := int64(0)
+			if o.Allowed {
+				allowed = 1
+			}
+			want[r] = [4]int64{allowed, max(o.Remaining, 0), o.Retry, o.Reset}
+		}
+		expect := func(what string, r int, got []int64) {
+			t.Helper()
+			if len(got) < 4 || [4]int64(got[:4]) != want[r] {
+				t.Errorf("%s (%s), round %d: reply %v, want %v as calc computes", what, name, r, got, want[r])
+			}
+		}
+		for r := range want {
+			now := t0 + int64(r)*step
+			p := layoutParams(id, now)
+			expect("one-check script", r, run(oneScript(id), []string{"one:" + name}, oneArgs(&p, now)))
+
+			checks := []algorithms.Check{{Key: "multi:a:" + name}, {Key: "multi:b:" + name}}
+			keys, args := scriptArgs(checks, []calc.Params{p, p}, now, modeDecide, 0)
+			vals := run(script, keys, args)
+			expect("multi script, check 1", r, vals)
+			expect("multi script, check 2", r, vals[4:])
+
+			if id == calc.Calendar {
+				continue // never batched
+			}
+			var cs []*call
+			for i := range 8 {
+				checks := []algorithms.Check{{Key: fmt.Sprintf("batch:%d:a:%s", i, name)}}
+				if i%3 == 2 {
+					checks = append(checks, algorithms.Check{Key: fmt.Sprintf("batch:%d:b:%s", i, name)})
+				}
+				ps := make([]calc.Params, len(checks))
+				for j := range ps {
+					ps[j] = p
+				}
+				s, keys, args := decideRequest(checks, ps, now, markers{})
+				c := &call{script: s, keys: keys, args: args}
+				c.batch, c.n = batchKind(s, keys, args)
+				cs = append(cs, c)
+			}
+			us := units(cs)
+			if len(us) != 1 || us[0].script != batchScripts[id] {
+				t.Fatalf("%s: %d calls make %d scripts, want their batch script", name, len(cs), len(us))
+			}
+			vals = run(us[0].script, us[0].keys, us[0].args)
+			o := 0
+			for i, c := range cs {
+				for j := range c.n {
+					expect(fmt.Sprintf("batch script, call %d check %d", i, j+1), r, vals[o+4*j:])
+				}
+				o += c.replied()
+			}
 		}
 	}
 }

@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 aa990deb002bd04f1349cfce9a723516aa8e6c5c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 359f5ed37dbfc79b48c259137aae3e321e66a973 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -762,7 +762,9 @@ local checks, writes, refunds = {[1] = fixed_window, [2] = sliding_log, [3] = sl
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
--- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
+-- ARGV[3+6(i-1)...]  per check (laid out by algorithms/redisstore/args.go,
+--                    TestScriptArgs keeps both sides alike): algorithm
+--                    (1 fixed_window, 2 sliding_log,
 --                    3 sliding_window, 4 token_bucket, 5 gcra,
 --                    6 concurrency, 7 calendar),
 --                    capacity, period µs, r, u, cost (a calendar check:
