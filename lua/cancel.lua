@@ -28,11 +28,8 @@
 -- do (<name>_refund(key, cap, period, r, u, cost, at, reset, now)), and a
 -- concurrency check removes its slots.
 local n = #KEYS - 1
-for i = 1, n do
-  if not undo[tonumber(ARGV[3 + 6 * (i - 1)])] then
-    return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + 6 * (i - 1)]))
-  end
-end
+local unknown = unknown_algorithm(undo, n, 6)
+if unknown then return unknown end
 local m = redis.call('GET', KEYS[n + 1])
 redis.call('SET', KEYS[n + 1], 'x', 'PX', ARGV[2])
 if not m then return {0, now} end

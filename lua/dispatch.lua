@@ -107,24 +107,22 @@ if mode == '1' then
   return reply
 end
 
--- A calendar check (7) whose windows do not hold now: nothing is decided;
--- every check replies allowed 3, then the now (see calendar.lua).
+-- A call that decides nothing replies, for every check, allowed `still`
+-- and zeros, then the now: 3 when a calendar check's (7) windows do not
+-- hold now (see calendar.lua); 0 for a part whose commit marker exists
+-- already, cancelled (cancel.lua) or a resend of a part that committed.
+local still
 for i = 1, n do
   local o = 3 + (i - 1) * 6
   if ARGV[o] == '7' and calendar_outside(now, tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])) then
-    for j = 1, n do
-      reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 3, 0, 0, 0
-    end
-    reply[4 * n + 1] = now
-    return reply
+    still = 3
+    break
   end
 end
-
--- A part whose commit marker exists already was cancelled (cancel.lua), or
--- is a resend of a part that committed: it decides nothing.
-if mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then
+if not still and mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then still = 0 end
+if still then
   for j = 1, n do
-    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 0, 0, 0, 0
+    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = still, 0, 0, 0
   end
   reply[4 * n + 1] = now
   return reply

@@ -40,11 +40,8 @@
 -- operation.
 local at = tonumber(ARGV[2])
 local n = #KEYS - 1
-for i = 1, n do
-  if not late[tonumber(ARGV[3 + 7 * (i - 1)])] then
-    return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + 7 * (i - 1)]))
-  end
-end
+local unknown = unknown_algorithm(late, n, 7)
+if unknown then return unknown end
 -- a cancelled part's marker ("x", cancel.lua) gave nothing: it is no commit
 local m = redis.call('GET', KEYS[n + 1])
 if not m or m == 'x' then return {0, now} end

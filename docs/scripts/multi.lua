@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 359f5ed37dbfc79b48c259137aae3e321e66a973 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 be42e71474c60f3a8b5f2f4df30a228c40b6957e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -82,6 +82,34 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- unknown_algorithm returns the error reply for the first of n checks
+-- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
+-- algorithm t has no function for, or nil (refund.lua, cancel.lua).
+local function unknown_algorithm(t, n, stride)
+  for i = 1, n do
+    local a = ARGV[3 + stride * (i - 1)]
+    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
+  end
 end
 
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
@@ -193,18 +221,7 @@ end
 local function sliding_log_write(key, stamp, cost, period, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
   local s = fmt(stamp)
-  local seq = redis.call('ZCOUNT', key, s, s)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(seq + i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
   pexpire(key, stamp + period - now)
 end
 
@@ -604,18 +621,7 @@ end
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 
@@ -861,24 +867,22 @@ if mode == '1' then
   return reply
 end
 
--- A calendar check (7) whose windows do not hold now: nothing is decided;
--- every check replies allowed 3, then the now (see calendar.lua).
+-- A call that decides nothing replies, for every check, allowed `still`
+-- and zeros, then the now: 3 when a calendar check's (7) windows do not
+-- hold now (see calendar.lua); 0 for a part whose commit marker exists
+-- already, cancelled (cancel.lua) or a resend of a part that committed.
+local still
 for i = 1, n do
   local o = 3 + (i - 1) * 6
   if ARGV[o] == '7' and calendar_outside(now, tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])) then
-    for j = 1, n do
-      reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 3, 0, 0, 0
-    end
-    reply[4 * n + 1] = now
-    return reply
+    still = 3
+    break
   end
 end
-
--- A part whose commit marker exists already was cancelled (cancel.lua), or
--- is a resend of a part that committed: it decides nothing.
-if mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then
+if not still and mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then still = 0 end
+if still then
   for j = 1, n do
-    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 0, 0, 0, 0
+    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = still, 0, 0, 0
   end
   reply[4 * n + 1] = now
   return reply

@@ -17,7 +17,7 @@
 --   1 if the commit marker existed (the units were given back), else 0;
 --   then the now in µs
 --
--- SHA1 8f9be3d898a6635ce52944668c8360379c87c25f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 13b30a0082ecfc5dc0f7d1797893abfdc07d61dc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, refund.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -75,6 +75,34 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- unknown_algorithm returns the error reply for the first of n checks
+-- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
+-- algorithm t has no function for, or nil (refund.lua, cancel.lua).
+local function unknown_algorithm(t, n, stride)
+  for i = 1, n do
+    local a = ARGV[3 + stride * (i - 1)]
+    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
+  end
 end
 
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
@@ -186,18 +214,7 @@ end
 local function sliding_log_write(key, stamp, cost, period, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
   local s = fmt(stamp)
-  local seq = redis.call('ZCOUNT', key, s, s)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(seq + i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
   pexpire(key, stamp + period - now)
 end
 
@@ -597,18 +614,7 @@ end
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 
@@ -787,11 +793,8 @@ local late = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding
 -- operation.
 local at = tonumber(ARGV[2])
 local n = #KEYS - 1
-for i = 1, n do
-  if not late[tonumber(ARGV[3 + 7 * (i - 1)])] then
-    return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + 7 * (i - 1)]))
-  end
-end
+local unknown = unknown_algorithm(late, n, 7)
+if unknown then return unknown end
 -- a cancelled part's marker ("x", cancel.lua) gave nothing: it is no commit
 local m = redis.call('GET', KEYS[n + 1])
 if not m or m == 'x' then return {0, now} end

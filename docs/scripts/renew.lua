@@ -12,7 +12,7 @@
 --   per lease, 1 if it was held (now expiring at now+period), else 0;
 --   then the now in µs
 --
--- SHA1 415f6ce7983b440726c3be7e023d07a6706f6f1c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 a09483b91bb16e2d8ac2f15b0707d7de25f98336 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, concurrency.lua, now.lua, renew.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -72,6 +72,34 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- unknown_algorithm returns the error reply for the first of n checks
+-- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
+-- algorithm t has no function for, or nil (refund.lua, cancel.lua).
+local function unknown_algorithm(t, n, stride)
+  for i = 1, n do
+    local a = ARGV[3 + stride * (i - 1)]
+    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
+  end
+end
+
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
@@ -103,18 +131,7 @@ end
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 
