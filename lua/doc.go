@@ -34,7 +34,8 @@
 //	prelude.lua                    helpers every algorithm uses
 //	<alg>.lua (one, or all)        the algorithm: <alg>, <alg>_write, <alg>_refund
 //	entry point                    one.lua, dispatch.lua, batch.lua, refund.lua,
-//	                               release.lua or renew.lua
+//	                               cancel.lua (both after unknown.lua), release.lua
+//	                               or renew.lua
 //
 // A batch script starts with batch_state.lua and a flat loop
 // (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)

@@ -123,8 +123,8 @@ func init() {
 	// leaves it out, and answers its number as unknown.
 	withCalendar := append(slices.Clone(algorithmNames), "calendar")
 	refunded := slices.DeleteFunc(slices.Clone(withCalendar), func(n string) bool { return n == "concurrency" })
-	refund = b.String() + source("now") + "local late = " + table("_refund", refunded...) + "\n" + source("refund")
-	cancel = b.String() + source("now") + "local undo = " + table("_refund", withCalendar...) + "\n" + source("cancel")
+	refund = b.String() + source("now") + source("unknown") + "local late = " + table("_refund", refunded...) + "\n" + source("refund")
+	cancel = b.String() + source("now") + source("unknown") + "local undo = " + table("_refund", withCalendar...) + "\n" + source("cancel")
 	b.WriteString(source("now"))
 	b.WriteString("local checks, writes, refunds = " + table("", withCalendar...) + ", " + table("_write", withCalendar...) + ", " + table("_refund", withCalendar...) + "\n")
 	b.WriteString(source("dispatch"))

@@ -72,16 +72,6 @@ local function zadd_units(key, score, prefix, first, cost)
   end
 end
 
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
-  end
-end
-
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 3cf1aeddf95a4e4c03f4adeb69197ecb1778c88a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 2b95840d532f3bf836fa0e46f238562a9cd5202c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, prelude.lua, fast.lua, concurrency.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -127,16 +127,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 6ddadccfd029a8d3cc6a37dfaffd001e2056b056 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 844e1313e347bd402a0c85c73afd8939152d131d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, fixed_window_one.lua, batch_fast.lua, prelude.lua, fixed_window.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -230,16 +230,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 5a7e91ec7956d692d7a2c109fa3551fc3c9b7245 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 6c32038625a292ed98739b4eea55d05e01b3c69f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, gcra.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -209,16 +209,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 

@@ -22,7 +22,7 @@
 --   server's now lies outside both windows (nothing decided, nothing written:
 --   the Go side sends again with windows around that now)
 --
--- SHA1 7adf8e5ad6c1e7620a1a4911262f02db78f8b857 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 59d5020c766cbb2edb92e7dfa49513d2d0b4947c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -109,16 +109,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 

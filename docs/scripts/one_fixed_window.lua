@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 e4f5cd22524530260fe7dd3481d9bf8dec56cd5d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 bb371dc8cf1e0a0075543dbb8c9aee019ac1134d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, fixed_window_one.lua, one_fast.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -170,16 +170,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 e5f93958e938539569e5d99bff64e93d5e7adb4a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 c216e72623c884d9ad77d8d995111df0183bed45 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, token_bucket_one.lua, one_fast.lua, prelude.lua, token_bucket.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -173,16 +173,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 

@@ -12,7 +12,7 @@
 --   per lease, 1 if it was held (now expiring at now+period), else 0;
 --   then the now in µs
 --
--- SHA1 a09483b91bb16e2d8ac2f15b0707d7de25f98336 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 5ee39f3497871b67b0afa65884ad20990d0e37bc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, concurrency.lua, now.lua, renew.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -87,16 +87,6 @@ local function zadd_units(key, score, prefix, first, cost)
       redis.call('ZADD', key, unpack(args))
       args = {}
     end
-  end
-end
-
--- unknown_algorithm returns the error reply for the first of n checks
--- (stride numbers each in ARGV from ARGV[3], the algorithm first) whose
--- algorithm t has no function for, or nil (refund.lua, cancel.lua).
-local function unknown_algorithm(t, n, stride)
-  for i = 1, n do
-    local a = ARGV[3 + stride * (i - 1)]
-    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
 
