@@ -4,7 +4,9 @@
 -- such a part that had committed would keep the units of a request that
 -- was never served (a route rule shared by every client drained by the
 -- calls that timed out). The Go side joins it after the prelude, the
--- algorithm files, calendar.lua and now.lua, as refund.lua.
+-- algorithm files, calendar.lua, now.lua, unknown.lua and a line
+-- defining `undo`, each algorithm's <name>_refund by its number (generated
+-- by lua.go), as refund.lua.
 --
 -- KEYS[i], i <= n    the storage key of check i
 -- KEYS[n+1]          the part's commit marker
@@ -25,14 +27,9 @@
 -- 1>:...": each check gives back its cost as refund.lua's late refunds
 -- do (<name>_refund(key, cap, period, r, u, cost, at, reset, now)), and a
 -- concurrency check removes its slots.
-local undo = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
-undo[6], undo[7] = concurrency_refund, calendar_refund
 local n = #KEYS - 1
-for i = 1, n do
-  if not undo[tonumber(ARGV[3 + 6 * (i - 1)])] then
-    return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + 6 * (i - 1)]))
-  end
-end
+local unknown = unknown_algorithm(undo, n, 6)
+if unknown then return unknown end
 local m = redis.call('GET', KEYS[n + 1])
 redis.call('SET', KEYS[n + 1], 'x', 'PX', ARGV[2])
 if not m then return {0, now} end

@@ -9,18 +9,7 @@
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 

@@ -1,12 +1,18 @@
 -- Dispatch: several checks of one request, decided all-or-nothing, or the
--- refund of a decide call.
+-- refund of a decide call. The Go side joins it after the prelude, the
+-- algorithm files, calendar.lua, now.lua and a line defining `checks`,
+-- `writes` and `refunds`: each algorithm's functions by its number
+-- (lua.go generates it from the one list that numbers them).
 --
 -- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
--- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
---                    3 sliding_window, 4 token_bucket, 5 gcra, 7 calendar),
+-- ARGV[3+6(i-1)...]  per check (laid out by algorithms/redisstore/args.go,
+--                    TestScriptArgs keeps both sides alike): algorithm
+--                    (1 fixed_window, 2 sliding_log,
+--                    3 sliding_window, 4 token_bucket, 5 gcra,
+--                    6 concurrency, 7 calendar),
 --                    capacity, period µs, r, u, cost (a calendar check:
 --                    capacity, its windows' boundaries s0, s1, s2, cost)
 -- ARGV[3+6n]         mode 3 only: the refund window W in ms
@@ -56,12 +62,6 @@ elseif mode == '2' then
 elseif mode == '3' then
   n = (n - 1) / 2
 end
-local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
-local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
-local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
-checks[6], writes[6], refunds[6] = concurrency, concurrency_write, concurrency_refund -- 6: concurrency.lua
--- calendar quotas (calendar.lua): number 7
-checks[7], writes[7], refunds[7] = calendar, calendar_write, calendar_refund
 
 -- args returns check i's algorithm and its parameters after the key.
 local function args(i)
@@ -107,24 +107,22 @@ if mode == '1' then
   return reply
 end
 
--- A calendar check (7) whose windows do not hold now: nothing is decided;
--- every check replies allowed 3, then the now (see calendar.lua).
+-- A call that decides nothing replies, for every check, allowed `still`
+-- and zeros, then the now: 3 when a calendar check's (7) windows do not
+-- hold now (see calendar.lua); 0 for a part whose commit marker exists
+-- already, cancelled (cancel.lua) or a resend of a part that committed.
+local still
 for i = 1, n do
   local o = 3 + (i - 1) * 6
   if ARGV[o] == '7' and calendar_outside(now, tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])) then
-    for j = 1, n do
-      reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 3, 0, 0, 0
-    end
-    reply[4 * n + 1] = now
-    return reply
+    still = 3
+    break
   end
 end
-
--- A part whose commit marker exists already was cancelled (cancel.lua), or
--- is a resend of a part that committed: it decides nothing.
-if mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then
+if not still and mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then still = 0 end
+if still then
   for j = 1, n do
-    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 0, 0, 0, 0
+    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = still, 0, 0, 0
   end
   reply[4 * n + 1] = now
   return reply

@@ -38,7 +38,8 @@
 //	prelude.lua                    helpers every algorithm uses
 //	<alg>.lua (one, or all)        the algorithm: <alg>, <alg>_write, <alg>_refund
 //	entry point                    one.lua, dispatch.lua, batch.lua, refund.lua,
-//	                               cancel.lua, release.lua or renew.lua
+//	                               cancel.lua (both after unknown.lua), release.lua
+//	                               or renew.lua
 //
 // A batch script starts with batch_state.lua and a flat loop
 // (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)
@@ -50,7 +51,13 @@
 // prelude.lua documents what every algorithm file defines; each entry
 // point's header its calling convention (KEYS, ARGV, reply). Algorithms
 // are numbered in ARGV as algorithms.Algorithm numbers them (1
-// fixed_window ... 5 gcra, 6 concurrency; 7 a calendar check).
+// fixed_window ... 5 gcra, 6 concurrency; 7 a calendar check: [ID]). One
+// list in lua.go numbers them, and the tables through which an entry point
+// calls an algorithm's functions by number (checks, writes, refunds, late,
+// undo, fasts) are lines the Go side generates from it before the entry
+// point, never written in a .lua file; TestScriptNumbers in package
+// redisstore checks the numbers against the model's and runs each through
+// every script.
 //
 // Scripts never call redis.replicate_commands() (effects replication is the
 // default since Redis 5) and never build code from request data: keys travel

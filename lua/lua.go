@@ -2,6 +2,7 @@ package lua
 
 import (
 	"embed"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -10,8 +11,47 @@ import (
 var files embed.FS
 
 // algorithmNames are the algorithms in the order their files are joined,
-// named as algorithms.Algorithm.String names them.
+// named as algorithms.Algorithm.String names them; algorithmNames[i] is
+// number i+1, the number ARGV sends for it and every table of the scripts
+// (checks, writes, refunds, late, undo, fasts) is generated from, as
+// algorithms.Algorithm numbers it (TestScriptNumbers in package
+// redisstore checks both against the model).
 var algorithmNames = []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency"}
+
+// calendarID numbers a calendar check (calendar.lua) in ARGV, after the
+// algorithms: calc.Calendar.
+const calendarID = 7
+
+// ID returns the number a script receives in ARGV for a check of the
+// algorithm named name ("gcra", as algorithms.Algorithm.String names it,
+// or "calendar"), which is the algorithm's algorithms.Algorithm value;
+// 0 for an unknown name.
+func ID(name string) int {
+	if name == "calendar" {
+		return calendarID
+	}
+	for i, n := range algorithmNames {
+		if n == name {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// table returns a Lua table constructor of the functions <name><suffix>
+// of the algorithms in names, keyed by their numbers (ID).
+func table(suffix string, names ...string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("[" + strconv.Itoa(ID(name)) + "] = " + name + suffix)
+	}
+	b.WriteString("}")
+	return b.String()
+}
 
 var (
 	multi    string
@@ -42,8 +82,9 @@ func init() {
 	prelude := source("prelude")
 	var b strings.Builder
 	b.WriteString(prelude)
-	var checks, writes, fasts, fastDefs strings.Builder
-	for i, name := range algorithmNames {
+	var fastDefs strings.Builder
+	var fastNames []string
+	for _, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
 		general := prelude + alg + "local check = " + name + "\n" + source("one")
@@ -61,14 +102,14 @@ func init() {
 		default:
 			single[name] = source("now") + general
 		}
-		id := strconv.Itoa(i + 1)
-		entry := "local checks, writes, fasts = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}, {}\n"
+		id := strconv.Itoa(ID(name))
+		entry := "local checks, writes, fasts = " + table("", name) + ", " + table("_write", name) + ", {}\n"
 		def := ""
 		if fastFuncs[name] {
 			def = source(name + "_one")
-			entry = "local checks, writes, fasts = {[" + id + "] = " + name + "}, {[" + id + "] = " + name + "_write}, {[" + id + "] = " + name + "_fast}\n"
+			entry = "local checks, writes, fasts = " + table("", name) + ", " + table("_write", name) + ", " + table("_fast", name) + "\n"
 			fastDefs.WriteString(def)
-			fasts.WriteString("[" + id + "] = " + name + "_fast, ")
+			fastNames = append(fastNames, name)
 		}
 		// A batch of one algorithm starts with a flat loop that decides
 		// the one-check calls at its head before the prelude and the
@@ -84,18 +125,21 @@ func init() {
 		default:
 			batch[name] = source("batch_state") + prelude + source("fast") + alg + entry + source("batch")
 		}
-		checks.WriteString(name + ", ")
-		writes.WriteString(name + "_write, ")
 	}
 	all := b.String()
 	b.WriteString(source("calendar"))
-	refund = b.String() + source("now") + source("refund")
-	cancel = b.String() + source("now") + source("cancel")
+	// Concurrency is released, never refunded late: refund.lua's table
+	// leaves it out, and answers its number as unknown.
+	withCalendar := append(slices.Clone(algorithmNames), "calendar")
+	refunded := slices.DeleteFunc(slices.Clone(withCalendar), func(n string) bool { return n == "concurrency" })
+	refund = b.String() + source("now") + source("unknown") + "local late = " + table("_refund", refunded...) + "\n" + source("refund")
+	cancel = b.String() + source("now") + source("unknown") + "local undo = " + table("_refund", withCalendar...) + "\n" + source("cancel")
 	b.WriteString(source("now"))
+	b.WriteString("local checks, writes, refunds = " + table("", withCalendar...) + ", " + table("_write", withCalendar...) + ", " + table("_refund", withCalendar...) + "\n")
 	b.WriteString(source("dispatch"))
 	multi = b.String()
 	batchAll = source("batch_state") + source("fast") + source("batch_gcra") + all + fastDefs.String() +
-		"local checks, writes, fasts = {" + checks.String() + "}, {" + writes.String() + "}, {" + fasts.String() + "}\n" + source("batch")
+		"local checks, writes, fasts = " + table("", algorithmNames...) + ", " + table("_write", algorithmNames...) + ", " + table("_fast", fastNames...) + "\n" + source("batch")
 }
 
 // source returns the contents of name.lua.

@@ -35,10 +35,9 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 }
 
 // inputs runs the exempt funcs and the rules' key, tier, cost and limit
-// funcs into in, stopping where the engine will stop: at a key func error
-// other than keyfunc.ErrNoKey, at a missing key under DenyMissingKey, at a
-// negative cost, and at a failed LimitFunc under FailClosed, on a rule not
-// in shadow mode.
+// funcs into in, rule by rule, and stops finding Inputs where the engine
+// will stop deciding (engine.Engine.Stops says where): no later rule's
+// funcs run for a request decided before them.
 func (m *Middleware) inputs(r *http.Request, in []engine.Input) {
 	if m.cfg.Exempt != nil && m.cfg.Exempt(r) {
 		for i := range in {
@@ -53,15 +52,14 @@ func (m *Middleware) inputs(r *http.Request, in []engine.Input) {
 			x.Exempt = true
 			continue
 		}
-		stops := !rule.Shadow && !m.cfg.Shadow
 		material, err := rule.Key(r)
 		if err != nil {
-			if !errors.Is(err, keyfunc.ErrNoKey) {
+			if errors.Is(err, keyfunc.ErrNoKey) {
+				x.Missing = true
+			} else {
 				x.Err = err
-				return
 			}
-			x.Missing = true
-			if stops && rule.MissingKey == engine.DenyMissingKey {
+			if m.engine.Stops(i, x) {
 				return
 			}
 			continue
@@ -71,12 +69,13 @@ func (m *Middleware) inputs(r *http.Request, in []engine.Input) {
 			x.Tier = rule.Tier(r)
 		}
 		if rule.Cost != nil {
-			if x.Cost = rule.Cost(r); x.Cost < 0 && stops {
-				return
-			}
+			x.Cost = rule.Cost(r)
+		}
+		if m.engine.Stops(i, x) {
+			return
 		}
 		if rule.LimitFunc != nil {
-			if x.Limit, x.LimitErr = rule.LimitFunc(r); x.LimitErr != nil && stops && m.cfg.OnError == engine.FailClosed {
+			if x.Limit, x.LimitErr = rule.LimitFunc(r); m.engine.Stops(i, x) {
 				return
 			}
 		}

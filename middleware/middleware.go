@@ -138,13 +138,9 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 }
 
 // missingKey reports whether the denied decision d was denied because a
-// rule not in shadow mode found no key. The engine stops there, before any
-// backend call: no other rule denied the request.
+// rule not in shadow mode found no key: the engine stopped there, before
+// any backend call, and no other rule denied the request.
 func missingKey(d *engine.Decision) bool {
-	for i := range d.Rules {
-		if rd := &d.Rules[i]; rd.MissingKey && !rd.Shadow {
-			return true
-		}
-	}
-	return false
+	_, why, ok := d.Stop()
+	return ok && why == engine.OutcomeMissingKey
 }

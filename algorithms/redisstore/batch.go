@@ -117,7 +117,7 @@ func batchKind(s *redis.Script, keys []string, args []any) (kind, n int) {
 			return 0, 0
 		}
 		for i := range n {
-			a, _ := args[2+6*i].(int64)
+			a, _ := args[callArgs+checkArgs*i+argAlg].(int64)
 			if a == int64(calc.Calendar) {
 				return 0, 0 // calendar calls are not batched
 			}
@@ -213,7 +213,7 @@ func units(live []*call) []unit {
 			case 3:
 				mode = modeDecidePart
 			}
-			if mode != modeDecidePart && last != nil && last.batch == c.batch && slices.Equal(last.args[1:6], c.args[1:6]) {
+			if mode != modeDecidePart && last != nil && last.batch == c.batch && slices.Equal(last.args[argAlg+1:checkArgs], c.args[argAlg+1:checkArgs]) {
 				// the check of the last one: its numbers are not sent again
 				u.args = append(u.args, 0, c.args[0], mode)
 				continue

@@ -312,14 +312,14 @@ type cachedArgs struct {
 // clock), with no spare capacity: a caller appending to it gets a copy.
 func oneArgs(p *calc.Params, now int64) []any {
 	if now != 0 {
-		return []any{now, p.Cap, p.Period, p.R, p.U, p.Cost}
+		return newOneArgs(p, now)
 	}
 	h := uint64(p.Alg) ^ uint64(p.Cap)*0x9e3779b97f4a7c15 ^ uint64(p.Period)*0xc2b2ae3d27d4eb4f ^ uint64(p.R)*0x165667b19e3779f9 ^ uint64(p.U)*0x27d4eb2f165667c5 ^ uint64(p.Cost)*0x94d049bb133111eb
 	slot := &argsCache[(h^h>>29)%uint64(len(argsCache))]
 	if c := slot.Load(); c != nil && c.p == *p {
 		return c.args
 	}
-	args := []any{int64(0), p.Cap, p.Period, p.R, p.U, p.Cost}
+	args := newOneArgs(p, 0)
 	slot.Store(&cachedArgs{p: *p, args: args})
 	return args
 }
@@ -383,14 +383,11 @@ func (b *Store) refund(ctx context.Context, node *redis.Client, checks []algorit
 // extra more arguments.
 func scriptArgs(checks []algorithms.Check, ps []calc.Params, now int64, mode, extra int) ([]string, []any) {
 	keys := make([]string, len(checks), 2*len(checks)+1)
-	args := make([]any, 2+6*len(checks), 2+6*len(checks)+extra)
+	args := make([]any, callArgs+checkArgs*len(checks), callArgs+checkArgs*len(checks)+extra)
 	args[0], args[1] = now, mode
 	for i := range checks {
 		keys[i] = checks[i].Key
-		p := &ps[i]
-		o := 2 + 6*i
-		args[o], args[o+1], args[o+2] = int64(p.Alg), p.Cap, p.Period
-		args[o+3], args[o+4], args[o+5] = p.R, p.U, p.Cost
+		putCheck(args[callArgs+checkArgs*i:], &ps[i], ps[i].Cost)
 	}
 	return keys, args
 }

@@ -86,14 +86,16 @@ func (b *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
 func (b *Store) refundLate(ctx context.Context, refunds []algorithms.Refund, group []int, now int64) error {
 	r0 := &refunds[group[0]]
 	keys := make([]string, 0, len(group)+1)
-	args := make([]any, 2, 2+7*len(group))
+	args := make([]any, callArgs+refundArgs*len(group))
 	args[0], args[1] = now, r0.Result.Receipt.At
-	for _, j := range group {
+	for k, j := range group {
 		r := &refunds[j]
 		c := &r.Check
 		p := calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
 		keys = append(keys, c.Key)
-		args = append(args, int64(p.Alg), p.Cap, p.Period, p.R, p.U, r.Units, int64(r.Result.ResetAfter/time.Microsecond))
+		o := args[callArgs+refundArgs*k:]
+		putCheck(o, &p, r.Units)
+		o[argReset] = int64(r.Result.ResetAfter / time.Microsecond)
 	}
 	keys = append(keys, r0.Result.Receipt.Marker)
 	var node *redis.Client

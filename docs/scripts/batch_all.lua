@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 be1698a2d2867672b02b561e13b27cb8ede45bd3 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 11333fdc19cf8b2d855d8352407ef674614e7eaf (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -192,6 +192,24 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
 end
 
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
@@ -398,18 +416,7 @@ end
 local function sliding_log_write(key, stamp, cost, period, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
   local s = fmt(stamp)
-  local seq = redis.call('ZCOUNT', key, s, s)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(seq + i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
   pexpire(key, stamp + period - now)
 end
 
@@ -809,18 +816,7 @@ end
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 
@@ -1077,7 +1073,7 @@ local function token_bucket_fast(key, b, now)
     return 1, remaining, 0, reset
   end
 end
-local checks, writes, fasts = {fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, }, {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write, concurrency_write, }, {[1] = fixed_window_fast, [3] = sliding_window_fast, [4] = token_bucket_fast, }
+local checks, writes, fasts = {[1] = fixed_window, [2] = sliding_log, [3] = sliding_window, [4] = token_bucket, [5] = gcra, [6] = concurrency}, {[1] = fixed_window_write, [2] = sliding_log_write, [3] = sliding_window_write, [4] = token_bucket_write, [5] = gcra_write, [6] = concurrency_write}, {[1] = fixed_window_fast, [3] = sliding_window_fast, [4] = token_bucket_fast}
 -- Batch: several decide calls, queued behind the round trips in flight,
 -- decided in one script, one call after another. The Go side joins it as
 -- batch_state.lua, a flat loop (see the end of this header) with what it

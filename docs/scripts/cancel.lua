@@ -17,8 +17,8 @@
 --   0 the part had not run (now it never commits), 1 it had committed and
 --   its units are given back, 2 cancelled already; then the now in µs
 --
--- SHA1 7e46e6d51e019bb14b1bad66a49139f9ef143e2d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, cancel.lua,
+-- SHA1 3090dc4e59455b3a72c77d382bfa06ed1c05138b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, cancel.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
 -- redlimit's scripts: each is this prelude, one or all of the algorithm
@@ -75,6 +75,24 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
 end
 
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
@@ -281,18 +299,7 @@ end
 local function sliding_log_write(key, stamp, cost, period, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
   local s = fmt(stamp)
-  local seq = redis.call('ZCOUNT', key, s, s)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(seq + i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
   pexpire(key, stamp + period - now)
 end
 
@@ -692,18 +699,7 @@ end
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 
@@ -859,13 +855,27 @@ if now == '0' then
 else
   now = tonumber(now)
 end
+-- unknown_algorithm, joined only into refund.lua's and cancel.lua's scripts
+-- (every function a script defines costs on each of its calls), returns
+-- the error reply for the first of n checks (stride numbers each in ARGV
+-- from ARGV[3], the algorithm first) whose algorithm t has no function
+-- for, or nil.
+local function unknown_algorithm(t, n, stride)
+  for i = 1, n do
+    local a = ARGV[3 + stride * (i - 1)]
+    if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
+  end
+end
+local undo = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding_window_refund, [4] = token_bucket_refund, [5] = gcra_refund, [6] = concurrency_refund, [7] = calendar_refund}
 -- Cancel: settles one part of a call spanning slots (Redis Cluster, Ring)
 -- whose caller never learned whether it committed: its deadline ended
 -- first, or its connection broke in the middle of the reply. Without it,
 -- such a part that had committed would keep the units of a request that
 -- was never served (a route rule shared by every client drained by the
 -- calls that timed out). The Go side joins it after the prelude, the
--- algorithm files, calendar.lua and now.lua, as refund.lua.
+-- algorithm files, calendar.lua, now.lua, unknown.lua and a line
+-- defining `undo`, each algorithm's <name>_refund by its number (generated
+-- by lua.go), as refund.lua.
 --
 -- KEYS[i], i <= n    the storage key of check i
 -- KEYS[n+1]          the part's commit marker
@@ -886,14 +896,9 @@ end
 -- 1>:...": each check gives back its cost as refund.lua's late refunds
 -- do (<name>_refund(key, cap, period, r, u, cost, at, reset, now)), and a
 -- concurrency check removes its slots.
-local undo = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
-undo[6], undo[7] = concurrency_refund, calendar_refund
 local n = #KEYS - 1
-for i = 1, n do
-  if not undo[tonumber(ARGV[3 + 6 * (i - 1)])] then
-    return redis.error_reply('redlimit: unknown algorithm ' .. tostring(ARGV[3 + 6 * (i - 1)]))
-  end
-end
+local unknown = unknown_algorithm(undo, n, 6)
+if unknown then return unknown end
 local m = redis.call('GET', KEYS[n + 1])
 redis.call('SET', KEYS[n + 1], 'x', 'PX', ARGV[2])
 if not m then return {0, now} end

@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 6f8cb8f2ff54e3106c5cdd05ecd4e22bd4722915 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 fa83ebf177942cd65b8b93b6069025f469986814 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -82,6 +82,24 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
 end
 
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
@@ -288,18 +306,7 @@ end
 local function sliding_log_write(key, stamp, cost, period, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
   local s = fmt(stamp)
-  local seq = redis.call('ZCOUNT', key, s, s)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(seq + i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
   pexpire(key, stamp + period - now)
 end
 
@@ -699,18 +706,7 @@ end
 -- concurrency_write adds the cost slots of lease, expiring at expiry, and
 -- sets the key's TTL to ttl µs (until its last slot expires).
 local function concurrency_write(key, lease, cost, expiry, ttl)
-  local e, l = fmt(expiry), fmt(lease)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = e
-    args[#args + 1] = l .. ':' .. fmt(i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
   pexpire(key, ttl)
 end
 
@@ -866,15 +862,22 @@ if now == '0' then
 else
   now = tonumber(now)
 end
+local checks, writes, refunds = {[1] = fixed_window, [2] = sliding_log, [3] = sliding_window, [4] = token_bucket, [5] = gcra, [6] = concurrency, [7] = calendar}, {[1] = fixed_window_write, [2] = sliding_log_write, [3] = sliding_window_write, [4] = token_bucket_write, [5] = gcra_write, [6] = concurrency_write, [7] = calendar_write}, {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding_window_refund, [4] = token_bucket_refund, [5] = gcra_refund, [6] = concurrency_refund, [7] = calendar_refund}
 -- Dispatch: several checks of one request, decided all-or-nothing, or the
--- refund of a decide call.
+-- refund of a decide call. The Go side joins it after the prelude, the
+-- algorithm files, calendar.lua, now.lua and a line defining `checks`,
+-- `writes` and `refunds`: each algorithm's functions by its number
+-- (lua.go generates it from the one list that numbers them).
 --
 -- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
 --                    (Redis Cluster, Ring), 3 decide one part of a call
 --                    spanning slots
--- ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
---                    3 sliding_window, 4 token_bucket, 5 gcra, 7 calendar),
+-- ARGV[3+6(i-1)...]  per check (laid out by algorithms/redisstore/args.go,
+--                    TestScriptArgs keeps both sides alike): algorithm
+--                    (1 fixed_window, 2 sliding_log,
+--                    3 sliding_window, 4 token_bucket, 5 gcra,
+--                    6 concurrency, 7 calendar),
 --                    capacity, period µs, r, u, cost (a calendar check:
 --                    capacity, its windows' boundaries s0, s1, s2, cost)
 -- ARGV[3+6n]         mode 3 only: the refund window W in ms
@@ -924,12 +927,6 @@ elseif mode == '2' then
 elseif mode == '3' then
   n = (n - 1) / 2
 end
-local checks = {fixed_window, sliding_log, sliding_window, token_bucket, gcra}
-local writes = {fixed_window_write, sliding_log_write, sliding_window_write, token_bucket_write, gcra_write}
-local refunds = {fixed_window_refund, sliding_log_refund, sliding_window_refund, token_bucket_refund, gcra_refund}
-checks[6], writes[6], refunds[6] = concurrency, concurrency_write, concurrency_refund -- 6: concurrency.lua
--- calendar quotas (calendar.lua): number 7
-checks[7], writes[7], refunds[7] = calendar, calendar_write, calendar_refund
 
 -- args returns check i's algorithm and its parameters after the key.
 local function args(i)
@@ -975,24 +972,22 @@ if mode == '1' then
   return reply
 end
 
--- A calendar check (7) whose windows do not hold now: nothing is decided;
--- every check replies allowed 3, then the now (see calendar.lua).
+-- A call that decides nothing replies, for every check, allowed `still`
+-- and zeros, then the now: 3 when a calendar check's (7) windows do not
+-- hold now (see calendar.lua); 0 for a part whose commit marker exists
+-- already, cancelled (cancel.lua) or a resend of a part that committed.
+local still
 for i = 1, n do
   local o = 3 + (i - 1) * 6
   if ARGV[o] == '7' and calendar_outside(now, tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])) then
-    for j = 1, n do
-      reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 3, 0, 0, 0
-    end
-    reply[4 * n + 1] = now
-    return reply
+    still = 3
+    break
   end
 end
-
--- A part whose commit marker exists already was cancelled (cancel.lua), or
--- is a resend of a part that committed: it decides nothing.
-if mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then
+if not still and mode == '3' and redis.call('EXISTS', KEYS[2 * n + 1]) == 1 then still = 0 end
+if still then
   for j = 1, n do
-    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = 0, 0, 0, 0
+    reply[4 * j - 3], reply[4 * j - 2], reply[4 * j - 1], reply[4 * j] = still, 0, 0, 0
   end
   reply[4 * n + 1] = now
   return reply

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 a3d561c279ea795d40cfda2760d0cf2b2416425c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 f1983004b2f2773fac405d7361ac55ff2480e5be (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -228,6 +228,24 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
 end
 
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 57ac834e359c49a77b51bb8af183b036faaf4801 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 426fe8ed76dea21dcbfeac47a5a79d0cc40eab98 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, sliding_log.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -88,6 +88,24 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
 -- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
 -- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
 -- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
@@ -118,18 +136,7 @@ end
 local function sliding_log_write(key, stamp, cost, period, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
   local s = fmt(stamp)
-  local seq = redis.call('ZCOUNT', key, s, s)
-  local args = {}
-  local i = 0
-  while i < cost do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(seq + i)
-    i = i + 1
-    if #args == 200 or i == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
   pexpire(key, stamp + period - now)
 end
 

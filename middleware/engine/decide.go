@@ -26,8 +26,9 @@ const (
 //
 // Decide stops at the first rule whose Input says the request cannot
 // proceed (Err, or Missing under DenyMissingKey, or a negative Cost, for a
-// rule not in shadow mode, or an unknown limit under FailClosed): the later
-// Inputs are not read and no later LimitFunc is called. An exempt Input
+// rule not in shadow mode, or an unknown limit under FailClosed: see
+// [Engine.Stops] and [Decision.Stop]): the later Inputs are not read and
+// no later LimitFunc is called. An exempt Input
 // leaves its rule out before anything else is read. An in whose length is
 // not the number of rules is an *[algorithms.ConfigError], for the error
 // policy.
@@ -96,34 +97,35 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 			rd.Exempt = true
 			continue
 		}
-		if x.Err != nil {
+		switch t := e.troubleOf(i, x); t {
+		case troubleErr:
+			d.stop, d.stopWhy = i+1, OutcomeError
 			return e.s.policyFor(d, x.Err)
-		}
-		if x.Missing || x.Material == "" {
-			if rule.MissingKey == SkipMissingKey {
-				rd.Skipped = true
-				continue
-			}
+		case troubleSkip:
+			rd.Skipped = true
+			continue
+		case troubleMissing:
 			rd.MissingKey = true
-			if rd.Shadow {
+			if !e.stopsFor(i, t) {
 				d.WouldDeny = true
 				continue
 			}
 			d.Allowed = false
+			d.stop, d.stopWhy = i+1, OutcomeMissingKey
 			return deny
-		}
-		if x.Cost < 0 {
+		case troubleCost:
 			// A request the rule cannot weigh is denied, whatever the
 			// error policy: failing open would let a bug (or input a
 			// client controls) bypass the limit.
 			rd.InvalidCost = true
 			d.Err = &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "must be >= 0, got " + strconv.FormatInt(x.Cost, 10)}
 			e.s.logError(d.Err)
-			if rd.Shadow {
+			if !e.stopsFor(i, t) {
 				d.WouldDeny = true
 				continue
 			}
 			d.Allowed = false
+			d.stop, d.stopWhy = i+1, OutcomeInvalidCost
 			return deny
 		}
 		limit, err := rule.limitFor(ctx, x)
@@ -131,7 +133,8 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 			// Never a default limit: the rule is not decided. The error
 			// policy says whether the request goes on without it.
 			rd.LimitFailed = true
-			if !rd.Shadow && e.s.policy == FailClosed {
+			if e.stopsFor(i, troubleLimit) {
+				d.stop, d.stopWhy = i+1, OutcomeError
 				return e.s.policyFor(d, err)
 			}
 			d.Err = err

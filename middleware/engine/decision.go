@@ -91,6 +91,9 @@ type Decision struct {
 	Latency time.Duration
 
 	hold *hold // the slots of concurrency rules, nil when none (see Release)
+
+	stop    int     // 1 + the rule the request stopped at, 0 for none (see Stop)
+	stopWhy Outcome // why it stopped there
 }
 
 // RuleDecision is one rule's part of a [Decision].

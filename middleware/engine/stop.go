@@ -1,0 +1,87 @@
+package engine
+
+import "github.com/redlimit/redlimit/algorithms"
+
+// trouble is what is wrong with a rule's Input, before its limit is
+// looked up, in the order Decide examines it.
+type trouble uint8
+
+const (
+	troubleNone    trouble = iota
+	troubleErr             // Input.Err: the error policy decides the request
+	troubleSkip            // no key material under SkipMissingKey: the rule is left out
+	troubleMissing         // no key material under DenyMissingKey
+	troubleCost            // a negative Cost
+	troubleLimit           // no limit: Input.LimitErr, a LimitFunc's error, an invalid limit
+)
+
+// troubleOf returns what is wrong with rule i's Input x, its limit left
+// aside (see [compiled.limitFor]).
+func (e *Engine) troubleOf(i int, x *Input) trouble {
+	switch {
+	case x.Err != nil:
+		return troubleErr
+	case x.Missing || x.Material == "":
+		if e.rules[i].MissingKey == SkipMissingKey {
+			return troubleSkip
+		}
+		return troubleMissing
+	case x.Cost < 0:
+		return troubleCost
+	}
+	return troubleNone
+}
+
+// stopsFor reports whether Decide stops at rule i for t, deciding the
+// request there without reading a later Input: a failed Input always;
+// a missing key or a negative cost on a rule not in shadow mode (denied);
+// an unknown limit on such a rule under FailClosed (refused). This is the
+// one place that says where a request stops.
+func (e *Engine) stopsFor(i int, t trouble) bool {
+	switch t {
+	case troubleNone, troubleSkip:
+		return false
+	case troubleErr:
+		return true
+	}
+	if e.rules[i].Shadow || e.s.shadow {
+		return false // a shadow rule only reports that it would have denied
+	}
+	return t != troubleLimit || e.s.policy == FailClosed
+}
+
+// Stops reports whether [Engine.Decide], given x as rule i's Input (i in
+// rule order), stops at rule i: it then decides the request there, denied
+// or by the error policy, without reading the later Inputs. x stops when
+// it is not Exempt and it holds an Err; or, for a rule not in shadow mode,
+// no key material (Missing, or an empty Material) under DenyMissingKey, a
+// negative Cost, or, under FailClosed, a LimitErr or an invalid Limit.
+// Stops does not call Rule.LimitFunc: a limit that only it finds is
+// examined by Decide.
+//
+// An adapter that finds the Inputs rule by rule (the HTTP middleware runs
+// each rule's key func, Cost and LimitFunc on the request) asks Stops
+// after each, and finds no more once it reports true: the later rules'
+// funcs are not run for a request that Decide stops before them.
+func (e *Engine) Stops(i int, x *Input) bool {
+	if i < 0 || i >= len(e.rules) || x.Exempt {
+		return false
+	}
+	t := e.troubleOf(i, x)
+	if t == troubleNone && (x.LimitErr != nil || x.Limit != (algorithms.Limit{}) && x.Limit.Validate(e.rules[i].Algorithm) != nil) {
+		t = troubleLimit
+	}
+	return e.stopsFor(i, t)
+}
+
+// Stop returns the rule at which the request stopped before any backend
+// call (see [Engine.Stops]) and why: OutcomeMissingKey or
+// OutcomeInvalidCost (denied), or OutcomeError (its Input or its limit
+// failed: the error policy decided). ok is false when no rule stopped it:
+// the backend decided, or every rule was left out.
+func (d *Decision) Stop() (rule int, why Outcome, ok bool) {
+	if d.stop == 0 {
+		return -1, OutcomeAllowed, false
+	}
+	return d.stop - 1, d.stopWhy, true
+}
