@@ -421,17 +421,24 @@ const FailoverWindow = time.Second
 // lossBound is the over-admission a fault of kind may cause on k by
 // losing writes: a restart (kill, kill-aof) forgets up to everything, two
 // full limits (the current and the previous window); a failover-like fault
-// the admissions of FailoverWindow plus a full limit.
+// the admissions of FailoverWindow plus a full limit. A clock fault is two
+// failovers (to the skewed node, and back) and one step of the clock
+// forward (onto the node ahead, or back from the node behind), which
+// refills at most a full capacity once: a step back creates none (the
+// buckets keep their debt, the windows hold at the later window).
 func (k *keyInfo) lossBound(kind string) int64 {
 	c := k.rate
 	if k.burst > 0 {
 		c = k.burst
 	}
+	failover := c + k.rate*FailoverWindow.Microseconds()/k.period
 	switch kind {
 	case world.Kill, world.KillAOF:
 		return 2 * c
+	case world.ClockAhead, world.ClockBehind:
+		return 2*failover + c
 	}
-	return c + k.rate*FailoverWindow.Microseconds()/k.period
+	return failover
 }
 
 // refill is how long a key takes from empty to full capacity with no

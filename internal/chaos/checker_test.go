@@ -188,9 +188,29 @@ func TestCheckLostToFailover(t *testing.T) {
 		}
 		b.dec(x, x+1, "", tb)
 	}
-	b.fault(world.ClockBehind, 100, 290)
+	b.fault(world.Failover, 100, 290)
 	if s := check(t, b); kinds(s.Violations) != VOverAdmission || !strings.Contains(s.Violations[0].Msg, "beyond their bound") {
 		t.Fatalf("violations %q, want one over-admission beyond the bound", kinds(s.Violations))
+	}
+	// A clock fault is two failovers and one forward step of the clock:
+	// 2 × 14 + a full bucket, 32 units; 16 over is within it, 40 is not.
+	for _, tc := range []struct {
+		n         int
+		violation bool
+	}{{26, false}, {50, true}} {
+		b = newHist()
+		for i := range tc.n {
+			x := 300 + float64(i)*600/float64(tc.n)
+			if i < 4 {
+				x = float64(i)
+			}
+			b.dec(x, x+1, "", tb)
+		}
+		b.fault(world.ClockBehind, 100, 290)
+		s := check(t, b)
+		if got := kinds(s.Violations) == VOverAdmission && strings.Contains(s.Violations[0].Msg, "beyond their bound"); got != tc.violation {
+			t.Fatalf("%d admissions around a clock fault: violations %q, want a violation: %v", tc.n, kinds(s.Violations), tc.violation)
+		}
 	}
 	b = newHist()
 	for _, x := range []float64{0, 1, 2, 3, 600, 601, 602, 603, 604, 605, 606, 607, 608} { // 13 within 609 ms: at most 4 + 6
