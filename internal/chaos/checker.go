@@ -418,9 +418,15 @@ func Check(h *History, opts CheckOptions) Summary {
 // the clients and sentinels moved (Sentinel's switch takes about 0.8 s).
 const FailoverWindow = time.Second
 
+// AOFLossWindow is how much of the last writes a node restarted from its
+// append-only file (appendfsync everysec) may have lost.
+const AOFLossWindow = 2 * time.Second
+
 // lossBound is the over-admission a fault of kind may cause on k by
-// losing writes: a restart (kill, kill-aof) forgets up to everything, two
-// full limits (the current and the previous window); a failover-like fault
+// losing writes: a restart (kill) forgets up to everything, two full
+// limits (the current and the previous window); a restart from the
+// append-only file (kill-aof) the admissions of AOFLossWindow, at least
+// as much; a failover-like fault
 // the admissions of FailoverWindow plus a full limit. A clock fault is two
 // failovers (to the skewed node, and back) and one step of the clock
 // forward (onto the node ahead, or back from the node behind), which
@@ -433,8 +439,12 @@ func (k *keyInfo) lossBound(kind string) int64 {
 	}
 	failover := c + k.rate*FailoverWindow.Microseconds()/k.period
 	switch kind {
-	case world.Kill, world.KillAOF:
+	case world.Kill:
 		return 2 * c
+	case world.KillAOF:
+		// appendfsync everysec loses up to two seconds of writes (Redis's
+		// persistence docs): a bucket forgets what it admitted then
+		return max(2*c, c+k.rate*AOFLossWindow.Microseconds()/k.period)
 	case world.ClockAhead, world.ClockBehind:
 		return 2*failover + c
 	}
