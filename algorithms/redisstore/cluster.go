@@ -356,52 +356,50 @@ func (b *Store) refundPart(ctx context.Context, p *part) {
 const refundTimeout = 2 * time.Second
 
 // refundDetached refunds p on a context of its own, for a call that has
-// returned already, trying again while the cluster answers that it did not
-// run the script (CLUSTERDOWN while a failover is under way, ...).
+// returned already.
 func (b *Store) refundDetached(ctx context.Context, p *part) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
-	defer cancel()
 	res := slices.Clone(p.res)
-	for {
-		err := b.refund(ctx, p.node, p.checks, p.ps, res, p.now, p.commit)
-		if err == nil {
-			return
-		}
-		if !notRun(err) || ctx.Err() != nil {
-			b.refundFailed(err)
-			return
-		}
-		b.shards.failed()
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	b.detached(ctx, func(ctx context.Context) error {
+		return b.refund(ctx, p.node, p.checks, p.ps, res, p.now, p.commit)
+	})
 }
 
 // cancelDetached runs lua/cancel.lua for p, a part whose decide call
-// failed, on a context of its own, trying again while the cluster answers
-// that it did not run the script. A cancel that cannot be delivered is
+// failed, on a context of its own. A cancel that cannot be delivered is
 // reported to OnRefundError: the part's units, if it committed, stay
 // charged until its keys' state ends.
 func (b *Store) cancelDetached(ctx context.Context, p *part) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
-	defer cancel()
 	keys, args := scriptArgs(p.checks, p.ps, 0, 0, 0)
 	if b.now != nil {
 		args[0] = b.now().UnixMicro()
 	}
 	args[1] = p.window
 	keys = append(keys, p.commit)
-	for {
+	b.detached(ctx, func(ctx context.Context) error {
 		vals, err := b.run(ctx, p.node, cancelScript, keys, args)
-		if err == nil && (len(vals) != 2 || vals[0] < 0 || vals[0] > 2) {
-			err = &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("cancel script reply %v, want [0|1|2 now]", vals)}
+		if err != nil {
+			return err
 		}
+		if len(vals) != 2 || vals[0] < 0 || vals[0] > 2 {
+			return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("cancel script reply %v, want [0|1|2 now]", vals)}
+		}
+		if b.onCancel != nil {
+			b.onCancel(vals[0] == 1)
+		}
+		return nil
+	})
+}
+
+// detached runs settle, a refund or cancel for a call that has returned
+// already, on a context of its own bounded by refundTimeout, trying again
+// while the cluster answers that it did not run the script (CLUSTERDOWN
+// while a failover is under way, ...); a failure goes to OnRefundError.
+func (b *Store) detached(ctx context.Context, settle func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	for {
+		err := settle(ctx)
 		if err == nil {
-			if b.onCancel != nil {
-				b.onCancel(vals[0] == 1)
-			}
 			return
 		}
 		if !notRun(err) || ctx.Err() != nil {
