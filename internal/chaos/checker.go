@@ -511,14 +511,18 @@ func recsOf(as []admission) []int {
 
 func us(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 
-// fixedWindow: at most Rate units in each window of Period aligned to the
-// Unix epoch, counting the admissions certainly inside the window.
-func fixedWindow(base int64, k *keyInfo, adm []admission, margin int64) []overage {
-	type win struct {
-		units int64
-		as    []admission
-	}
-	wins := map[int64]*win{}
+// window is the admissions certainly inside one window of Period aligned
+// to the Unix epoch, and their units.
+type window struct {
+	units int64
+	as    []admission
+}
+
+// windows groups adm by the epoch-aligned window of k.period each call
+// certainly lay in (its start and end, widened by margin, in one window);
+// a call that may straddle a boundary counts in none.
+func windows(base int64, k *keyInfo, adm []admission, margin int64) map[int64]*window {
+	wins := map[int64]*window{}
 	for _, a := range adm {
 		w := floorDiv(base+a.s-margin, k.period)
 		if w != floorDiv(base+a.e+margin, k.period) {
@@ -526,12 +530,19 @@ func fixedWindow(base int64, k *keyInfo, adm []admission, margin int64) []overag
 		}
 		x := wins[w]
 		if x == nil {
-			x = &win{}
+			x = &window{}
 			wins[w] = x
 		}
 		x.units += a.units
 		x.as = append(x.as, a)
 	}
+	return wins
+}
+
+// fixedWindow: at most Rate units in each window of Period aligned to the
+// Unix epoch, counting the admissions certainly inside the window.
+func fixedWindow(base int64, k *keyInfo, adm []admission, margin int64) []overage {
+	wins := windows(base, k, adm, margin)
 	var out []overage
 	for _, w := range slices.Sorted(maps.Keys(wins)) {
 		if x := wins[w]; x.units > k.rate {
@@ -577,24 +588,7 @@ func slidingLog(k *keyInfo, adm []admission, margin int64) []overage {
 // window, certainly before the check; e at its latest), a lower bound of
 // the estimate the server computed.
 func slidingWindow(base int64, k *keyInfo, adm []admission, margin int64) []overage {
-	type win struct {
-		units int64
-		as    []admission
-	}
-	wins := map[int64]*win{}
-	for _, a := range adm {
-		w := floorDiv(base+a.s-margin, k.period)
-		if w != floorDiv(base+a.e+margin, k.period) {
-			continue
-		}
-		x := wins[w]
-		if x == nil {
-			x = &win{}
-			wins[w] = x
-		}
-		x.units += a.units
-		x.as = append(x.as, a)
-	}
+	wins := windows(base, k, adm, margin)
 	var out []overage
 	for _, w := range slices.Sorted(maps.Keys(wins)) {
 		x := wins[w]
