@@ -2,36 +2,14 @@ package world
 
 import (
 	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 )
 
-// keySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of
-// its hash tag (the part between the first { and the next }, when not
-// empty) or of the whole key, modulo 16384.
-func keySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16(key) % 16384)
-}
-
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// keySlot returns the Redis Cluster hash slot of key (as CLUSTER KEYSLOT
+// answers it).
+func keySlot(key string) int { return redisstore.HashSlot(key) }
 
 var (
 	tagsOnce sync.Once
