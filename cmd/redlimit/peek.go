@@ -82,8 +82,10 @@ func engineFor(client redis.UniversalClient, def ruleDef) (*engine.Engine, error
 	})
 }
 
-func cmdPeek(ctx context.Context, g *global, args []string) error {
-	def, key, err := ruleCommand(ctx, g, "peek", args, true)
+// withRule parses the RULE KEY arguments of command name and runs fn with
+// an engine of that one rule on the Redis of g.
+func withRule(ctx context.Context, g *global, name string, args []string, needLimit bool, fn func(def ruleDef, key string, e *engine.Engine) error) error {
+	def, key, err := ruleCommand(ctx, g, name, args, needLimit)
 	if err != nil {
 		return err
 	}
@@ -97,6 +99,16 @@ func cmdPeek(ctx context.Context, g *global, args []string) error {
 		return err
 	}
 	defer e.Close()
+	return fn(def, key, e)
+}
+
+func cmdPeek(ctx context.Context, g *global, args []string) error {
+	return withRule(ctx, g, "peek", args, true, func(def ruleDef, key string, e *engine.Engine) error {
+		return g.peek(ctx, def, key, e)
+	})
+}
+
+func (g *global) peek(ctx context.Context, def ruleDef, key string, e *engine.Engine) error {
 	d := e.Peek(ctx, key)
 	if d.Err != nil {
 		return d.Err
@@ -111,20 +123,12 @@ func cmdPeek(ctx context.Context, g *global, args []string) error {
 }
 
 func cmdReset(ctx context.Context, g *global, args []string) error {
-	def, key, err := ruleCommand(ctx, g, "reset", args, false)
-	if err != nil {
-		return err
-	}
-	client, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	e, err := engineFor(client, def)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	return withRule(ctx, g, "reset", args, false, func(def ruleDef, key string, e *engine.Engine) error {
+		return g.reset(ctx, def, key, e)
+	})
+}
+
+func (g *global) reset(ctx context.Context, def ruleDef, key string, e *engine.Engine) error {
 	if err := e.Reset(ctx, key); err != nil {
 		return err
 	}
@@ -133,7 +137,7 @@ func cmdReset(ctx context.Context, g *global, args []string) error {
 	if g.json {
 		return g.emit(map[string]any{"rule": def.Name, "key": key, "storage_key": d.Rules[0].Key, "reset": true})
 	}
-	_, err = fmt.Fprintf(g.stdout, "reset %s\n", d.Rules[0].Key)
+	_, err := fmt.Fprintf(g.stdout, "reset %s\n", d.Rules[0].Key)
 	return err
 }
 
