@@ -145,12 +145,11 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 		rd.Algorithm, rd.Limit = rule.Algorithm, limit
 		rd.Cost = max(x.Cost, 1)
 		c := algorithms.Check{Key: rd.Key, Algorithm: rule.Algorithm, Limit: limit, Cost: x.Cost}
-		if rule.blocks != nil {
-			if now == 0 { // a peek: no blocks, the key of the epoch
-				_, rd.Key = rule.blocks.key(rd.Key, 0).epochAt(e.s.blocks.clock())
-				c.Key = rd.Key
-				goto check
-			}
+		switch {
+		case rule.blocks != nil && now == 0: // a peek: no blocks, the key of the epoch
+			_, rd.Key = rule.blocks.key(rd.Key, 0).epochAt(e.s.blocks.clock())
+			c.Key = rd.Key
+		case rule.blocks != nil:
 			k := rule.blocks.key(rd.Key, now)
 			_, rd.Key = k.epochAt(now) // see epoch.go
 			c.Key = rd.Key
@@ -162,7 +161,6 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 				return deny
 			}
 		}
-	check:
 		s.checks = append(s.checks, c)
 		if rule.Algorithm == algorithms.Concurrency {
 			s.checks[len(s.checks)-1].Lease = algorithms.NewLease()
