@@ -55,6 +55,7 @@ func table(suffix string, names ...string) string {
 
 var (
 	multi    string
+	block    string
 	refund   string
 	cancel   string
 	batchAll string
@@ -127,6 +128,7 @@ func init() {
 		}
 	}
 	all := b.String()
+	block = prelude + source("token_bucket") + source("gcra") + source("now") + source("block")
 	b.WriteString(source("calendar"))
 	// Concurrency is released, never refunded late: refund.lua's table
 	// leaves it out, and answers its number as unknown.
@@ -154,6 +156,11 @@ func source(name string) string {
 // Multi returns the script that decides several checks all-or-nothing, or
 // refunds them: the prelude, the five algorithms and the dispatch, joined.
 func Multi() string { return multi }
+
+// Block returns the script that takes a quota block of a token bucket or
+// GCRA key: units its caller may use until a hold has passed, stored as if
+// they arrived at its end (see block.lua).
+func Block() string { return block }
 
 // Refund returns the script that gives back, later, units that a decide
 // call which set a commit marker took: the prelude, the five algorithms
@@ -192,7 +199,7 @@ func BatchAll() string { return batchAll }
 // traffic; preloading is optional, since a NOSCRIPT answer makes go-redis
 // send the script itself.
 func Scripts() []string {
-	s := []string{multi, refund, cancel, batchAll, release, renew}
+	s := []string{multi, block, refund, cancel, batchAll, release, renew}
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}

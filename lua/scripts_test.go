@@ -119,6 +119,20 @@ calendar check's windows do not hold the server's now`,
 			src: lua.Multi(),
 		},
 		script{
+			name: "block",
+			purpose: `Takes a quota block of a token bucket or GCRA key: k units its caller
+may use until a hold has passed, checked at now and stored as if they
+arrived at the hold's end (Rule.Blocks, docs/leasing.md). Never refunded.`,
+			keys: `KEYS[1]  the storage key`,
+			argv: `ARGV[1]  now in µs; 0: the server's clock (TIME)
+ARGV[2..6]  capacity, period µs, r, u, k (as one check of one_<algorithm>)
+ARGV[7]  the algorithm: 4 token_bucket, 5 gcra
+ARGV[8]  the hold in µs`,
+			reply: `allowed, remaining (after the block), retry_after µs, reset_after µs,
+now µs`,
+			src: lua.Block(),
+		},
+		script{
 			name: "refund",
 			purpose: `Gives back, after the response, the units a refundable decide call
 reserved and the work did not use ("count only failed logins"), at most

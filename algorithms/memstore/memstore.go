@@ -399,3 +399,42 @@ func (m *Store) Len() int {
 // InProcess implements [algorithms.InProcess]: every call is decided in
 // process, under the shards' locks, and never waits for I/O.
 func (m *Store) InProcess() bool { return true }
+
+var _ algorithms.Blocker = (*Store)(nil)
+
+// TakeBlock implements [algorithms.Blocker] with the arithmetic of
+// lua/block.lua (calc.State.Block).
+func (m *Store) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Duration) (algorithms.Result, error) {
+	if err := algorithms.ValidateBlock(c, hold); err != nil {
+		return algorithms.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return algorithms.Result{}, &algorithms.BackendError{Backend: "memory", Err: err}
+	}
+	p := calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)
+	now := m.now().UnixMicro()
+	hw := m.expiryTime(now)
+	h := maphash.String(m.seed, c.Key)
+	sh := &m.shards[h%memoryShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.lookup(h, c.Key)
+	exists := st != nil && st.expires > hw
+	var fresh slot
+	if st == nil {
+		st = &fresh // a key is stored only once it holds state
+	}
+	o := st.Block(&p, now, int64(hold/time.Microsecond), exists)
+	ttl := o.TTL
+	if o.Allowed {
+		ttl = o.Reset
+	}
+	if ttl > 0 {
+		if st == &fresh {
+			st = sh.insert(h, c.Key, hw, m.perShard, []algorithms.Check{c})
+			st.State = fresh.State
+		}
+		st.expires = hw + calc.CeilDiv(ttl, 1000)*1000
+	}
+	return result(o, p.Cap), nil
+}

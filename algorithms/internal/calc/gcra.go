@@ -16,14 +16,10 @@ package calc
 // clock to come back rather than refilling twice. [TokenBucket] keeps the
 // same, so the two make the same decisions.
 func (s *State) gcra(p *Params, now int64, exists, commit bool) Outcome {
-	var diff int64
-	var cut bool
 	tau := Tau(p)
-	if exists {
-		diff, cut = bucketDebt(s.a, s.b, s.c, now, p.R, p.Cap*p.U, s.d == tau)
-		if cut {
-			s.gcraSet(now, diff, p.R, tau)
-		}
+	diff, cut := s.bucketDebt(p, now, exists, tau)
+	if cut {
+		s.gcraSet(now, diff, p.R, tau)
 	}
 	o, next := bucket(p, diff)
 	if o.Allowed && commit {

@@ -12,14 +12,10 @@ package calc
 // state). A denied check stores nothing (but a cut debt), so the refill
 // accrued since the last allowed check is never lost.
 func (s *State) tokenBucket(p *Params, now int64, exists, commit bool) Outcome {
-	var diff int64
-	var cut bool
 	tau := Tau(p)
-	if exists && s.b > 0 { // b is 0 only in the state of another algorithm
-		diff, cut = bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U, s.d == tau)
-		if cut {
-			s.a, s.b, s.c, s.d = diff, p.R, now, tau
-		}
+	diff, cut := s.bucketDebt(p, now, exists, tau)
+	if cut {
+		s.a, s.b, s.c, s.d = diff, p.R, now, tau
 	}
 	o, next := bucket(p, diff)
 	if o.Allowed && commit {
