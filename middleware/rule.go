@@ -118,8 +118,9 @@ type Rule struct {
 	// Blocks, when set, turns on quota blocks for the rule: most checks
 	// of a hot key answered from units already charged in the store, k at
 	// a time, exactly (see engine.Rule.Blocks and docs/leasing.md). Fixed
-	// and sliding window rules only, without ResponseCost or Shadow; Close
-	// the Middleware when done to give back what the blocks hold.
+	// window, sliding window, token bucket and GCRA rules, without
+	// ResponseCost or Shadow; Close the Middleware when done to give back
+	// what the blocks hold.
 	Blocks *engine.BlockConfig
 
 	// MissingKey says what happens when Key finds no key material

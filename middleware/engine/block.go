@@ -28,7 +28,10 @@ type BlockConfig struct {
 	// Hold is how long a block should last: k is the key's local arrival
 	// rate times Hold. Default 100ms; at least 1ms, at most 10s. A block
 	// not used up within 2×Hold gives the rest back; a window's block is
-	// never used after its window ends.
+	// never used after its window ends. A token bucket's or GCRA's block
+	// is used for Hold at most, and at most a quarter of the bucket's full
+	// window (Burst/Rate), and what it has left then is not given back
+	// (see algorithms.Blocker).
 	Hold time.Duration
 
 	// Share is the largest fraction of what the key has left in the store
@@ -43,9 +46,17 @@ type BlockConfig struct {
 }
 
 // blockable reports whether quota blocks are exact for a: the window
-// algorithms, whose units count in the window they are charged in.
+// algorithms, whose units count in the window they are charged in, and
+// the buckets, whose blocks are stored as if their units arrived at the
+// hold's end (algorithms.Blocker).
 func blockable(a algorithms.Algorithm) bool {
-	return a == algorithms.FixedWindow || a == algorithms.SlidingWindow
+	return a == algorithms.FixedWindow || a == algorithms.SlidingWindow || bucketAlg(a)
+}
+
+// bucketAlg reports whether a is a bucket algorithm: its blocks are taken
+// with algorithms.Blocker and never given back.
+func bucketAlg(a algorithms.Algorithm) bool {
+	return a == algorithms.TokenBucket || a == algorithms.GCRA
 }
 
 // compileBlocks validates r's BlockConfig and sets its defaults.
@@ -59,7 +70,7 @@ func compileBlocks(r *Rule) error {
 	}
 	switch {
 	case !blockable(r.Algorithm):
-		return fail("Blocks", "is not exact for "+r.Algorithm.String()+": quota blocks serve fixed_window (calendar quotas included) and sliding_window rules (see docs/leasing.md)")
+		return fail("Blocks", "is not exact for "+r.Algorithm.String()+": quota blocks serve fixed_window (calendar quotas included), sliding_window, token_bucket and gcra rules (see docs/leasing.md)")
 	case r.Shadow:
 		return fail("Blocks", "must be nil for a shadow rule")
 	case r.Refundable:
@@ -90,6 +101,12 @@ func (s *shared) checkBlocks(r Rule) error {
 	if s.shadow {
 		return fail("must be nil under Config.Shadow")
 	}
+	if bucketAlg(r.Algorithm) {
+		if _, ok := s.primary.(algorithms.Blocker); !ok {
+			return fail("needs a backend that takes blocks of " + r.Algorithm.String() + " keys (an algorithms.Blocker, as memstore and redisstore are), got " + fmt.Sprintf("%T", s.primary))
+		}
+		return nil
+	}
 	if _, ok := s.primary.(algorithms.Refunder); !ok {
 		return fail("needs a backend that can give units back (an algorithms.Refunder, as memstore and redisstore are), got " + fmt.Sprintf("%T", s.primary))
 	}
@@ -103,6 +120,7 @@ type blockRule struct {
 	hold int64 // ns
 
 	epochs bool // fixed window: the key carries an epoch (see epoch.go)
+	bucket bool // token bucket, GCRA: blocks used within their hold, never given back
 
 	last atomic.Pointer[blockKey] // the key seen last: a hot key costs no map lookup
 	mu   sync.RWMutex
@@ -145,6 +163,7 @@ type block struct {
 	returnAt int64 // ns: its time is up; the rest goes back
 	resetAt  int64 // ns: when the key is full again (at the latest)
 	refund   algorithms.Refund
+	giveBack bool // its rest goes back when it ends early (windows; a bucket's never)
 }
 
 // retired is what a retired block's units hold: far below any cost.
@@ -214,7 +233,7 @@ func (bs *blocks) clock() int64 { return int64(bs.now().Sub(bs.base)) }
 // rule registers a rule with blocks and starts the sweeper with the first.
 func (bs *blocks) rule(r *Rule) *blockRule {
 	br := &blockRule{alg: r.Algorithm, cfg: *r.Blocks, hold: int64(r.Blocks.Hold), keys: make(map[string]*blockKey),
-		epochs: r.Algorithm == algorithms.FixedWindow}
+		epochs: r.Algorithm == algorithms.FixedWindow, bucket: bucketAlg(r.Algorithm)}
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	bs.rules = append(bs.rules, br)
@@ -331,7 +350,7 @@ func (e *Engine) takeLocal(ctx context.Context, br *blockRule, k *blockKey, c *a
 			c.Key, rd.Key = key, key // the block call found a new epoch
 		}
 	}
-	if at := k.blockAt.Load(); at != 0 && now-at < int64(refundWindow(br.cfg.Hold)) {
+	if at := k.blockAt.Load(); !br.bucket && at != 0 && now-at < int64(refundWindow(br.cfg.Hold)) {
 		// the store reports a denial within a block's refund window
 		// Provisional only for a refundable check
 		c.RefundWindow = refundWindow(br.cfg.Hold)
@@ -430,7 +449,8 @@ func (br *blockRule) observe(k *blockKey, limit algorithms.Limit, r *algorithms.
 // knownFor is how long (ns) after the call that produced r its Remaining
 // still bounds what the key can give: until its window ends for a fixed
 // window (a window's count only grows, but for refunds), one Hold for a
-// sliding window (whose previous window's weight decays).
+// sliding window (whose previous window's weight decays) and a bucket
+// (which refills).
 func (br *blockRule) knownFor(limit algorithms.Limit, r *algorithms.Result) int64 {
 	if br.alg == algorithms.FixedWindow {
 		d := r.ResetAfter
@@ -440,6 +460,18 @@ func (br *blockRule) knownFor(limit algorithms.Limit, r *algorithms.Result) int6
 		return int64(d)
 	}
 	return br.hold
+}
+
+// holdFor is how long (ns) a block of a key under limit lasts: Hold; for
+// a bucket, at most a quarter of its full window (burst / rate), since a
+// block holds the key's debt a hold ahead: a longer one would keep the
+// other instances waiting for as long.
+func (br *blockRule) holdFor(limit algorithms.Limit) int64 {
+	if !br.bucket {
+		return br.hold
+	}
+	full := float64(limit.Period) * float64(limit.Capacity(br.alg)) / float64(limit.Rate)
+	return max(min(br.hold, int64(full/4)), int64(time.Microsecond))
 }
 
 // windowLeft is how long (ns) after the call that produced the allowed
@@ -467,8 +499,8 @@ func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 
 		k.lastArrivals, k.lastFetch = arr, now
 		return 0
 	}
-	elapsed = max(elapsed, br.hold/4) // a burst at one instant is no infinite rate
-	span := br.hold
+	span := br.holdFor(limit)
+	elapsed = max(elapsed, span/4) // a burst at one instant is no infinite rate
 	capacity := limit.Capacity(br.alg)
 	remote := capacity
 	if until := k.remoteUntil.Load(); now < until {
@@ -544,6 +576,10 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	s := bs.s
 	ctx, cancel := bs.context()
 	defer cancel()
+	if br.bucket {
+		bs.fetchBucket(ctx, br, k, limit, n, sent, resets)
+		return
+	}
 	used, key := k.epochAt(sent)
 	checks := []algorithms.Check{{Key: key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
 	if br.epochs {
@@ -582,6 +618,7 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 		returnAt: recv + 2*br.hold,
 		resetAt:  recv + int64(r.ResetAfter),
 		refund:   algorithms.Refund{Check: checks[0], Result: *r},
+		giveBack: true,
 	}
 	b.units.Store(n)
 	k.blockAt.Store(recv)
@@ -589,6 +626,47 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, read
 	br.observe(k, limit, r, sent, false) // after the block is in (see take)
 	if old != nil {
 		bs.end(k, old, bs.clock()) // its rest goes back after: remote grows by it
+	}
+}
+
+// fetchBucket takes a block of n units of k, a bucket's key, with
+// algorithms.Blocker (checkBlocks made sure the primary is one) and
+// installs it: it is used until its hold ends, from the instant the call
+// was sent, and never given back.
+func (bs *blocks) fetchBucket(ctx context.Context, br *blockRule, k *blockKey, limit algorithms.Limit, n, sent, resets int64) {
+	s := bs.s
+	if s.health != nil && s.health.down.Load() {
+		return // blocks come from the primary only
+	}
+	hold := br.holdFor(limit)
+	c := algorithms.Check{Key: k.key, Algorithm: br.alg, Limit: limit, Cost: n}
+	r, err := s.primary.(algorithms.Blocker).TakeBlock(ctx, c, time.Duration(hold))
+	if err != nil {
+		k.retryAt.Store(sent + br.hold)
+		s.logError(err)
+		return
+	}
+	if k.resets.Load() != resets {
+		return // taken across a reset of the key: maybe before it
+	}
+	if !r.Allowed {
+		br.observe(k, limit, &r, sent, false)
+		return
+	}
+	recv := bs.clock()
+	b := &block{
+		size:     n,
+		until:    sent + hold,
+		returnAt: sent + hold,
+		resetAt:  recv + int64(r.ResetAfter),
+		refund:   algorithms.Refund{Check: c, Result: r},
+	}
+	b.units.Store(n)
+	k.blockAt.Store(recv)
+	old := bs.install(k, b)
+	br.observe(k, limit, &r, sent, false)
+	if old != nil {
+		old.retire()
 	}
 }
 
@@ -615,7 +693,7 @@ func (bs *blocks) install(k *blockKey, b *block) *block {
 // has not ended: what k knows the store has left grows by as much.
 func (bs *blocks) end(k *blockKey, b *block, now int64) {
 	n := b.retire()
-	if n == 0 || now >= b.until {
+	if n == 0 || now >= b.until || !b.giveBack {
 		return
 	}
 	s := bs.s

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -501,10 +502,10 @@ func TestBlocksConfig(t *testing.T) {
 		rule engine.Rule
 		want string
 	}{
-		{"gcra", m, engine.Rule{Name: "r", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
-			`redlimit: rule "r": Blocks is not exact for gcra`},
-		{"token bucket", m, engine.Rule{Name: "r", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
-			`redlimit: rule "r": Blocks is not exact for token_bucket`},
+		{"gcra, no blocker", algorithms.AllowAll{}, engine.Rule{Name: "r", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks needs a backend that takes blocks of gcra keys`},
+		{"concurrency", m, engine.Rule{Name: "r", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(2, time.Minute), Blocks: &engine.BlockConfig{}},
+			`redlimit: rule "r": Blocks is not exact for concurrency`},
 		{"sliding log", m, engine.Rule{Name: "r", Algorithm: algorithms.SlidingLog, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
 			`redlimit: rule "r": Blocks is not exact for sliding_log`},
 		{"hold", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{Hold: time.Microsecond}},
@@ -732,5 +733,137 @@ func TestBlocksResetOtherInstance(t *testing.T) {
 				t.Errorf("the next window admitted %d, want 1000", got)
 			}
 		})
+	}
+}
+
+// TestBlocksBuckets: 4 instances with quota blocks on one hot key of a
+// token bucket and of a GCRA rule (10,000/s, burst 1,000: a block holds
+// at most 25ms, a quarter of the full window), on memstore and on a real
+// redis-server, the clock stepping 1ms at a time. Under the limit (4,000/s
+// offered for 300ms) nothing is denied and from the first 50ms on the
+// instances send at most 0.1 Redis commands per admitted request; over
+// it (1,200,000/s for 100ms), what is admitted over any interval between two
+// instants stays within burst + rate × interval, and at least 90% of
+// rate × time once the burst is spent. The last 150ms play the case a
+// block stored at its now instead of its hold's end fails: instance 0
+// alone takes blocks and uses them one check a ms, the others then drain
+// the key at once (1,200 checks a ms) while instance 0 still uses the
+// block it holds.
+func TestBlocksBuckets(t *testing.T) {
+	const instances = 4
+	limit := algorithms.Limit{Rate: 10_000, Period: time.Second, Burst: 1_000}
+	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.GCRA} {
+		for _, setup := range blockSetups {
+			t.Run(alg.String()+"/"+setup.name, func(t *testing.T) {
+				clk := newStepClock(windowStart)
+				var n calls
+				backends := setup.backends(t, clk, instances, &n)
+				prefix := enginePrefix(t)
+				rule := engine.Rule{Name: "hot", Algorithm: alg, Limit: limit, Blocks: &engine.BlockConfig{}}
+				engines := make([]*engine.Engine, instances)
+				for i := range engines {
+					engines[i] = blockEngine(t, backends[i], clk, prefix, rule)
+				}
+				type instant struct {
+					at       time.Duration
+					admitted int64
+				}
+				var series []instant
+				var fromBlock atomic.Int64
+				// play plays ms instants, 1ms apart: at each, instance 0 makes
+				// one check, and every other instance callers goroutines of
+				// attempts checks each.
+				play := func(ms, callers, attempts int) (admitted, denied int64) {
+					if callers == 0 {
+						attempts = 0
+					}
+					for range ms {
+						at := time.Duration(len(series)) * time.Millisecond
+						clk.Set(windowStart.Add(at))
+						var ok, no atomic.Int64
+						var wg sync.WaitGroup
+						for i, e := range engines {
+							c, a := callers, attempts
+							if i == 0 {
+								c, a = 1, 1
+							}
+							if a == 0 {
+								continue
+							}
+							for range c {
+								wg.Go(func() {
+									var d engine.Decision
+									in := []engine.Input{{Material: "hot"}}
+									for range a {
+										e.Decide(context.Background(), in, &d)
+										if !d.Allowed {
+											no.Add(1)
+											continue
+										}
+										ok.Add(1)
+										if d.Rules[0].FromBlock {
+											fromBlock.Add(1)
+										}
+									}
+								})
+							}
+						}
+						wg.Wait()
+						waitIdle(engines)
+						series = append(series, instant{at, ok.Load()})
+						admitted += ok.Load()
+						denied += no.Load()
+					}
+					return admitted, denied
+				}
+				// under the limit: 4 checks a ms, 40% of the rate
+				play(50, 1, 1)
+				before := n.n.Load()
+				fromBlock.Store(0)
+				admitted, denied := play(250, 1, 1)
+				if denied != 0 {
+					t.Errorf("under the limit: %d denied, %d admitted", denied, admitted)
+				}
+				per := float64(n.n.Load()-before) / float64(admitted)
+				t.Logf("under the limit: %d admitted, %d from blocks, %d denied, %.4f store calls per admitted request", admitted, fromBlock.Load(), denied, per)
+				if setup.name == "redis" && per > 0.1 {
+					t.Errorf("%.4f Redis commands per admitted request under the limit, want <= 0.1", per)
+				}
+				if fromBlock.Load()*2 < admitted {
+					t.Errorf("%d of %d admitted from blocks, want at least half", fromBlock.Load(), admitted)
+				}
+				// instance 0 alone, its blocks held for 25ms at one check a
+				// ms: the key near full but for them
+				play(50, 0, 0)
+				// then the others, 1,200 checks a ms, drain the key at once
+				// while instance 0 still uses its blocks one check a ms
+				start := len(series)
+				over, _ := play(100, 4, 100)
+				// the bound, over every interval [i, j] of instants: one
+				// pass keeping the least S(i-1)·period - rate·t(i)
+				p, r := int64(limit.Period), limit.Rate
+				var sum int64
+				least := int64(math.MaxInt64)
+				for _, in := range series {
+					if in.admitted == 0 {
+						continue
+					}
+					if w := sum*p - r*int64(in.at); w < least {
+						least = w
+					}
+					sum += in.admitted
+					if (sum-limit.Burst)*p-r*int64(in.at) > least {
+						t.Fatalf("at %v: more than burst + rate × interval admitted over an interval ending there", in.at)
+					}
+				}
+				// once the burst is spent, the rate
+				spent := time.Duration(len(series)-start) * time.Millisecond
+				floor := int64(float64(r) * 0.9 * spent.Seconds())
+				t.Logf("over the limit: %d admitted in %v (the rate: %d)", over, spent, int64(float64(r)*spent.Seconds()))
+				if over < floor {
+					t.Errorf("over the limit: %d admitted in %v, want at least %d", over, spent, floor)
+				}
+			})
+		}
 	}
 }

@@ -47,3 +47,38 @@ func ExampleBlockConfig() {
 	// allowed=true from a block=true remaining=997 reset after 1m0s
 	// the store after Close: 997
 }
+
+// A GCRA rule with quota blocks: a block is checked now and charged as if
+// its units arrived when its hold ends (25ms here: a quarter of the
+// bucket's full window, 1,000 / 10,000/s), so the store's Remaining drops
+// by the hold's worth of refill (250) besides the block (8 units: the
+// key's rate times the hold); the block's units are used within the hold,
+// and what it has left then is dropped, never given back.
+func ExampleBlockConfig_gcra() {
+	now := time.Unix(1_700_000_040, 0)
+	clock := func() time.Time { return now }
+	mem, err := memstore.New(memstore.Config{Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(mem, engine.Config{Now: clock, Rules: []engine.Rule{{
+		Name: "route", Algorithm: algorithms.GCRA,
+		Limit:  algorithms.Limit{Rate: 10_000, Period: time.Second, Burst: 1_000},
+		Blocks: &engine.BlockConfig{},
+	}}})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	var d engine.Decision
+	for range 4 {
+		e.Decide(context.Background(), []engine.Input{{Material: "GET /search"}}, &d)
+		r := d.Rules[0].Result
+		fmt.Printf("allowed=%v from a block=%v remaining=%d\n", d.Allowed, d.Rules[0].FromBlock, r.Remaining)
+	}
+	// Output:
+	// allowed=true from a block=false remaining=999
+	// allowed=true from a block=true remaining=749
+	// allowed=true from a block=true remaining=748
+	// allowed=true from a block=true remaining=747
+}

@@ -83,8 +83,11 @@ type Rule struct {
 	// to k checks of the key from memory, and gives back what it did not
 	// use, at most once. The sum admitted by every instance never exceeds
 	// the limit. Fixed window (calendar quotas included) and sliding
-	// window rules only; the backend must be an [algorithms.Refunder]
-	// (memstore and redisstore are); not with Shadow or Refundable. A
+	// window rules, whose backend must be an [algorithms.Refunder]; token
+	// bucket and GCRA rules, whose backend must be an [algorithms.Blocker]
+	// (memstore and redisstore are both): a bucket's block is used within
+	// its hold (Hold, at most a quarter of the bucket's full window) and
+	// never given back. Not with Shadow or Refundable. A
 	// fixed window rule with blocks keeps its keys' epochs in sibling keys
 	// "<key>:epoch" and, after a reset, its state in "<key>:e<n>". See
 	// [BlockConfig] and docs/leasing.md.

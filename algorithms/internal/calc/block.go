@@ -21,7 +21,7 @@ package calc
 func (s *State) Block(p *Params, now, hold int64, exists bool) Outcome {
 	tau := Tau(p)
 	diff, cut := s.bucketDebt(p, now, exists, tau)
-	o, next := bucket(p, diff)
+	o, _ := bucket(p, diff)
 	if !o.Allowed {
 		if cut {
 			s.bucketSet(p, now, diff, tau)
@@ -29,7 +29,7 @@ func (s *State) Block(p *Params, now, hold int64, exists bool) Outcome {
 		}
 		return o
 	}
-	next = max(diff, hold*p.R) + p.Cost*p.U
+	next := max(diff, hold*p.R) + p.Cost*p.U
 	s.bucketSet(p, now, next, tau)
 	o.Remaining = (p.Cap*p.U - next) / p.U // negative when the hold exceeds what was left: callers clamp
 	o.Reset = CeilDiv(next, p.R)
