@@ -57,7 +57,8 @@ leasebench:
 	$(GO) run ./bench/leasebench $(LEASEBENCH_FLAGS)
 
 ## peerbench: redlimit against redis_rate, ulule/limiter and throttled on a fresh redis-server
-## (nested module with its own go.mod); flags via PEERBENCH_FLAGS="-duration 3s -rounds 5"
+## (nested module with its own go.mod), then the quota leasing run of leasebench on it;
+## flags via PEERBENCH_FLAGS="-duration 3s -rounds 5"
 .PHONY: peerbench
 peerbench:
 	cd bench/peerbench && $(GO) run . $(PEERBENCH_FLAGS)

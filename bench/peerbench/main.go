@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/bench/leasebench/lease"
 )
 
 var (
@@ -40,6 +42,7 @@ var (
 	addr     = flag.String("redis", "", "address of an existing redis-server to use instead of starting one (it is FLUSHALLed and its stats reset)")
 	only     = flag.String("only", "", "a regular expression: run only the limiters whose name matches it (and redlimit gcra, the reference of every ratio)")
 	scOnly   = flag.String("scenarios", "", "a regular expression: run only the throughput scenarios whose name matches it")
+	leasing  = flag.Int("lease-windows", 120, "windows of 500ms of the quota leasing run after the tables (bench/leasebench/lease); 0 leaves it out")
 	same     = flag.Bool("same", false, "run only the same-algorithm comparison: redlimit's fixed window and GCRA, ulule/limiter, redis_rate and the bare EVALSHA")
 )
 
@@ -158,6 +161,13 @@ func run() error {
 		return err
 	}
 	report(os.Stdout, h, lms, results, once)
+	if *leasing > 0 {
+		// the leasing scenario: quota blocks, 1 and 4 instances with their
+		// own clients on one hot key, and their exactness
+		fmt.Print("\n## Quota leasing (engine.Rule.Blocks)\n\n```\n")
+		lease.Run(os.Stdout, e.addr, lease.Config{Duration: *duration, Rounds: *rounds, Window: 500 * time.Millisecond, Windows: *leasing, Limit: 20_000})
+		fmt.Print("```\n")
+	}
 	return nil
 }
 
