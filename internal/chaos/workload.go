@@ -23,6 +23,8 @@ var (
 	gkeys   = []string{"g0", "g1", "g2"}
 	qkeys   = []string{"q0", "q1"}
 	ckeys   = []string{"k0", "k1"}
+	hkeys   = []string{"h0", "h1"} // hot-fw
+	jkeys   = []string{"j0", "j1"} // hot-gcra
 )
 
 // Limits of the workload's rules. Periods are short so that a run of a few
@@ -36,6 +38,9 @@ var (
 	limGCRA     = algorithms.PerSecond(5).WithBurst(3)
 	limQuota    = algorithms.PerSecond(12)
 	limSlots    = algorithms.InFlight(3, 2*time.Second)
+	limHotFW    = algorithms.PerSecond(50)
+	limHotGCRA  = algorithms.PerSecond(50).WithBurst(25)
+	hotBlocks   = engine.BlockConfig{Hold: 50 * time.Millisecond}
 )
 
 // ruleSets are the engines every instance builds, by name: the rules of
@@ -54,6 +59,13 @@ func ruleSets() map[string][]engine.Rule {
 		"gcra":  {{Name: "gcra", Algorithm: algorithms.GCRA, Limit: limGCRA}},
 		"quota": {{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: limQuota, Refundable: true}},
 		"slots": {{Name: "slots", Algorithm: algorithms.Concurrency, Limit: limSlots}},
+		// Hot keys answered from quota blocks (engine.Rule.Blocks), layered
+		// in two hash slots: a fixed window's blocks are given back, a
+		// GCRA's are charged as of their hold's end.
+		"hot": {
+			{Name: "hot-fw", Algorithm: algorithms.FixedWindow, Limit: limHotFW, Blocks: &hotBlocks},
+			{Name: "hot-gcra", Algorithm: algorithms.GCRA, Limit: limHotGCRA, Blocks: &hotBlocks},
+		},
 	}
 }
 
@@ -260,6 +272,8 @@ func (in *instance) step(ctx context.Context, rng *rand.Rand) {
 	// context: a stopped run lets the operation in flight finish.
 	bg := context.WithoutCancel(ctx)
 	switch n := rng.IntN(100); {
+	case n < 20:
+		in.decide(bg, "hot", "decide", []engine.Input{{Material: pick(rng, hkeys)}, {Material: pick(rng, jkeys)}})
 	case n < 28:
 		in.decide(bg, "layered1", "decide", []engine.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}})
 	case n < 50:
@@ -422,6 +436,9 @@ func (in *instance) probe(ctx context.Context) {
 	for _, k := range qkeys {
 		in.decide(ctx, "quota", "probe", []engine.Input{{Material: k}})
 	}
+	for i, k := range hkeys {
+		in.decide(ctx, "hot", "probe", []engine.Input{{Material: k}, {Material: jkeys[i]}})
+	}
 	for _, k := range ckeys {
 		d, _ := in.decide(ctx, "slots", "probe", []engine.Input{{Material: k}})
 		_ = d.Release(ctx)
@@ -448,6 +465,10 @@ func workloadKeys(prefix string) []string {
 	}
 	for _, m := range ckeys {
 		keys = append(keys, storageKey(prefix, "slots", "cc", m))
+	}
+	for i, m := range hkeys {
+		keys = append(keys, storageKey(prefix, "hot-fw", "fw", m), storageKey(prefix, "hot-fw", "fw", m)+":epoch",
+			storageKey(prefix, "hot-gcra", "gcra", jkeys[i]))
 	}
 	return keys
 }

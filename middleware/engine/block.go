@@ -43,6 +43,17 @@ type BlockConfig struct {
 
 	// Max caps the units of one block; 0 means the key's capacity.
 	Max int64
+
+	// MinRate is the local arrival rate, in checks of a key per second
+	// seen by this Engine, from which the key's checks are answered from
+	// blocks: below it every check goes to the store, as without blocks.
+	// Blocks so turn themselves on for the keys that are hot on this
+	// instance and off again when they cool down (the key's last block
+	// then goes back within a sweep). The rate is measured as blocks are
+	// sized (over at least a quarter Hold, at most 4 Holds). 0 means no
+	// threshold beyond the 2 checks a block needs (so at least 2 checks
+	// per Hold, 20/s at the default Hold); it must not be negative.
+	MinRate float64
 }
 
 // blockable reports whether quota blocks are exact for a: the window
@@ -81,6 +92,8 @@ func compileBlocks(r *Rule) error {
 		return fail("Blocks.Share", "must be 0 (0.25) or in (0, 1], got "+strconv.FormatFloat(b.Share, 'g', -1, 64))
 	case b.Max < 0:
 		return fail("Blocks.Max", "must be >= 0, got "+strconv.FormatInt(b.Max, 10))
+	case b.MinRate < 0 || math.IsNaN(b.MinRate) || math.IsInf(b.MinRate, 0):
+		return fail("Blocks.MinRate", "must be >= 0 checks per second, got "+strconv.FormatFloat(b.MinRate, 'g', -1, 64))
 	}
 	c := *b
 	if c.Hold == 0 {
@@ -489,7 +502,8 @@ func (br *blockRule) windowLeft(limit algorithms.Limit, r *algorithms.Result) in
 // least 2 checks since the last block, over at least a quarter Hold, and
 // no longer than 4 Holds) times Hold
 // (not above what the window has left), capped by Share of what the store
-// said it had left, Max and the key's capacity; below 2, no block.
+// said it had left, Max and the key's capacity; below 2, or a rate below
+// MinRate, no block.
 func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 {
 	arr := k.arrivals.Load()
 	n, elapsed := arr-k.lastArrivals, now-k.lastFetch
@@ -511,6 +525,9 @@ func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 
 	}
 	if n < 2 {
 		return 0 // a key seen once since its last block is not hot
+	}
+	if br.cfg.MinRate > 0 && float64(n)*float64(time.Second) < br.cfg.MinRate*float64(elapsed) {
+		return 0 // not hot enough: the count goes on
 	}
 	want := float64(n) * float64(span) / float64(elapsed)
 	size := int64(min(want, float64(remote)*br.cfg.Share, float64(capacity)))
@@ -536,6 +553,14 @@ func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, n
 	if !k.fetching.CompareAndSwap(false, true) {
 		return
 	}
+	// sized here, by the one fetcher: a key not hot enough costs no
+	// goroutine, and its checks no wait
+	resets := k.resets.Load()
+	n := br.size(k, limit, now)
+	if n == 0 {
+		k.fetching.Store(false)
+		return
+	}
 	select {
 	case bs.sem <- struct{}{}:
 	default:
@@ -553,7 +578,7 @@ func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, n
 	bs.mu.Unlock()
 	ready := make(chan struct{})
 	k.ready.Store(&ready)
-	go bs.fetch(br, k, limit, ready)
+	go bs.fetch(br, k, limit, n, now, resets, ready)
 }
 
 // refundWindow is how long after it is taken a block's rest may go back:
@@ -561,18 +586,14 @@ func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, n
 // gives back (the store keeps a marker per block that long).
 func refundWindow(hold time.Duration) time.Duration { return max(4*hold, 2*time.Second) }
 
-// fetch takes a block of k in one backend call and installs it.
-func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, ready chan struct{}) {
+// fetch takes a block of n units of k, sized at sent (no later than the
+// call is sent), in one backend call and installs it. resets is the
+// key's count of resets when it was sized.
+func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, n, sent, resets int64, ready chan struct{}) {
 	defer bs.wg.Done()
 	defer func() { <-bs.sem }()
 	defer close(ready)
 	defer k.fetching.Store(false)
-	sent := bs.clock()
-	resets := k.resets.Load()
-	n := br.size(k, limit, sent)
-	if n == 0 {
-		return
-	}
 	s := bs.s
 	ctx, cancel := bs.context()
 	defer cancel()

@@ -512,6 +512,8 @@ func TestBlocksConfig(t *testing.T) {
 			`redlimit: rule "r": Blocks.Hold must be 0 (100ms) or between 1ms and 10s, got 1µs`},
 		{"share", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{Share: 2}},
 			`redlimit: rule "r": Blocks.Share must be 0 (0.25) or in (0, 1], got 2`},
+		{"min rate", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{MinRate: -1}},
+			`redlimit: rule "r": Blocks.MinRate must be >= 0 checks per second, got -1`},
 		{"shadow", m, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Shadow: true, Blocks: &engine.BlockConfig{}},
 			`redlimit: rule "r": Blocks must be nil for a shadow rule`},
 		{"no refunder", algorithms.AllowAll{}, engine.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &engine.BlockConfig{}},
@@ -865,5 +867,57 @@ func TestBlocksBuckets(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestBlocksMinRate: blocks turn themselves on for a key whose local rate
+// crosses MinRate and off again when it falls: at 20 checks/s (MinRate
+// 100) every check goes to the store; at 1,000/s most are answered from
+// blocks; back at 20/s, none once the last block's time is up (3 Holds).
+func TestBlocksMinRate(t *testing.T) {
+	clk := newStepClock(windowStart)
+	m, err := memstore.New(memstore.Config{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			e := blockEngine(t, m, clk, alg.String(), engine.Rule{Name: "hot", Algorithm: alg, Limit: algorithms.PerMinute(1_000_000),
+				Blocks: &engine.BlockConfig{MinRate: 100}})
+			var d engine.Decision
+			in := []engine.Input{{Material: "k"}}
+			// play makes checks every step for span, and returns how many
+			// were answered from blocks after skip.
+			play := func(span, step, skip time.Duration) (blocked, checks int) {
+				start := clk.Now()
+				for at := time.Duration(0); at < span; at += step {
+					clk.Set(start.Add(at))
+					engine.SweepBlocks(e)
+					e.Decide(context.Background(), in, &d)
+					waitIdle([]*engine.Engine{e})
+					if !d.Allowed {
+						t.Fatalf("denied at %v", at)
+					}
+					if at >= skip {
+						checks++
+						if d.Rules[0].FromBlock {
+							blocked++
+						}
+					}
+				}
+				clk.Set(start.Add(span))
+				return blocked, checks
+			}
+			if b, n := play(2*time.Second, 50*time.Millisecond, 0); b != 0 {
+				t.Errorf("at 20/s: %d of %d checks from blocks, want none", b, n)
+			}
+			if b, n := play(500*time.Millisecond, time.Millisecond, 100*time.Millisecond); b*10 < n*9 {
+				t.Errorf("at 1,000/s: %d of %d checks from blocks, want at least 90%%", b, n)
+			}
+			// the last block lasts until its time is up (2 Holds) at most
+			if b, n := play(2*time.Second, 50*time.Millisecond, 300*time.Millisecond); b != 0 {
+				t.Errorf("back at 20/s: %d of %d checks from blocks after 3 Holds, want none", b, n)
+			}
+		})
 	}
 }
