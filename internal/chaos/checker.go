@@ -124,6 +124,7 @@ type Summary struct {
 	Observed   int // promotions seen that no injected fault explains (or does)
 	FaultKinds map[string]int
 	Outcomes   map[string]int // decisions by outcome (allowed, denied, fallback, open, failed)
+	FromBlocks int            // decisions with a rule answered from a quota block
 	Violations []Violation
 	// Lost are over-admissions in windows that overlap a fault that loses
 	// Redis's writes (kill, kill-master, failover, a clock fault): counted
@@ -201,6 +202,12 @@ func Check(h *History, opts CheckOptions) Summary {
 		case KindDecision:
 			sum.Decisions++
 			sum.Outcomes[r.Outcome]++
+			for _, rr := range r.Rules {
+				if rr.Block {
+					sum.FromBlocks++
+					break
+				}
+			}
 		}
 	}
 

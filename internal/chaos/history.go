@@ -93,6 +93,7 @@ type RuleRec struct {
 	Retry     int64  `json:"retry,omitempty"` // µs
 	ResetIn   int64  `json:"reset,omitempty"` // µs: Result.ResetAfter
 	Refund    bool   `json:"rf,omitempty"`    // the rule is refundable
+	Block     bool   `json:"blk,omitempty"`   // answered from a quota block
 }
 
 // FaultRec is a world.Event on the history's clock.

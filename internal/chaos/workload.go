@@ -198,6 +198,7 @@ func ruleRecs(d *engine.Decision) []RuleRec {
 			Retry:     rd.Result.RetryAfter.Microseconds(),
 			ResetIn:   rd.Result.ResetAfter.Microseconds(),
 			Refund:    rd.Result.Receipt != (algorithms.Receipt{}),
+			Block:     rd.FromBlock,
 		})
 	}
 	return rs
