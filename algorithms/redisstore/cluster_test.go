@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,6 +278,47 @@ func TestCluster(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+	// Blocks of token bucket and GCRA keys spread over every master, beside
+	// single checks of them, decide on the cluster what they decide on
+	// one node (lua/block.lua routed by its key's slot).
+	t.Run("Blocks", func(t *testing.T) {
+		onCluster, cc := clusterBackend(t, backendtest.PersistingCluster{ClusterClient: client})
+		single, sc := miniBackend(t, miniredis.RunT(t))
+		prefix := redistest.Prefix(t)
+		rng := rand.New(rand.NewPCG(26, 4))
+		at := backendtest.T0
+		blocks, slots := 0, map[int]bool{}
+		for i := range 300 {
+			at = at.Add(time.Duration(rng.IntN(50_000)) * time.Microsecond)
+			cc.T, sc.T = at, at
+			alg := algorithms.GCRA
+			if i%2 == 0 {
+				alg = algorithms.TokenBucket
+			}
+			c := algorithms.Check{Key: fmt.Sprintf("blk:%v:{%d}", alg, rng.IntN(12)), Algorithm: alg,
+				Limit: algorithms.Limit{Rate: 100, Period: time.Second, Burst: 40}, Cost: 1 + rng.Int64N(10)}
+			hold := time.Duration(1+rng.IntN(100_000)) * time.Microsecond
+			want, err := single.(algorithms.Blocker).TakeBlock(ctx, c, hold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Key = prefix + c.Key
+			slots[int(redisstore.HashSlot(c.Key))] = true
+			got, err := onCluster.(algorithms.Blocker).TakeBlock(ctx, c, hold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("block %d (%s %v cost %d hold %v): cluster %+v, single node %+v", i, c.Key, alg, c.Cost, hold, got, want)
+			}
+			if got.Allowed {
+				blocks++
+			}
+		}
+		if blocks < 50 || len(slots) < 10 {
+			t.Errorf("%d blocks allowed over %d slots: the workload no longer exercises them", blocks, len(slots))
 		}
 	})
 	if n := crossSlot.Load(); differential && n < 100 {
