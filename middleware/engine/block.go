@@ -354,7 +354,7 @@ func (e *Engine) takeLocal(ctx context.Context, br *blockRule, k *blockKey, c *a
 		return blockDenial
 	}
 	bs.prefetch(br, k, c.Limit, now)
-	if bs.wait(ctx, k) {
+	if bs.wait(ctx, k, s) {
 		t := bs.clock()
 		if k.take(bs, br, c, rd, s, n, t) {
 			return blockAllow
@@ -397,15 +397,26 @@ func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *Rule
 }
 
 // wait waits for the last block of k taken or being taken to be in, if
-// there was one, and reports whether it is (or the call failed).
-func (bs *blocks) wait(ctx context.Context, k *blockKey) bool {
+// there was one, and reports whether it is (or the call failed). It waits
+// no later than s.deadline, which the first wait of a request sets to
+// Config.Timeout from then: the waits of a request and the backend call
+// that may follow share one Timeout (Decide bounds that call by it).
+func (bs *blocks) wait(ctx context.Context, k *blockKey, s *scratch) bool {
 	p := k.ready.Load()
 	if p == nil {
 		return false
 	}
+	select {
+	case <-*p:
+		return true // in already: no timer
+	default:
+	}
 	var timeout <-chan time.Time
 	if d := bs.s.configTimeout; d > 0 {
-		t := time.NewTimer(d)
+		if s.deadline.IsZero() {
+			s.deadline = time.Now().Add(d)
+		}
+		t := time.NewTimer(time.Until(s.deadline))
 		defer t.Stop()
 		timeout = t.C
 	}

@@ -55,12 +55,20 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 	} else {
 		s := e.pool.Get().(*scratch)
 		s.checks, s.index, s.local, s.leased = s.checks[:0], s.index[:0], s.local[:0], s.leased[:0]
+		s.deadline = time.Time{}
 		var now int64
 		if e.s.blocks.n.Load() > 0 {
 			now = e.s.blocks.clock()
 		}
 		if e.build(ctx, in, s, d, now) == pass {
 			if len(s.checks) > 0 {
+				ctx := ctx
+				if !s.deadline.IsZero() {
+					// a wait for a block used part of the Timeout
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithDeadline(ctx, s.deadline)
+					defer cancel()
+				}
 				if e.s.evaluate(ctx, s, d) == pass && d.Source != SourceNone {
 					e.s.holdLeases(s, d)
 				}

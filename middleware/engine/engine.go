@@ -133,6 +133,10 @@ type scratch struct {
 	index   []int    // rule index of each check
 	local   []local  // units taken from quota blocks
 	leased  []leased // checks of rules with blocks sent to the backend
+	// deadline, when not zero, is Config.Timeout after the request first
+	// waited for a quota block: the wait and the backend call that may
+	// follow share that one Timeout.
+	deadline time.Time
 }
 
 // New returns an Engine deciding with backend, configured by cfg. Invalid

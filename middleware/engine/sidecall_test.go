@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +67,81 @@ func TestSideCallsBounded(t *testing.T) {
 	}
 	if e.Stalled() == 0 {
 		t.Error("the abandoned refund and release are not counted as stalled")
+	}
+}
+
+// slowBlocks is a memstore whose every call takes hold first, once slow
+// is set (a Redis that has become slow), ignoring its context.
+type slowBlocks struct {
+	*memstore.Store
+	hold time.Duration
+	slow *atomic.Bool
+}
+
+// InProcess says no: it stands for a remote store.
+func (slowBlocks) InProcess() bool { return false }
+
+func (s slowBlocks) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if s.slow.Load() {
+		time.Sleep(s.hold)
+	}
+	return s.Store.Allow(context.Background(), checks, results)
+}
+
+func (s slowBlocks) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Duration) (algorithms.Result, error) {
+	if s.slow.Load() {
+		time.Sleep(s.hold)
+	}
+	return s.Store.TakeBlock(context.Background(), c, hold)
+}
+
+// TestBlockWaitBounded: a request that waits for a quota block being
+// taken and then calls the backend answers within one Timeout, not two
+// (the chaos harness found decisions of 90–111ms against a Timeout of
+// 50ms: the wait and the call each had a Timeout of their own).
+func TestBlockWaitBounded(t *testing.T) {
+	m, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 200 * time.Millisecond
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			var slow atomic.Bool
+			e, err := engine.New(slowBlocks{m, 5 * timeout, &slow}, engine.Config{Timeout: timeout, OnError: engine.FailOpen, Prefix: alg.String(),
+				Logger: slog.New(slog.DiscardHandler), Rules: []engine.Rule{
+					{Name: "r", Algorithm: alg, Limit: algorithms.PerMinute(1_000_000), Blocks: &engine.BlockConfig{Max: 4}},
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			for range 20 { // the key is hot: blocks of 4
+				e.Allow(ctx, "k")
+			}
+			slow.Store(true)
+			// the block in use runs out, the next one takes a while, and a
+			// check finds none: it waits for it, then calls the store
+			var longest time.Duration
+			var waited bool
+			for range 6 {
+				start := time.Now()
+				d := e.Allow(ctx, "k")
+				took := time.Since(start)
+				longest = max(longest, took)
+				if took >= timeout/2 && !d.Rules[0].FromBlock {
+					waited = true
+				}
+			}
+			// before: a Timeout waiting, then a Timeout calling (>= 400ms);
+			// the bound leaves 150ms to a loaded machine
+			if longest >= 2*timeout-50*time.Millisecond {
+				t.Errorf("a check answered after %v, want about the %v Timeout at most", longest, timeout)
+			}
+			if !waited {
+				t.Errorf("no check waited for a block (longest %v): the test no longer plays the case", longest)
+			}
+		})
 	}
 }
