@@ -399,8 +399,9 @@ func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *Rule
 // wait waits for the last block of k taken or being taken to be in, if
 // there was one, and reports whether it is (or the call failed). It waits
 // no later than s.deadline, which the first wait of a request sets to
-// Config.Timeout from then: the waits of a request and the backend call
-// that may follow share one Timeout (Decide bounds that call by it).
+// Config.Timeout from then: the waits of a request and the call to the
+// primary that may follow share one Timeout (ask bounds that call by it;
+// the fallback, in process, is asked as ever).
 func (bs *blocks) wait(ctx context.Context, k *blockKey, s *scratch) bool {
 	p := k.ready.Load()
 	if p == nil {

@@ -62,13 +62,6 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 		}
 		if e.build(ctx, in, s, d, now) == pass {
 			if len(s.checks) > 0 {
-				ctx := ctx
-				if !s.deadline.IsZero() {
-					// a wait for a block used part of the Timeout
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithDeadline(ctx, s.deadline)
-					defer cancel()
-				}
 				if e.s.evaluate(ctx, s, d) == pass && d.Source != SourceNone {
 					e.s.holdLeases(s, d)
 				}
@@ -184,7 +177,7 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 
 // evaluate asks the backend (or the fallback) and applies shadow rules.
 func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict {
-	backend, err := s.ask(ctx, sc.checks, sc.results, d)
+	backend, err := s.ask(ctx, sc.checks, sc.results, d, sc.deadline)
 	if err != nil {
 		return s.policyFor(d, err)
 	}
@@ -211,13 +204,21 @@ func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict
 // down or when the primary fails on this call (switching to the fallback
 // unless the failure says nothing of the primary's health), and sets
 // d.Source (and d.Err to a primary failure the fallback answered). It
-// returns the backend that answered.
-func (s *shared) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, d *Decision) (algorithms.Backend, error) {
+// returns the backend that answered. A deadline that is not zero (a wait
+// for a quota block used part of the request's Timeout, see
+// blocks.wait) bounds the call to the primary, not the fallback's.
+func (s *shared) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, d *Decision, deadline time.Time) (algorithms.Backend, error) {
 	backend, src := s.backend, SourcePrimary
 	if s.health != nil && s.health.down.Load() {
 		backend, src = s.fallback, SourceFallback
 	}
-	err := s.call(ctx, backend, checks, results)
+	pctx := ctx
+	if !deadline.IsZero() && src == SourcePrimary {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	err := s.call(pctx, backend, checks, results)
 	if err != nil && src == SourcePrimary {
 		s.releaseAbandoned(checks)
 	}
@@ -226,7 +227,8 @@ func (s *shared) ask(ctx context.Context, checks []algorithms.Check, results []a
 		// nothing about the backend, nor does unusable state under one
 		// of its keys (another algorithm's, a stray key): fall back for
 		// it alone.
-		if ctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
+		// nor does the end of the time a wait for a block left it
+		if pctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
 			s.health.failed(err)
 		}
 		backend, src = s.fallback, SourceFallback

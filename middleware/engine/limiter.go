@@ -287,7 +287,7 @@ func (s *shared) peek(ctx context.Context, sc *scratch, in []Input, d *Decision)
 		sc.results = make([]algorithms.Result, len(sc.checks))
 	}
 	results := sc.results[:len(sc.checks)]
-	if _, err := s.ask(ctx, sc.checks, results, d); err != nil {
+	if _, err := s.ask(ctx, sc.checks, results, d, time.Time{}); err != nil {
 		s.policyFor(d, err)
 		return
 	}

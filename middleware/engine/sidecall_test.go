@@ -98,7 +98,8 @@ func (s slowBlocks) TakeBlock(ctx context.Context, c algorithms.Check, hold time
 // TestBlockWaitBounded: a request that waits for a quota block being
 // taken and then calls the backend answers within one Timeout, not two
 // (the chaos harness found decisions of 90–111ms against a Timeout of
-// 50ms: the wait and the call each had a Timeout of their own).
+// 50ms: the wait and the call each had a Timeout of their own), and the
+// Fallback policy still has the fallback decide it.
 func TestBlockWaitBounded(t *testing.T) {
 	m, err := memstore.New(memstore.Config{})
 	if err != nil {
@@ -108,7 +109,7 @@ func TestBlockWaitBounded(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
 		t.Run(alg.String(), func(t *testing.T) {
 			var slow atomic.Bool
-			e, err := engine.New(slowBlocks{m, 5 * timeout, &slow}, engine.Config{Timeout: timeout, OnError: engine.FailOpen, Prefix: alg.String(),
+			e, err := engine.New(slowBlocks{m, 5 * timeout, &slow}, engine.Config{Timeout: timeout, OnError: engine.Fallback, Prefix: alg.String(),
 				Logger: slog.New(slog.DiscardHandler), Rules: []engine.Rule{
 					{Name: "r", Algorithm: alg, Limit: algorithms.PerMinute(1_000_000), Blocks: &engine.BlockConfig{Max: 4}},
 				}})
@@ -132,6 +133,10 @@ func TestBlockWaitBounded(t *testing.T) {
 				longest = max(longest, took)
 				if took >= timeout/2 && !d.Rules[0].FromBlock {
 					waited = true
+					// the fallback, in process, still answers it
+					if d.Source != engine.SourceFallback || !d.Allowed {
+						t.Errorf("the check that waited: allowed %v by %v (%v), want allowed by the fallback", d.Allowed, d.Source, d.Err)
+					}
 				}
 			}
 			// before: a Timeout waiting, then a Timeout calling (>= 400ms);
