@@ -78,8 +78,10 @@ func run() int {
 	if *short {
 		plan = chaos.ShortPlan(*mutate)
 	} else {
-		for _, t := range tops {
-			for i := range *runs {
+		// Topologies interleave (seed s on each, then s+1): a long run cut
+		// short still covers every topology evenly.
+		for i := range *runs {
+			for _, t := range tops {
 				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes}
 				if *kinds != "" {
 					o.Kinds = strings.Split(*kinds, ",")
