@@ -155,6 +155,7 @@ type admission struct {
 	s, e  int64 // µs since the base
 	units int64 // the cost, less what a refund may have given back
 	rec   int   // index in the records
+	block bool  // answered from a quota block
 }
 
 // keyInfo gathers one key's history.
@@ -164,7 +165,7 @@ type keyInfo struct {
 	period int64 // µs
 	burst  int64
 	adm    []admission
-	resets [][2]int64
+	resets [][3]int64 // start, end, and the hold of the key's quota blocks (µs)
 }
 
 // Check reads h alone and reports what it finds.
@@ -326,10 +327,11 @@ func Check(h *History, opts CheckOptions) Summary {
 		switch r.Kind {
 		case KindReset:
 			for _, key := range r.Keys {
+				cut := [3]int64{r.Start, r.End, r.Hold}
 				if k := keys[key]; k != nil {
-					k.resets = append(k.resets, [2]int64{r.Start, r.End})
+					k.resets = append(k.resets, cut)
 				} else {
-					keys[key] = &keyInfo{resets: [][2]int64{{r.Start, r.End}}}
+					keys[key] = &keyInfo{resets: [][3]int64{cut}}
 				}
 			}
 		case KindDecision:
@@ -350,7 +352,7 @@ func Check(h *History, opts CheckOptions) Summary {
 						units -= rf.Units[j]
 					}
 				}
-				k.adm = append(k.adm, admission{s: r.Start, e: r.End, units: max(units, 0), rec: i})
+				k.adm = append(k.adm, admission{s: r.Start, e: r.End, units: max(units, 0), rec: i, block: rr.Block})
 			}
 		}
 	}
@@ -475,7 +477,9 @@ func (k *keyInfo) refill() int64 {
 }
 
 // segments splits a key's admissions at its resets: no bound holds across a
-// reset, and an admission that may have run during one counts nowhere.
+// reset, and an admission that may have run during one counts nowhere, nor
+// does one answered from a quota block within the block's hold after the
+// reset (the block may have been taken before it: docs/leasing.md, Reset).
 func (k *keyInfo) segments() [][]admission {
 	adm := slices.Clone(k.adm)
 	slices.SortFunc(adm, func(a, b admission) int { return cmpInt(a.s, b.s) })
@@ -483,7 +487,7 @@ func (k *keyInfo) segments() [][]admission {
 		return [][]admission{adm}
 	}
 	cuts := slices.Clone(k.resets)
-	slices.SortFunc(cuts, func(a, b [2]int64) int { return cmpInt(a[0], b[0]) })
+	slices.SortFunc(cuts, func(a, b [3]int64) int { return cmpInt(a[0], b[0]) })
 	var segs [][]admission
 	var cur []admission
 	c := 0
@@ -494,6 +498,9 @@ func (k *keyInfo) segments() [][]admission {
 		}
 		if c < len(cuts) && a.e >= cuts[c][0] {
 			continue // overlaps the reset: before or after it, unknown
+		}
+		if a.block && c > 0 && a.s < cuts[c-1][1]+cuts[c-1][2] {
+			continue // maybe from a block taken before the reset
 		}
 		cur = append(cur, a)
 	}

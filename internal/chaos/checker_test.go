@@ -23,6 +23,7 @@ type rule struct {
 	allowed        bool
 	reset          time.Duration
 	evaluatedFalse bool
+	block          bool // answered from a quota block
 }
 
 func (r rule) rec() RuleRec {
@@ -31,7 +32,7 @@ func (r rule) rec() RuleRec {
 		c = 1
 	}
 	return RuleRec{Rule: r.alg, Key: r.key, Alg: r.alg, Rate: r.rate, Burst: r.burst, Period: r.period.Microseconds(),
-		Cost: c, Evaluated: !r.evaluatedFalse, Allowed: r.allowed, ResetIn: r.reset.Microseconds()}
+		Cost: c, Evaluated: !r.evaluatedFalse, Allowed: r.allowed, ResetIn: r.reset.Microseconds(), Block: r.block}
 }
 
 type hist struct {
@@ -150,6 +151,36 @@ func TestCheckFixedWindow(t *testing.T) {
 				b.dec(x, x+2, "", fw(true))
 			}
 		}, "", 0},
+		// A key with quota blocks: after its reset, another instance may
+		// answer from a block it took before, until the block's hold is
+		// over (50 ms here), and such an answer counts nowhere; an answer
+		// of the store, or from a block past the hold, counts.
+		{"a block within its hold after a reset counts nowhere", func(b *hist) {
+			blocked := fw(true)
+			blocked.block = true
+			for _, x := range []float64{100, 200, 300} {
+				b.dec(x, x+2, "", fw(true))
+			}
+			b.h.Add(Record{Kind: KindReset, Start: ms(350), End: ms(351), Keys: []string{"fw"}, Hold: ms(50), Result: ResOK})
+			b.dec(400, 400.5, "", blocked)
+			for _, x := range []float64{500, 600, 700} {
+				b.dec(x, x+2, "", blocked)
+			}
+		}, "", 0},
+		{"a block past its hold after a reset counts", func(b *hist) {
+			blocked := fw(true)
+			blocked.block = true
+			b.h.Add(Record{Kind: KindReset, Start: ms(350), End: ms(351), Keys: []string{"fw"}, Hold: ms(50), Result: ResOK})
+			for _, x := range []float64{401, 500, 600, 700} {
+				b.dec(x, x+2, "", blocked)
+			}
+		}, VOverAdmission, 1},
+		{"the store's answer within a hold after a reset counts", func(b *hist) {
+			b.h.Add(Record{Kind: KindReset, Start: ms(350), End: ms(351), Keys: []string{"fw"}, Hold: ms(50), Result: ResOK})
+			for _, x := range []float64{380, 500, 600, 700} {
+				b.dec(x, x+2, "", fw(true))
+			}
+		}, VOverAdmission, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

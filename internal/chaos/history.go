@@ -64,8 +64,11 @@ type Record struct {
 	Units  []int64 `json:"u,omitempty"`
 	Result string  `json:"res,omitempty"`
 
-	// Resets: the keys forgotten.
+	// Resets: the keys forgotten, and the hold of their quota blocks (µs;
+	// 0 when they have none): another instance may answer from a block it
+	// took before the reset until Hold after the reset's end.
 	Keys []string `json:"keys,omitempty"`
+	Hold int64    `json:"hold,omitempty"`
 
 	// Faults.
 	Fault *FaultRec `json:"f,omitempty"`

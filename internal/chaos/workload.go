@@ -396,17 +396,29 @@ func (in *instance) peek(ctx context.Context, rng *rand.Rand) {
 	in.emit(r)
 }
 
-// reset forgets a GCRA key, or a layered client key (the route's Input
-// missing: its key is left alone).
+// reset forgets a hot pair (quota blocks), a GCRA key, or a layered client
+// key (the route's Input missing: its key is left alone).
 func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 	var keys []string
 	var err error
+	var hold int64
 	s := in.clock()
-	if rng.IntN(2) == 0 {
+	switch n := rng.IntN(4); {
+	case n == 0:
+		// A hot pair, whose rules take quota blocks: the fixed window moves
+		// to its next epoch's key and deletes nothing (its old key counts
+		// on, for whoever has not learned of the reset: docs/leasing.md),
+		// the GCRA key is deleted, and another instance may still answer
+		// from a block it took before, until the block's hold is over.
+		i := rng.IntN(len(hkeys))
+		keys = []string{storageKey(in.cfg.Prefix, "hot-gcra", "gcra", jkeys[i])}
+		hold = hotBlocks.Hold.Microseconds()
+		err = in.engines["hot"].ResetInputs(ctx, []engine.Input{{Material: hkeys[i]}, {Material: jkeys[i]}})
+	case n == 1:
 		m := pick(rng, gkeys)
 		keys = []string{storageKey(in.cfg.Prefix, "gcra", "gcra", m)}
 		err = in.engines["gcra"].Reset(ctx, m)
-	} else {
+	default:
 		m := pick(rng, clients)
 		keys = []string{storageKey(in.cfg.Prefix, "client-sw", "sw", m)}
 		err = in.engines["layered1"].ResetInputs(ctx, []engine.Input{{Missing: true}, {Material: m}})
@@ -415,7 +427,7 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 	if err != nil {
 		res = ResError
 	}
-	in.emit(Record{Kind: KindReset, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: "reset", Start: s, End: in.clock(), Keys: keys, Result: res, Err: errString(err)})
+	in.emit(Record{Kind: KindReset, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: "reset", Start: s, End: in.clock(), Keys: keys, Hold: hold, Result: res, Err: errString(err)})
 }
 
 // storageKey is the engine's key for material under a rule (see
