@@ -160,6 +160,8 @@ type blockKey struct {
 	denyRetry   atomic.Int64 // ns: when the store said a denied check would pass
 	resets      atomic.Int64 // Engine.ResetInputs of the key: a block taken across one is dropped
 	blockAt     atomic.Int64 // ns: when the last block arrived (0: never)
+	asking      atomic.Bool  // the epoch counter is being asked (see askEpoch)
+	askAt       atomic.Int64 // ns: no epoch question before
 
 	// The fetcher's (one at a time) and the sweeper's.
 	lastFetch    int64
@@ -312,14 +314,20 @@ type leased struct {
 }
 
 // observeLeased records what the primary answered for the checks of
-// rules with blocks that the request sent it.
-func observeLeased(s *scratch, d *Decision, sent int64) {
+// rules with blocks that the request sent it. A denial of a key with
+// epochs asks the store, in the background, whether another instance has
+// reset the key (see askEpoch).
+func (bs *blocks) observeLeased(s *scratch, d *Decision, sent int64) {
 	if d.Source != SourcePrimary {
 		return
 	}
 	for _, l := range s.leased {
 		c := &s.checks[l.j]
-		l.br.observe(l.k, c.Limit, &s.results[l.j], sent, true)
+		r := &s.results[l.j]
+		l.br.observe(l.k, c.Limit, r, sent, true)
+		if l.br.epochs && r.Limit != 0 && !r.Allowed {
+			bs.askEpoch(l.br, l.k, c.Limit, sent)
+		}
 	}
 }
 

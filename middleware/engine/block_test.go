@@ -738,6 +738,58 @@ func TestBlocksResetOtherInstance(t *testing.T) {
 	}
 }
 
+// TestBlocksResetExhausted: a key the instances exhausted, reset by one
+// of them. The other takes no more blocks (the key's last units go
+// request by request), so no block call tells it of the new epoch: before
+// askEpoch it went on checking the old key, denied until the window ended
+// (40 checks over 1s, all denied). Now a denial of the store makes it ask
+// the epoch counter, and it is allowed again within half a Hold of the
+// reset (a quarter Hold of local denial, then one denied check); the
+// instances together then admit exactly the limit again.
+func TestBlocksResetExhausted(t *testing.T) {
+	const hold = 100 * time.Millisecond
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 2, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: hold}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			if got := saturate(a) + saturate(b); got != 1000 {
+				t.Fatalf("before the reset: %d admitted, want 1000", got)
+			}
+			if err := a.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			var d engine.Decision
+			var admitted int64
+			first := time.Duration(-1)
+			for at := time.Duration(0); at < time.Second; at += hold / 8 {
+				clk.Set(windowStart.Add(at))
+				b.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+				waitIdle([]*engine.Engine{b})
+				if d.Allowed {
+					admitted++
+					if first < 0 {
+						first = at
+					}
+				}
+			}
+			if first < 0 {
+				t.Fatalf("b was denied for the 1s after the reset, want allowed within %v (half a Hold)", hold/2)
+			}
+			if first > hold/2 {
+				t.Fatalf("b first allowed %v after the reset, want within %v (half a Hold)", first, hold/2)
+			}
+			if got := admitted + saturate(a) + saturate(b); got != 1000 {
+				t.Errorf("after the reset: %d admitted, want exactly the limit 1000", got)
+			}
+		})
+	}
+}
+
 // TestBlocksBuckets: 4 instances with quota blocks on one hot key of a
 // token bucket and of a GCRA rule (10,000/s, burst 1,000: a block holds
 // at most 25ms, a quarter of the full window), on memstore and on a real

@@ -65,7 +65,7 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 				if e.s.evaluate(ctx, s, d) == pass && d.Source != SourceNone {
 					e.s.holdLeases(s, d)
 				}
-				observeLeased(s, d, now)
+				e.s.blocks.observeLeased(s, d, now)
 			} else if len(s.local) > 0 {
 				d.Source = SourcePrimary
 			}

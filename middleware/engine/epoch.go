@@ -109,3 +109,63 @@ func (s *shared) resetEpoch(ctx context.Context, br *blockRule, key string, limi
 	k.learn(epochOf(&results[0]), sent+int64(results[0].ResetAfter))
 	return nil
 }
+
+// askEpoch asks the epoch counter of k, in the background, which epoch the
+// store is at, after the store denied a check of k sent at sent. Another
+// instance's reset moves the key to its next epoch, and this instance
+// learns of it with its next block call; but a key whose last units go
+// request by request (see prefetch) takes no blocks, and its checks would
+// go on to the old key, denied, until the window ends: a reset that the
+// other instances ignore. The answer moves the key to a newer epoch, never
+// to an older one (an earlier question answered late). At most one
+// question at a time per key, and one per quarter Hold: the key's checks
+// are denied locally that long after a denial (see observe), so this adds
+// at most one call to each check the store denies.
+func (bs *blocks) askEpoch(br *blockRule, k *blockKey, limit algorithms.Limit, sent int64) {
+	if sent < k.askAt.Load() || !k.asking.CompareAndSwap(false, true) {
+		return
+	}
+	k.askAt.Store(sent + br.hold/4)
+	select {
+	case bs.sem <- struct{}{}: // with the fetches, bounded as they are
+	default:
+		k.asking.Store(false)
+		return
+	}
+	bs.mu.Lock()
+	if bs.close {
+		bs.mu.Unlock()
+		<-bs.sem
+		k.asking.Store(false)
+		return
+	}
+	bs.wg.Add(1)
+	bs.mu.Unlock()
+	resets := k.resets.Load()
+	go func() {
+		defer bs.wg.Done()
+		defer func() { <-bs.sem }()
+		defer k.asking.Store(false)
+		s := bs.s
+		if s.health != nil && s.health.down.Load() {
+			return // epochs live in the primary only
+		}
+		ctx, cancel := bs.context()
+		defer cancel()
+		now := bs.clock()
+		used, _ := k.epochAt(now)
+		checks := []algorithms.Check{k.epochCheck(limit, 1)}
+		results := make([]algorithms.Result, 1)
+		if err := allow(ctx, s.backend, checks, results); err != nil {
+			s.logError(err)
+			return
+		}
+		r := &results[0]
+		if k.resets.Load() != resets || r.Limit == 0 || !r.Allowed {
+			return // this instance reset the key meanwhile: it knows
+		}
+		if n := epochOf(r); n > used {
+			k.learn(n, now+int64(r.ResetAfter))
+		}
+	}()
+}

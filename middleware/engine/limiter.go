@@ -323,7 +323,9 @@ func (e *Engine) Reset(ctx context.Context, material string) error {
 // the key, without giving their units back: they were charged before the
 // reset. A fixed window rule's key then moves to its next epoch instead of
 // being deleted: other processes learn of it with their next block call,
-// and what they give back of earlier blocks goes to the abandoned key. A
+// or, when they take no blocks of the key (exhausted), from the first of
+// its checks the backend denies (within half a Hold), and what they give
+// back of earlier blocks goes to the abandoned key. A
 // sliding window rule's key is deleted: other processes keep answering
 // from the blocks they hold until their time is up (2 Holds, plus a
 // sweep), and what they give back then counts for the reset key. See
