@@ -790,7 +790,11 @@ func (bs *blocks) sweep(final bool) {
 			} else {
 				k.seen, k.idle = arr, 0
 			}
-			if k.idle >= 4 && k.left() == 0 && !k.fetching.Load() {
+			// A key at an epoch other than 0 is kept until the epoch's
+			// window ends: forgotten, it would start again at epoch 0 and
+			// deny on the old key once more after every idle spell, the
+			// reset ignored (the chaos harness's reset-ignored check).
+			if ek := k.cur.Load(); k.idle >= 4 && k.left() == 0 && !k.fetching.Load() && !k.asking.Load() && (ek.n == 0 || now >= ek.until) {
 				delete(br.keys, key)
 				br.last.CompareAndSwap(k, nil)
 			}

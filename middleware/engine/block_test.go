@@ -742,10 +742,11 @@ func TestBlocksResetOtherInstance(t *testing.T) {
 // of them. The other takes no more blocks (the key's last units go
 // request by request), so no block call tells it of the new epoch: before
 // askEpoch it went on checking the old key, denied until the window ended
-// (40 checks over 1s, all denied). Now a denial of the store makes it ask
+// (80 checks over 1s, all denied). Now a denial of the store makes it ask
 // the epoch counter, and it is allowed again within half a Hold of the
-// reset (a quarter Hold of local denial, then one denied check); the
-// instances together then admit exactly the limit again.
+// reset (a quarter Hold of local denial, then one denied check), also
+// after an idle spell long enough for its sweeper to forget an idle key;
+// the instances together then admit exactly the limit again.
 func TestBlocksResetExhausted(t *testing.T) {
 	const hold = 100 * time.Millisecond
 	for _, setup := range blockSetups {
@@ -783,6 +784,17 @@ func TestBlocksResetExhausted(t *testing.T) {
 			if first > hold/2 {
 				t.Fatalf("b first allowed %v after the reset, want within %v (half a Hold)", first, hold/2)
 			}
+			// b idle for 8 of its sweeps (Hold/2 each, real time): it keeps
+			// the key's epoch until the window ends (forgotten, it started
+			// at epoch 0 again and denied on the old key after every idle
+			// spell; a slower machine sweeps less, and forgets less).
+			time.Sleep(4 * hold)
+			b.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+			waitIdle([]*engine.Engine{b})
+			if !d.Allowed {
+				t.Fatalf("b denied after an idle spell, on %s: it forgot the reset", d.Rules[0].Key)
+			}
+			admitted++
 			if got := admitted + saturate(a) + saturate(b); got != 1000 {
 				t.Errorf("after the reset: %d admitted, want exactly the limit 1000", got)
 			}
