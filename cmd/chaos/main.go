@@ -6,6 +6,7 @@
 //	chaos -topology single|sentinel|cluster|all -duration 60s -runs 100 -seed 1
 //	chaos -short                  # the short mode `make test` runs
 //	chaos -mutate overadmit       # a broken backend: must report violations
+//	chaos -check h-single-7.jsonl # check histories written by -history again, with this build's checker
 //
 // It prints each run's summary and every violation, with its history
 // excerpt, its seed and the command that replays it; its last line is
@@ -54,8 +55,12 @@ func run() int {
 	verbose := flag.Bool("v", false, "print each run's schedule and faults as they are injected")
 	history := flag.String("history", "", "write each run's history (JSON lines) to this file prefix")
 	kinds := flag.String("kinds", "", "comma-separated fault kinds to draw from (default: every kind the world offers, and instance-crash)")
+	check := flag.Bool("check", false, "check the history files named as arguments (written by -history) with this build's checker, as a long run (-short: as the short mode)")
 	flag.Parse()
 	redis.SetLogger(quiet{})
+	if *check {
+		return checkFiles(flag.Args(), *short)
+	}
 
 	switch *mutate {
 	case "", chaos.MutateOveradmit, chaos.MutateLockout:
@@ -124,3 +129,43 @@ func run() int {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
+
+// checkFiles checks each history file again (a checker changed since the
+// runs, say) and prints what Execute prints of a run: its summary line,
+// every violation, and the totals line.
+func checkFiles(files []string, short bool) int {
+	if len(files) == 0 {
+		fmt.Fprintln(os.Stderr, "chaos: -check: name the history files")
+		return 2
+	}
+	opts := chaos.Options{Short: short}.CheckOptions()
+	var t chaos.Totals
+	for _, f := range files {
+		file, err := os.Open(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 2
+		}
+		h, err := chaos.ReadHistory(file)
+		file.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %s: %v\n", f, err)
+			return 2
+		}
+		s := chaos.Check(h, opts)
+		t.Runs++
+		t.Decisions += s.Decisions
+		t.Faults += s.Faults
+		t.Violations += len(s.Violations)
+		t.Lost += s.LostUnits
+		fmt.Printf("chaos: check %s: %d decisions, %d faults, %d violations, lost to failover %d\n", f, s.Decisions, s.Faults, len(s.Violations), s.LostUnits)
+		for _, v := range s.Violations {
+			fmt.Printf("VIOLATION %s\n", v)
+		}
+	}
+	fmt.Println(t.Line())
+	if t.Violations > 0 {
+		return 1
+	}
+	return 0
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 const (
 	VOverAdmission = "over-admission" // more admitted than the algorithm allows, Redis deciding
 	VLockout       = "lockout"        // a key still denied past the ResetAfter it was told, faults over
+	VResetIgnored  = "reset-ignored"  // an instance still denied on a key's old epoch well after a reset
 	VConcurrency   = "concurrency"    // more slots held at once than the limit
 	VRefundTwice   = "refund-twice"   // one reservation given back twice
 	VLiveness      = "liveness"       // a decision or peek answered later than Timeout + slack
@@ -417,7 +419,134 @@ func Check(h *History, opts CheckOptions) Summary {
 	}
 
 	sum.Violations = append(sum.Violations, lockouts(recs, keys, faults, opts)...)
+	sum.Violations = append(sum.Violations, staleEpochs(h.Base, recs, faults, opts)...)
 	return sum
+}
+
+// epochOf splits the storage key of a fixed window rule with quota blocks
+// into the key of its epoch 0 and its epoch: "<key>:e<n>" is epoch n of
+// "<key>" (see middleware/engine/epoch.go); any other key is epoch 0.
+func epochOf(key string) (string, int64) {
+	i := strings.LastIndex(key, ":e")
+	if i < 0 || !strings.HasSuffix(key[:i], "}") {
+		return key, 0
+	}
+	n, err := strconv.ParseInt(key[i+2:], 10, 64)
+	if err != nil || n <= 0 {
+		return key, 0
+	}
+	return key[:i], n
+}
+
+// staleEpochs: a reset of a fixed window key with quota blocks moves every
+// instance to the key's next epoch ("<key>:e<n>"), the resetting one at
+// once, the others with their next block call or, when they take no
+// blocks (the key exhausted), with the first check the store denies them
+// (middleware/engine, askEpoch). So once a newer epoch of a key has been
+// used in a window, an instance denied on an older epoch of it (stale)
+// must not be denied on an old epoch again more than a grace after its
+// first stale denial: it would deny the key until the window ends, the
+// reset ignored (TestBlocksResetExhausted). The grace is two of the
+// blocks' Holds (a quarter Hold of local denials, a quarter between two
+// questions, scheduling) plus Timeout and Slack (the question itself).
+// Calls that overlap a window's boundary prove nothing, and a fault
+// active from FailoverWindow before the first stale denial to the last
+// excuses them: a failover may lose the reset's write, a question may
+// fail.
+func staleEpochs(base int64, recs []Record, faults []Record, opts CheckOptions) []Violation {
+	var hold int64
+	for _, r := range recs {
+		if r.Kind == KindReset {
+			hold = max(hold, r.Hold)
+		}
+	}
+	if hold == 0 {
+		return nil // no reset of a key with quota blocks
+	}
+	grace := 2*hold + opts.Timeout.Microseconds() + opts.Slack.Microseconds()
+	margin := opts.Margin.Microseconds()
+	type use struct {
+		s, e, n int64
+		inst    int
+		denied  bool
+		rec     int
+	}
+	type wkey struct {
+		key string
+		w   int64
+	}
+	uses := map[wkey][]use{}
+	for i, r := range recs {
+		if r.Kind != KindDecision || r.Outcome == OutFallback || r.Outcome == OutOpen || r.Outcome == OutFailed {
+			continue
+		}
+		for _, rr := range r.Rules {
+			if rr.Alg != "fixed_window" || !rr.Evaluated || rr.Period <= 0 {
+				continue
+			}
+			k, n := epochOf(rr.Key)
+			w := floorDiv(base+r.Start-margin, rr.Period)
+			if w != floorDiv(base+r.End+margin, rr.Period) {
+				continue
+			}
+			uses[wkey{k, w}] = append(uses[wkey{k, w}], use{s: r.Start, e: r.End, n: n, inst: r.Inst, denied: !rr.Allowed && !rr.Block, rec: i})
+		}
+	}
+	faulty := func(from, to int64) bool {
+		for _, f := range faults {
+			if f.Start <= to && f.End >= from {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Violation
+	for _, wk := range slices.SortedFunc(maps.Keys(uses), func(a, b wkey) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmpInt(a.w, b.w)
+	}) {
+		list := uses[wk]
+		slices.SortFunc(list, func(a, b use) int { return cmpInt(a.s, b.s) })
+		first := map[int]*use{} // per instance: its first stale denial
+		newest := func(before int64) *use {
+			var ev *use
+			for j := range list {
+				if list[j].e < before && (ev == nil || list[j].n > ev.n) {
+					ev = &list[j]
+				}
+			}
+			return ev
+		}
+		for i := range list {
+			u := &list[i]
+			if f := first[u.inst]; f != nil && u.n > f.n {
+				delete(first, u.inst) // it learned of a newer epoch
+			}
+			if !u.denied {
+				continue
+			}
+			ev := newest(u.s)
+			if ev == nil || ev.n <= u.n {
+				continue // not stale: no newer epoch used before it
+			}
+			f := first[u.inst]
+			if f == nil {
+				first[u.inst] = u
+				continue
+			}
+			if u.s <= f.s+grace || faulty(f.s-FailoverWindow.Microseconds(), u.e) {
+				continue
+			}
+			out = append(out, Violation{Kind: VResetIgnored, Key: wk.key,
+				Msg: fmt.Sprintf("inst %d denied on epoch %d at %v, %v after its first denial on an old epoch (grace %v), while epoch %d was in use",
+					u.inst, u.n, us(u.s), us(u.s-f.s), us(grace), ev.n),
+				Excerpt: []Record{recs[ev.rec], recs[f.rec], recs[u.rec]}})
+			break // one per key and window
+		}
+	}
+	return out
 }
 
 // FailoverWindow bounds how long a failover (forced or by a master's

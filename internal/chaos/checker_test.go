@@ -539,3 +539,80 @@ func TestCheckObservedPromotion(t *testing.T) {
 		t.Fatalf("violations %q, lost %d, faults %d, observed %d; want none, 1, 0, 1", kinds(s.Violations), s.LostUnits, s.Faults, s.Observed)
 	}
 }
+
+// TestCheckResetIgnored: a fixed window key with quota blocks moves to its
+// next epoch on a reset; an instance still denied on the old epoch's key
+// more than the grace (2 Holds + Timeout + Slack: 170ms here) after its
+// first denial there, while the new epoch was in use, ignored the reset.
+func TestCheckResetIgnored(t *testing.T) {
+	t.Parallel()
+	use := func(b *hist, inst int, at float64, key string, allowed bool) {
+		b.id++
+		r := Record{Kind: KindDecision, Inst: inst, ID: b.id, Op: "decide", Start: ms(at), End: ms(at + 1), Allowed: allowed, Outcome: OutDenied,
+			Rules: []RuleRec{{Rule: "hot-fw", Key: key, Alg: "fixed_window", Rate: 1000, Period: time.Second.Microseconds(), Cost: 1, Evaluated: true, Allowed: allowed}}}
+		if allowed {
+			r.Outcome = OutAllowed
+		}
+		b.h.Add(r)
+	}
+	const old, cur = "hot:fw:{h0}", "hot:fw:{h0}:e1"
+	for _, tc := range []struct {
+		name  string
+		build func(b *hist)
+		want  string
+	}{
+		{"denied on the old epoch past the grace", func(b *hist) {
+			use(b, 1, 200, old, false)
+			use(b, 1, 250, old, false)
+			use(b, 1, 400, old, false)
+		}, VResetIgnored},
+		{"learned within the grace", func(b *hist) {
+			use(b, 1, 200, old, false)
+			use(b, 1, 260, cur, true)
+			use(b, 1, 500, cur, false)
+		}, ""},
+		{"a fault excuses it", func(b *hist) {
+			use(b, 1, 200, old, false)
+			b.fault("failover", 300, 350)
+			use(b, 1, 400, old, false)
+		}, ""},
+		{"each instance has its own first denial", func(b *hist) {
+			use(b, 1, 200, old, false)
+			use(b, 2, 360, old, false)
+			use(b, 1, 360, cur, true)
+			use(b, 2, 400, cur, true)
+		}, ""},
+		{"another window proves nothing", func(b *hist) {
+			use(b, 1, 200, old, false)
+			use(b, 1, 1200, old, false)
+			use(b, 1, 1400, old, false)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newHist()
+			b.h.Add(Record{Kind: KindReset, Inst: 0, Start: ms(100), End: ms(101), Keys: []string{"hot:gcra:{j0}"}, Hold: ms(50), Result: ResOK})
+			use(b, 0, 110, cur, true) // the resetting instance, on the new epoch
+			tc.build(b)
+			s := check(t, b)
+			var got []string
+			for _, v := range s.Violations {
+				if v.Kind == VResetIgnored {
+					got = append(got, v.Kind)
+				}
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Fatalf("violations %q, want %q", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		key  string
+		base string
+		n    int64
+	}{{old, old, 0}, {cur, old, 1}, {"hot:fw:{h0}:e12", old, 12}, {"x:e3", "x:e3", 0}, {"hot:fw:{e1}", "hot:fw:{e1}", 0}} {
+		if k, n := epochOf(tc.key); k != tc.base || n != tc.n {
+			t.Errorf("epochOf(%q) = %q, %d, want %q, %d", tc.key, k, n, tc.base, tc.n)
+		}
+	}
+}

@@ -38,7 +38,7 @@ var (
 	limGCRA     = algorithms.PerSecond(5).WithBurst(3)
 	limQuota    = algorithms.PerSecond(12)
 	limSlots    = algorithms.InFlight(3, 2*time.Second)
-	limHotFW    = algorithms.PerSecond(50)
+	limHotFW    = algorithms.PerSecond(30)
 	limHotGCRA  = algorithms.PerSecond(50).WithBurst(25)
 	hotBlocks   = engine.BlockConfig{Hold: 50 * time.Millisecond}
 )
