@@ -538,6 +538,24 @@ func TestCheckObservedPromotion(t *testing.T) {
 	if len(s.Violations) != 0 || s.LostUnits != 1 || s.Faults != 0 || s.Observed != 1 {
 		t.Fatalf("violations %q, lost %d, faults %d, observed %d; want none, 1, 0, 1", kinds(s.Violations), s.LostUnits, s.Faults, s.Observed)
 	}
+
+	// During a pause (a master stopped past the sentinels' down-after) it
+	// is a failover too; during a kill-master, the kill accounts for it.
+	for _, tc := range []struct {
+		kind string
+		lost int64
+	}{{world.Pause, 1}, {world.KillMaster, 1}, {world.Latency, 1}} {
+		b := newHist()
+		for _, x := range []float64{100, 200, 300, 500} {
+			b.dec(x, x+2, "", fw(true))
+		}
+		b.h.Add(Record{Kind: KindFault, Start: ms(350), End: ms(700), Fault: &FaultRec{Kind: tc.kind}})
+		b.h.Add(Record{Kind: KindFault, Start: ms(400), End: ms(450), Fault: &FaultRec{Kind: Promotion, Observed: true}})
+		s := check(t, b)
+		if len(s.Violations) != 0 || s.LostUnits != tc.lost {
+			t.Errorf("promotion during %s: violations %q, lost %d; want none, %d", tc.kind, kinds(s.Violations), s.LostUnits, tc.lost)
+		}
+	}
 }
 
 // TestCheckResetIgnored: a fixed window key with quota blocks moves to its
