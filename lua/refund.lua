@@ -34,7 +34,10 @@
 --                   key is at it, the previous count once the key has
 --                   moved on to the next, nothing after that
 --   token bucket,   the units' time-debt at now, never below a full
---   GCRA            bucket (the cluster refunds, run at the commit's now)
+--   GCRA            bucket, nor more than what is left at now of the
+--                   commit's debt (at + reset - now: the units the bucket
+--                   refilled since are not given back again); the cluster
+--                   refunds run at the commit's now
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.

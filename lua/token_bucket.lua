@@ -77,12 +77,14 @@ end
 -- Refund: put back the cost tokens a commit took, clamped to the
 -- capacity, evaluated at now (the commit's own time, at, right after it),
 -- so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - cost * u
+  -- no more than the commit's debt left at now: units the bucket refilled
+  -- since are not given back again (calc's refundDebt)
+  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return

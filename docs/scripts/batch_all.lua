@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 11333fdc19cf8b2d855d8352407ef674614e7eaf (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 09d2cbfed56ce0c96c51b96b9465960a3b98813d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -712,12 +712,14 @@ end
 -- Refund: put back the cost tokens a commit took, clamped to the
 -- capacity, evaluated at now (the commit's own time, at, right after it),
 -- so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - cost * u
+  -- no more than the commit's debt left at now: units the bucket refilled
+  -- since are not given back again (calc's refundDebt)
+  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return
@@ -790,7 +792,7 @@ end
 -- Refund: move the TAT back by the cost's emission time, evaluated at
 -- now (the commit's own time, at, right after it), not below now. A TAT at
 -- or before now is a full bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
@@ -798,7 +800,8 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
+  -- no more than the commit's debt left at now (see token_bucket_refund)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return

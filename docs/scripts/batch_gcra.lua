@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 6c32038625a292ed98739b4eea55d05e01b3c69f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 3ea4dd41b5094d003840c6d9aa01a904e21df0b9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, gcra.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -298,7 +298,7 @@ end
 -- Refund: move the TAT back by the cost's emission time, evaluated at
 -- now (the commit's own time, at, right after it), not below now. A TAT at
 -- or before now is a full bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
@@ -306,7 +306,8 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
+  -- no more than the commit's debt left at now (see token_bucket_refund)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 2dd54d46a85f68c9321ef73557a0975a578d4ef8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 529f10c39cf192c181269b7183134b20850b4ebb (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -335,12 +335,14 @@ end
 -- Refund: put back the cost tokens a commit took, clamped to the
 -- capacity, evaluated at now (the commit's own time, at, right after it),
 -- so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - cost * u
+  -- no more than the commit's debt left at now: units the bucket refilled
+  -- since are not given back again (calc's refundDebt)
+  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return

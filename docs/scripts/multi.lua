@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 fa83ebf177942cd65b8b93b6069025f469986814 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 0d6274d3f9bb40d9b17b3da5873879da62b9c287 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -602,12 +602,14 @@ end
 -- Refund: put back the cost tokens a commit took, clamped to the
 -- capacity, evaluated at now (the commit's own time, at, right after it),
 -- so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - cost * u
+  -- no more than the commit's debt left at now: units the bucket refilled
+  -- since are not given back again (calc's refundDebt)
+  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return
@@ -680,7 +682,7 @@ end
 -- Refund: move the TAT back by the cost's emission time, evaluated at
 -- now (the commit's own time, at, right after it), not below now. A TAT at
 -- or before now is a full bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
@@ -688,7 +690,8 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
+  -- no more than the commit's debt left at now (see token_bucket_refund)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return

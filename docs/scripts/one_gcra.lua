@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 fdaed97940fc6eb1a7b83d052a77f97037764a2a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 a638a4d040530d09d9c430f4f5bd12b5caed82dc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -235,7 +235,7 @@ end
 -- Refund: move the TAT back by the cost's emission time, evaluated at
 -- now (the commit's own time, at, right after it), not below now. A TAT at
 -- or before now is a full bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
@@ -243,7 +243,8 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
+  -- no more than the commit's debt left at now (see token_bucket_refund)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return

@@ -17,7 +17,7 @@
 --   1 if the commit marker existed (the units were given back), else 0;
 --   then the now in µs
 --
--- SHA1 051b25ddd83a251840d21d716c6fdb6bd821092e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 305938e48e8df7e172043c2e82043efaf05d99f4 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, refund.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -595,12 +595,14 @@ end
 -- Refund: put back the cost tokens a commit took, clamped to the
 -- capacity, evaluated at now (the commit's own time, at, right after it),
 -- so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, _, now)
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - cost * u
+  -- no more than the commit's debt left at now: units the bucket refilled
+  -- since are not given back again (calc's refundDebt)
+  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return
@@ -673,7 +675,7 @@ end
 -- Refund: move the TAT back by the cost's emission time, evaluated at
 -- now (the commit's own time, at, right after it), not below now. A TAT at
 -- or before now is a full bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
@@ -681,7 +683,8 @@ local function gcra_refund(key, cap, _, r, u, cost, at, _, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - cost * u
+  -- no more than the commit's debt left at now (see token_bucket_refund)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
   if diff <= 0 then
     redis.call('DEL', key)
     return
@@ -903,7 +906,10 @@ local late = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding
 --                   key is at it, the previous count once the key has
 --                   moved on to the next, nothing after that
 --   token bucket,   the units' time-debt at now, never below a full
---   GCRA            bucket (the cluster refunds, run at the commit's now)
+--   GCRA            bucket, nor more than what is left at now of the
+--                   commit's debt (at + reset - now: the units the bucket
+--                   refilled since are not given back again); the cluster
+--                   refunds run at the commit's now
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.

@@ -18,9 +18,9 @@ func (s *State) Refund(p *Params, at, reset, now int64, exists bool) RefundOutco
 	case SlidingWindow:
 		return s.slidingWindowRefund(p, at, reset, now)
 	case TokenBucket:
-		return s.tokenBucketRefund(p, now)
+		return s.tokenBucketRefund(p, at, reset, now)
 	default:
-		return s.gcraRefund(p, now)
+		return s.gcraRefund(p, at, reset, now)
 	}
 }
 
@@ -100,15 +100,30 @@ func (s *State) slidingWindowRefund(p *Params, at, reset, now int64) RefundOutco
 	return RefundOutcome{TTL: r}
 }
 
+// refundDebt is the time-debt (scaled by r, as bucketDebt's) that a late
+// refund of a bucket's units takes back at now: their own, costDebt, but
+// no more than what is left at now of the debt that the commit at at left
+// (it replied reset µs to full): units the bucket refilled since are not
+// given back again (that would create capacity). As token_bucket_refund
+// and gcra_refund in lua/ compute it.
+func refundDebt(costDebt, at, reset, now, r int64) int64 {
+	left := (at + reset - now) * r
+	if left <= 0 {
+		return 0
+	}
+	return min(left, costDebt)
+}
+
 // tokenBucketRefund puts cost tokens back at now: the time-debt at now less
-// cost·u, at least nothing (a full bucket: the key is deleted).
-func (s *State) tokenBucketRefund(p *Params, now int64) RefundOutcome {
+// what refundDebt gives back, at least nothing (a full bucket: the key is
+// deleted).
+func (s *State) tokenBucketRefund(p *Params, at, reset, now int64) RefundOutcome {
 	if s.b <= 0 {
 		return RefundOutcome{}
 	}
 	tau := Tau(p)
 	diff, _ := bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U, s.d == tau)
-	diff -= p.Cost * p.U
+	diff -= refundDebt(p.Cost*p.U, at, reset, now, p.R)
 	if diff <= 0 {
 		return RefundOutcome{Gone: true}
 	}
@@ -116,12 +131,13 @@ func (s *State) tokenBucketRefund(p *Params, now int64) RefundOutcome {
 	return RefundOutcome{TTL: CeilDiv(diff, p.R)}
 }
 
-// gcraRefund moves the TAT back by cost's emission time, from its value at
-// now; a TAT at or before now is a full bucket: the key is deleted.
-func (s *State) gcraRefund(p *Params, now int64) RefundOutcome {
+// gcraRefund moves the TAT back by cost's emission time (at most what
+// refundDebt gives back), from its value at now; a TAT at or before now is
+// a full bucket: the key is deleted.
+func (s *State) gcraRefund(p *Params, at, reset, now int64) RefundOutcome {
 	tau := Tau(p)
 	diff, _ := bucketDebt(s.a, s.b, s.c, now, p.R, p.Cap*p.U, s.d == tau)
-	diff -= p.Cost * p.U
+	diff -= refundDebt(p.Cost*p.U, at, reset, now, p.R)
 	if diff <= 0 {
 		return RefundOutcome{Gone: true}
 	}
