@@ -61,9 +61,10 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
--- Refund: move the TAT back by the cost's emission time, evaluated at
--- now (the commit's own time, at, right after it), not below now. A TAT at
--- or before now is a full bucket: the key is deleted.
+-- Refund: move the TAT back by the cost's emission time (no more than
+-- refund_debt gives back), evaluated at now (the commit's own time, at,
+-- right after it), not below now. A TAT at or before now is a full
+-- bucket: the key is deleted.
 local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
@@ -72,8 +73,7 @@ local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  -- no more than the commit's debt left at now (see token_bucket_refund)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return

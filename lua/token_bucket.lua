@@ -74,17 +74,15 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
--- Refund: put back the cost tokens a commit took, clamped to the
--- capacity, evaluated at now (the commit's own time, at, right after it),
--- so no refill is counted twice.
+-- Refund: put back the cost tokens a commit took (no more than refund_debt
+-- gives back), clamped to the capacity, evaluated at now (the commit's own
+-- time, at, right after it), so no refill is counted twice.
 local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  -- no more than the commit's debt left at now: units the bucket refilled
-  -- since are not given back again (calc's refundDebt)
-  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  diff = diff - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return

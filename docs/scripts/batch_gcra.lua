@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 3ea4dd41b5094d003840c6d9aa01a904e21df0b9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 28d32db0214e4e3f62a57a6fc1112b0f5aedd52b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, gcra.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -194,6 +194,15 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
 -- zadd_units adds cost members to the sorted set key, each scored score
 -- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
 -- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
@@ -295,9 +304,10 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
--- Refund: move the TAT back by the cost's emission time, evaluated at
--- now (the commit's own time, at, right after it), not below now. A TAT at
--- or before now is a full bucket: the key is deleted.
+-- Refund: move the TAT back by the cost's emission time (no more than
+-- refund_debt gives back), evaluated at now (the commit's own time, at,
+-- right after it), not below now. A TAT at or before now is a full
+-- bucket: the key is deleted.
 local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
@@ -306,8 +316,7 @@ local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  -- no more than the commit's debt left at now (see token_bucket_refund)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return

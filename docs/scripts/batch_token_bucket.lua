@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 529f10c39cf192c181269b7183134b20850b4ebb (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 96635be4d8b1cf4bc77f72bedfedac3dac2806bc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -218,6 +218,15 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
 -- zadd_units adds cost members to the sorted set key, each scored score
 -- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
 -- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
@@ -332,17 +341,15 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
--- Refund: put back the cost tokens a commit took, clamped to the
--- capacity, evaluated at now (the commit's own time, at, right after it),
--- so no refill is counted twice.
+-- Refund: put back the cost tokens a commit took (no more than refund_debt
+-- gives back), clamped to the capacity, evaluated at now (the commit's own
+-- time, at, right after it), so no refill is counted twice.
 local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  -- no more than the commit's debt left at now: units the bucket refilled
-  -- since are not given back again (calc's refundDebt)
-  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  diff = diff - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return

@@ -16,7 +16,7 @@
 --   allowed, remaining (after the block), retry_after µs, reset_after µs,
 --   now µs
 --
--- SHA1 147f81b6ca42efd3ae7386fb2c31e25ac36effd3 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 1013cd58d2633789a83344efd544aad75ed0942f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, token_bucket.lua, gcra.lua, now.lua, block.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -74,6 +74,15 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- zadd_units adds cost members to the sorted set key, each scored score
@@ -190,17 +199,15 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
--- Refund: put back the cost tokens a commit took, clamped to the
--- capacity, evaluated at now (the commit's own time, at, right after it),
--- so no refill is counted twice.
+-- Refund: put back the cost tokens a commit took (no more than refund_debt
+-- gives back), clamped to the capacity, evaluated at now (the commit's own
+-- time, at, right after it), so no refill is counted twice.
 local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  -- no more than the commit's debt left at now: units the bucket refilled
-  -- since are not given back again (calc's refundDebt)
-  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  diff = diff - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return
@@ -270,9 +277,10 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
--- Refund: move the TAT back by the cost's emission time, evaluated at
--- now (the commit's own time, at, right after it), not below now. A TAT at
--- or before now is a full bucket: the key is deleted.
+-- Refund: move the TAT back by the cost's emission time (no more than
+-- refund_debt gives back), evaluated at now (the commit's own time, at,
+-- right after it), not below now. A TAT at or before now is a full
+-- bucket: the key is deleted.
 local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
@@ -281,8 +289,7 @@ local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  -- no more than the commit's debt left at now (see token_bucket_refund)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return

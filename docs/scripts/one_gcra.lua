@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 a638a4d040530d09d9c430f4f5bd12b5caed82dc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 b5228a6206d835a3a32489ec1c70854b1d9223c0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -131,6 +131,15 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
 -- zadd_units adds cost members to the sorted set key, each scored score
 -- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
 -- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
@@ -232,9 +241,10 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
 end
 
--- Refund: move the TAT back by the cost's emission time, evaluated at
--- now (the commit's own time, at, right after it), not below now. A TAT at
--- or before now is a full bucket: the key is deleted.
+-- Refund: move the TAT back by the cost's emission time (no more than
+-- refund_debt gives back), evaluated at now (the commit's own time, at,
+-- right after it), not below now. A TAT at or before now is a full
+-- bucket: the key is deleted.
 local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local v = redis.call('GET', key)
@@ -243,8 +253,7 @@ local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  -- no more than the commit's debt left at now (see token_bucket_refund)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return

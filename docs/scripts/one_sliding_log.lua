@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 426fe8ed76dea21dcbfeac47a5a79d0cc40eab98 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 94d0617a0f9ab47ec26a09b65e690209c27cb95e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, sliding_log.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -86,6 +86,15 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- zadd_units adds cost members to the sorted set key, each scored score

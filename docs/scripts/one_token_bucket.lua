@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 ebd8feee9c8957fe2086efb03823119c9cdc012e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 88d6b7f103babebe1148683e71a48fff853fdb68 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, token_bucket_one.lua, one_fast.lua, prelude.lua, token_bucket.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -158,6 +158,15 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
 -- zadd_units adds cost members to the sorted set key, each scored score
 -- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
 -- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
@@ -272,17 +281,15 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
   return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
 end
 
--- Refund: put back the cost tokens a commit took, clamped to the
--- capacity, evaluated at now (the commit's own time, at, right after it),
--- so no refill is counted twice.
+-- Refund: put back the cost tokens a commit took (no more than refund_debt
+-- gives back), clamped to the capacity, evaluated at now (the commit's own
+-- time, at, right after it), so no refill is counted twice.
 local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  -- no more than the commit's debt left at now: units the bucket refilled
-  -- since are not given back again (calc's refundDebt)
-  diff = diff - math.max(0, math.min(cost * u, reset and (at + reset - now) * r or cost * u))
+  diff = diff - refund_debt(cost * u, at, reset, now, r)
   if diff <= 0 then
     redis.call('DEL', key)
     return
