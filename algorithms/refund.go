@@ -62,11 +62,15 @@ type Refund struct {
 //   - SlidingWindow: from the count of the window the commit counted in,
 //     the current or the previous one, while it still counts.
 //   - TokenBucket and GCRA: Units of time-debt at the refund's now,
-//     never above a full bucket.
+//     never above a full bucket, nor more than what is left of the
+//     commit's own debt: what the bucket refilled since the commit is
+//     not given back again, and the refunds of earlier commits of the
+//     key, which moved its debt earlier, are counted (a refund record
+//     per key, kept one full bucket's time after its last refund).
 //
 // So the key reads, as far as its algorithm can tell, as if the units had
-// never been taken; only a bucket that would have filled up meanwhile
-// gets back at most what the cap would have cut.
+// never been taken; refunds never create capacity. A bucket with more
+// than 31 commits outstanding between refunded ones may get back less.
 //
 // A commit is given back at most once, whatever the retries: the
 // refunds of one call's commit (one [Receipt.Marker]) must be given in

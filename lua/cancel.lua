@@ -24,9 +24,9 @@
 -- figures; then the now used, in µs.
 --
 -- The commit marker of a part that committed holds "<at>:<reset_after
--- 1>:...": each check gives back its cost as refund.lua's late refunds
--- do (<name>_refund(key, cap, period, r, u, cost, at, reset, now)), and a
--- concurrency check removes its slots.
+-- 1>:...|<record 1>...": each check gives back its cost as refund.lua's
+-- late refunds do (<name>_refund(key, cap, period, r, u, cost, at, reset,
+-- now, mark)), and a concurrency check removes its slots.
 local n = #KEYS - 1
 local unknown = unknown_algorithm(undo, n, 6)
 if unknown then return unknown end
@@ -39,9 +39,10 @@ local resets = {}
 for r in string.gmatch(string.sub(m, #at + 1), ':(%d+)') do resets[#resets + 1] = tonumber(r) end
 if #resets ~= n then return {2, now} end
 at = tonumber(at)
+local marks = commit_marks(m)
 for i = 1, n do
   local o = 3 + 6 * (i - 1)
   undo[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now)
+    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i])
 end
 return {1, now}

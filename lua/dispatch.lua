@@ -43,8 +43,9 @@
 --
 -- Markers (sharded clients only; keys of the slot of the checks, with a
 -- TTL of W): a part that commits (mode 3) sets its commit marker, to
--- "<now>:<reset_after 1>:...:<reset_after n>" (what cancel.lua needs to
--- give the units back), and every check's pending marker, to "1". A part
+-- "<now>:<reset_after 1>:...:<reset_after n>|<record 1>...|<record n>"
+-- (what a refund and cancel.lua need to give the units back; the records:
+-- see refund_mark, prelude.lua), and every check's pending marker, to "1". A part
 -- whose commit marker exists when it runs decides nothing (cancelled). A refund gives back only if it deletes
 -- the commit marker: at most once, and only within W of its commit. A
 -- check denied while its pending marker exists (modes 2 and 3) replies
@@ -91,10 +92,13 @@ if mode == '1' then
   for i = 1, n do
     if not args(i) then return unknown(i) end
   end
-  if redis.call('DEL', KEYS[n + 1]) == 1 then
+  local m = redis.call('GET', KEYS[n + 1])
+  if m then
+    redis.call('DEL', KEYS[n + 1])
+    local marks = commit_marks(m)
     for i = 1, n do
       local alg, cap, period, r, u, cost = args(i)
-      refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]))
+      refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]), nil, marks[i])
     end
   end
   for i = 1, n do
@@ -159,7 +163,9 @@ if all and mode == '3' then
   local w = ARGV[3 + 6 * n]
   local commit = {fmt(now)}
   for i = 1, n do commit[i + 1] = fmt(reply[4 * i]) end
-  redis.call('SET', KEYS[2 * n + 1], table.concat(commit, ':'), 'PX', w)
+  local marks = {}
+  for i = 1, n do marks[i] = refund_mark(KEYS[i]) end
+  redis.call('SET', KEYS[2 * n + 1], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
   for i = 1, n do
     redis.call('SET', KEYS[n + i], '1', 'PX', w)
   end

@@ -62,10 +62,11 @@ local function gcra(key, cap, _, r, u, cost, now, commit)
 end
 
 -- Refund: move the TAT back by the cost's emission time (no more than
--- refund_debt gives back), evaluated at now (the commit's own time, at,
+-- refund_debt gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
 -- right after it), not below now. A TAT at or before now is a full
 -- bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
   now = now or at
   local v = redis.call('GET', key)
   if not v then return end
@@ -73,7 +74,10 @@ local function gcra_refund(key, cap, _, r, u, cost, at, reset, now)
   local tau = floor((full + r - 1) / r)
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - refund_debt(cost * u, at, reset, now, r)
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, tau)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
   if diff <= 0 then
     redis.call('DEL', key)
     return

@@ -7,7 +7,8 @@
 --            marker, set while a refund may still give units back
 -- KEYS[3]    one part of a call spanning slots only: the call's commit
 --            marker in this slot, which its refund consumes; it holds
---            "<now>:<reset_after>", what a cancel (cancel.lua) needs
+--            "<now>:<reset_after>|<record>", what a refund or a cancel
+--            (cancel.lua) needs (the record: see refund_mark, prelude.lua)
 -- ARGV[1]    now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2..6] capacity, period µs, r, u, cost (as one check of dispatch.lua)
 -- ARGV[7]    with KEYS[3]: the refund window in ms
@@ -31,7 +32,7 @@ local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonum
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset), 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[1]), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

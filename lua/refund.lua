@@ -19,9 +19,9 @@
 -- back), else 0 (refunded already, or the refund window has passed:
 -- nothing given back); then the now used, in µs.
 --
--- Each <name>_refund(key, cap, period, r, u, units, at, reset, now) (see
--- prelude.lua) gives back units that the commit at at took, as they stand
--- at now:
+-- Each <name>_refund(key, cap, period, r, u, units, at, reset, now, mark)
+-- (see prelude.lua) gives back units that the commit at at took, as they
+-- stand at now (mark: the refund record the commit noted in its marker):
 --
 --   fixed window    from the count of the commit's window (named by its
 --                   end, at + reset), while the key is at that window;
@@ -35,9 +35,12 @@
 --                   moved on to the next, nothing after that
 --   token bucket,   the units' time-debt at now, never below a full
 --   GCRA            bucket, nor more than what is left at now of the
---                   commit's debt (at + reset - now: the units the bucket
---                   refilled since are not given back again); the cluster
---                   refunds run at the commit's now
+--                   commit's debt (at + reset - since - now: the units the
+--                   bucket refilled since are not given back again, and
+--                   since, what refunds of the key gave back after the
+--                   commit, moved its debt earlier; see refund_since in
+--                   prelude.lua); the cluster refunds run at the commit's
+--                   now
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.
@@ -49,12 +52,13 @@ if unknown then return unknown end
 local m = redis.call('GET', KEYS[n + 1])
 if not m or m == 'x' then return {0, now} end
 redis.call('DEL', KEYS[n + 1])
+local marks = commit_marks(m)
 for i = 1, n do
   local o = 3 + 7 * (i - 1)
   local units = tonumber(ARGV[o + 5])
   if units > 0 then
     late[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-      tonumber(ARGV[o + 4]), units, at, tonumber(ARGV[o + 6]), now)
+      tonumber(ARGV[o + 4]), units, at, tonumber(ARGV[o + 6]), now, marks[i])
   end
 end
 return {1, now}

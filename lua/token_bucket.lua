@@ -75,14 +75,18 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
 end
 
 -- Refund: put back the cost tokens a commit took (no more than refund_debt
--- gives back), clamped to the capacity, evaluated at now (the commit's own
--- time, at, right after it), so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
+-- gives back, from the commit's horizon less what refunds gave back since
+-- it: see refund_since), clamped to the capacity, evaluated at now (the
+-- commit's own time, at, right after it), so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - refund_debt(cost * u, at, reset, now, r)
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  diff = diff - give
   if diff <= 0 then
     redis.call('DEL', key)
     return

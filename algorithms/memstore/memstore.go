@@ -95,7 +95,9 @@ type memoryShard struct {
 	nextSweep int64 // µs: no sweep pass starts before
 	visited   int64 // slots examined to admit new keys (tests)
 	seed      maphash.Seed
-	_         [56]byte // keep shards on separate cache lines (128 bytes each)
+	records   map[string]*refundRecord // the keys' refund records (refund.go)
+	recSweep  int                      // sweep records when they reach this many
+	_         [40]byte                 // keep shards on separate cache lines (128 bytes each)
 }
 
 type slot struct {

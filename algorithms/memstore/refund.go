@@ -24,21 +24,84 @@ var _ algorithms.Refunder = (*Store)(nil)
 // window.
 type commitBook struct {
 	mu      sync.Mutex
-	live    map[string]int64
+	live    map[string]commitEntry
 	next    uint64
 	sweepAt int
 }
 
-// add records a marker that expires at until and returns its name.
-func (b *commitBook) add(until, hw int64) string {
+// commitEntry is a live commit marker: when it expires, and the refund
+// records of its token bucket and GCRA keys as the commit found them (the
+// "|<g>,<R>" of a Redis commit marker; see lua/prelude.lua).
+type commitEntry struct {
+	until int64
+	marks []keyMark
+}
+
+type keyMark struct {
+	key  string
+	mark calc.RefundMark
+}
+
+// mark returns what e noted of key's refund record (none: not Live).
+func (e *commitEntry) mark(key string) calc.RefundMark {
+	for i := range e.marks {
+		if e.marks[i].key == key {
+			return e.marks[i].mark
+		}
+	}
+	return calc.RefundMark{}
+}
+
+// refundRecord is a key's refund record (as the sibling key
+// "<key>:rf" Redis holds: see lua/prelude.lua), live until until (µs).
+type refundRecord struct {
+	calc.RefundRecord
+	until int64
+}
+
+// record returns key's refund record, live at hw, or nil.
+func (sh *memoryShard) record(key string, hw int64) *refundRecord {
+	if r := sh.records[key]; r != nil && r.until > hw {
+		return r
+	}
+	return nil
+}
+
+// newRecord returns a record for key, not Live, in place of an expired
+// one; the expired records are swept when the shard's records have
+// doubled since the last sweep.
+func (sh *memoryShard) newRecord(key string, hw int64) *refundRecord {
+	if r := sh.records[key]; r != nil {
+		r.RefundRecord = calc.RefundRecord{Kept: r.Kept[:0]}
+		return r
+	}
+	if sh.records == nil {
+		sh.records = make(map[string]*refundRecord)
+	}
+	if len(sh.records) >= sh.recSweep {
+		for k, r := range sh.records {
+			if r.until <= hw {
+				delete(sh.records, k)
+			}
+		}
+		sh.recSweep = 2*len(sh.records) + 64
+	}
+	r := new(refundRecord)
+	sh.records[key] = r
+	return r
+}
+
+// add records a marker that expires at until, with marks, and returns its
+// name.
+func (b *commitBook) add(until, hw int64, marks []keyMark) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.live == nil {
-		b.live = make(map[string]int64)
+		b.live = make(map[string]commitEntry)
 	}
 	if len(b.live) >= b.sweepAt {
 		for k, e := range b.live {
-			if e <= hw {
+			if e.until <= hw {
 				delete(b.live, k)
 			}
 		}
@@ -46,17 +109,18 @@ func (b *commitBook) add(until, hw int64) string {
 	}
 	b.next++
 	name := "m" + strconv.FormatUint(b.next, 36)
-	b.live[name] = until
+	b.live[name] = commitEntry{until: until, marks: marks}
 	return name
 }
 
-// take removes marker and reports whether it was live at hw.
-func (b *commitBook) take(marker string, hw int64) bool {
+// take removes marker and reports whether it was live at hw, with its
+// entry.
+func (b *commitBook) take(marker string, hw int64) (commitEntry, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.live[marker]
 	delete(b.live, marker)
-	return ok && e > hw
+	return e, ok && e.until > hw
 }
 
 // commitRefundable, for a refundable call whose checks have all been
@@ -70,13 +134,20 @@ func (m *Store) commitRefundable(checks []algorithms.Check, hashes []uint64, sha
 	}
 	// the TTL of the markers Redis sets: whole milliseconds
 	until := hw + calc.CeilDiv(int64(w/time.Microsecond), 1000)*1000
-	marker := m.book.add(until, hw)
+	var marks []keyMark
 	for i := range checks {
 		// looked up again: inserting a later check's key may have moved
 		// the slot of an earlier one
-		if st := m.shards[shards[i]].lookup(hashes[i], checks[i].Key); st != nil {
+		sh := &m.shards[shards[i]]
+		if st := sh.lookup(hashes[i], checks[i].Key); st != nil {
 			st.pending = max(st.pending, until)
 		}
+		if r := sh.record(checks[i].Key, hw); r != nil {
+			marks = append(marks, keyMark{key: checks[i].Key, mark: r.Mark()})
+		}
+	}
+	marker := m.book.add(until, hw, marks)
+	for i := range checks {
 		results[i].Receipt = algorithms.Receipt{Marker: marker, At: now}
 	}
 }
@@ -124,7 +195,8 @@ func (m *Store) refundGroup(refunds []algorithms.Refund, group []int, now, hw in
 		}
 	}()
 	marker := refunds[group[0]].Result.Receipt.Marker
-	if !m.book.take(marker, hw) {
+	entry, ok := m.book.take(marker, hw)
+	if !ok {
 		return false
 	}
 	for k, j := range group {
@@ -139,7 +211,23 @@ func (m *Store) refundGroup(refunds []algorithms.Refund, group []int, now, hw in
 		if st == nil {
 			continue
 		}
-		o := st.Refund(&p, r.Result.Receipt.At, int64(r.Result.ResetAfter/time.Microsecond), now, st.expires > hw)
+		at, reset := r.Result.Receipt.At, int64(r.Result.ResetAfter/time.Microsecond)
+		rr := sh.record(c.Key, hw)
+		var rec calc.RefundRecord
+		if rr != nil {
+			rec = rr.RefundRecord
+		}
+		since, v := rec.Since(entry.mark(c.Key), at, reset)
+		o := st.Refund(&p, at, reset, since, now, st.expires > hw)
+		if o.Gave > 0 && calc.RecordsRefunds(c.Key) {
+			if rr == nil {
+				rr = sh.newRecord(c.Key, hw)
+			}
+			rr.Add(v, at+reset, o.Gave, now)
+			// it lives a full bucket's time (ms, and 1 ms) after its last
+			// refund, as the key Redis keeps
+			rr.until = hw + (calc.CeilDiv(calc.Tau(&p), 1000)+1)*1000
+		}
 		switch {
 		case o.Gone && st.pending > hw:
 			// the key's pending marker outlives its state, as in Redis

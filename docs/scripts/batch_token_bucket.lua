@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 96635be4d8b1cf4bc77f72bedfedac3dac2806bc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 3399a82c614fee1d49528c1e1e0dce9ff99b1d9c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -180,11 +180,13 @@ if a > #ARGV then return reply end
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now: right after the
 --     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua).
+--     dispatch.lua) or later (charge after the response, refund.lua);
+--     mark is the key's refund record as the commit noted it (see
+--     refund_mark below; the token bucket and GCRA use it).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -225,6 +227,132 @@ end
 -- that would create capacity). calc's refundDebt is its Go twin.
 local function refund_debt(cost_debt, at, reset, now, r)
   return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
+-- A late refund of bucket units (token bucket, GCRA) moves the debt of
+-- every commit after the refunded one earlier: those commits' own
+-- horizons (at + reset) are then that much too late, and a later refund
+-- measured against its original horizon would give back units the refill
+-- has already returned. So each refund adds what it gave back, in µs, to
+-- the key's refund record, the sibling refunded_key(key):
+--
+--   "<g>,<R>" then ";<lo>,<hi>,<give>,<H>" per run of refunds kept
+--
+-- R is the µs given back since the record was created at g (µs); it lives
+-- tau (a full bucket's µs) after the last refund, past which every commit
+-- it could concern has reached its horizon. A commit that may be refunded
+-- notes "<g>,<R>" as it finds it ("|<g>,<R>" or "|-" per check, after the
+-- resets of its commit marker: refund_mark), and its refund takes off its
+-- horizon what refunds of earlier commits gave back since (refund_since):
+-- R less the R it noted, less what the refunds of later commits gave back.
+-- Those are told apart by V = at + reset + (the R the commit noted): in
+-- the order of commits V grows by at least each commit's cost (the
+-- refunds before a commit are added back), and the rounding up of reset
+-- and of each give cannot reorder two commits. The record keeps, sorted
+-- by V, runs ";<lo>,<hi>,<give>,<H>": refunded commits of V from lo to
+-- hi, what they gave back, and the horizon H = at + reset of the lowest,
+-- until H has passed (no commit before it has debt left). A run counts as
+-- later for a commit below lo. Past refund_keep runs, the two closest in
+-- V become one: refunded commits next to each other (no commit between:
+-- their V differ by the upper's cost) merge with nothing lost, and a
+-- commit outstanding between two runs keeps them apart (its cost widens
+-- the gap). A refund not counted as later counts as one of an earlier
+-- commit: less is given back, never more. calc's RefundRecord is the Go
+-- twin.
+
+-- refund_keep bounds the refunds a record keeps.
+local refund_keep = 32
+
+-- refunded_key returns key's refund record, in key's hash slot (as the Go
+-- side's sibling names it), or nil for a key with braces but no hash tag
+-- (Go places such siblings with a tag a script cannot compute: those keys
+-- go without a record, and a second late refund may still give back what
+-- the refill returned).
+local function refunded_key(key)
+  local i = string.find(key, '{', 1, true)
+  if i then
+    local j = string.find(key, '}', i + 1, true)
+    if j and j > i + 1 then return key .. ':rf' end
+  elseif key ~= '' and not string.find(key, '}', 1, true) then
+    return '{' .. key .. '}:rf'
+  end
+  return nil
+end
+
+-- refund_mark returns "|" and key's refund record's "<g>,<R>" as a commit
+-- finds it ("-" when there is none), for its commit marker.
+local function refund_mark(key)
+  local k = refunded_key(key)
+  local v = k and redis.call('GET', k)
+  return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- commit_marks returns the records a commit marker m noted, one per check
+-- (an older marker noted none: the checks then read as "-").
+local function commit_marks(m)
+  local t = {}
+  for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
+  return t
+end
+
+-- refund_since returns the µs that refunds of earlier commits gave back to
+-- key's debt after the commit at at that replied reset and noted mark,
+-- then the record as read, for refund_add: its g and R (nil: none), its
+-- runs kept, and this commit's V and H.
+local function refund_since(key, mark, at, reset)
+  local rec = {k = refunded_key(key), vx = at + reset, hx = at + reset}
+  local v = rec.k and redis.call('GET', rec.k)
+  local g, R = string.match(v or '', '^(%d+),(%d+)')
+  if not g then return 0, rec end
+  rec.g, rec.R = tonumber(g), tonumber(R)
+  local since = rec.R
+  local mg, mR = string.match(mark or '', '^(%d+),(%d+)$')
+  if mg and tonumber(mg) == rec.g then
+    since = rec.R - tonumber(mR)
+    rec.vx = rec.vx + tonumber(mR)
+  end
+  for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
+    lo, give = tonumber(lo), tonumber(give)
+    rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
+    if lo > rec.vx then since = since - give end
+  end
+  return math.max(0, since), rec
+end
+
+-- refund_add adds to key's refund record (rec, as refund_since returned
+-- it) a refund at now that gave back us µs; the record then lives tau µs
+-- (and 1 ms).
+local function refund_add(rec, us, now, tau)
+  if not rec.k or us <= 0 then return end
+  local g, R = rec.g, rec.R
+  if not g then g, R = now, 0 end
+  local keep = {}
+  local new = {rec.vx, rec.vx, us, rec.hx}
+  for _, e in ipairs(rec) do
+    if new and e[1] > new[1] then
+      keep[#keep + 1] = new
+      new = nil
+    end
+    if e[4] > now then keep[#keep + 1] = e end
+  end
+  if new then keep[#keep + 1] = new end
+  if #keep > refund_keep then
+    -- the two neighbours closest in V become one run (V from the lower's
+    -- to the upper's): the commits below both still count both as later,
+    -- those between, if any, neither
+    local j = 1
+    for i = 2, #keep - 1 do
+      if keep[i + 1][1] - keep[i][2] < keep[j + 1][1] - keep[j][2] then j = i end
+    end
+    local a, b = keep[j], keep[j + 1]
+    keep[j] = {a[1], math.max(a[2], b[2]), a[3] + b[3], a[4]}
+    table.remove(keep, j + 1)
+  end
+  local out = {fmt(g) .. ',' .. fmt(R + us)}
+  for _, e in ipairs(keep) do
+    out[#out + 1] = fmt(e[1]) .. ',' .. fmt(e[2]) .. ',' .. fmt(e[3]) .. ',' .. fmt(e[4])
+  end
+  redis.call('SET', rec.k, table.concat(out, ';'), 'PX', fmt(ceil_div(tau, 1000) + 1))
 end
 
 -- zadd_units adds cost members to the sorted set key, each scored score
@@ -342,14 +470,18 @@ local function token_bucket(key, cap, _, r, u, cost, now, commit)
 end
 
 -- Refund: put back the cost tokens a commit took (no more than refund_debt
--- gives back), clamped to the capacity, evaluated at now (the commit's own
--- time, at, right after it), so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now)
+-- gives back, from the commit's horizon less what refunds gave back since
+-- it: see refund_since), clamped to the capacity, evaluated at now (the
+-- commit's own time, at, right after it), so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
   now = now or at
   local full = cap * u
   local diff, exists, tau = tb_load(key, full, r, now)
   if not exists then return end
-  diff = diff - refund_debt(cost * u, at, reset, now, r)
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  diff = diff - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
@@ -419,7 +551,7 @@ local function decide(n, now, mode, k, a, o)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset), 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[k]), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -462,7 +594,9 @@ local function decide(n, now, mode, k, a, o)
     local w = ARGV[a + 6 * n]
     local commit = {fmt(now)}
     for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
-    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':'), 'PX', w)
+    local marks = {}
+    for i = 1, n do marks[i] = refund_mark(KEYS[k + i - 1]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
     end
