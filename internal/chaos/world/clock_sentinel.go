@@ -21,7 +21,7 @@ func (w *world) clockSentinel(ctx context.Context, skew time.Duration, ev *Event
 		return nil, err
 	}
 	ev.Target = orig
-	s, err := w.startSkewed(skew, false, "--replicaof", "127.0.0.1", port(orig))
+	s, err := w.startSkewed(skew, false, append([]string{"--replicaof", "127.0.0.1", port(orig)}, fencedArgs...)...)
 	if s == nil {
 		return nil, err
 	}

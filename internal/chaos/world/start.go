@@ -119,7 +119,7 @@ func Start(ctx context.Context, topology string, opts Options) (World, error) {
 	case Single:
 		w.single, err = redistest.Start(data...)
 	case Sentinel:
-		w.sent, err = redistest.StartSentinel(2, 3, data...)
+		w.sent, err = redistest.StartSentinel(2, 3, slices.Concat(data, fencedArgs)...)
 		if err == nil {
 			err = w.tuneSentinels(ctx)
 		}
@@ -153,6 +153,16 @@ func Start(ctx context.Context, topology string, opts Options) (World, error) {
 // aofArgs make a node persist every write to its append-only file,
 // flushed every second.
 var aofArgs = []string{"--appendonly", "yes", "--appendfsync", "everysec"}
+
+// fencedArgs make a Sentinel data node refuse writes (NOREPLICAS) while no
+// replica has acknowledged its stream within the last second, as
+// docs/reliability.md recommends: a master that a failover left behind
+// (its replicas moved to the new master) stops deciding at once, instead
+// of deciding alone for every client that missed Sentinel's switch until
+// Sentinel converts it (its next INFO, up to 10 s later). Sentinel seed
+// 909 was that: one instance kept the old master of a clock fault's
+// failback for 6 s, and a GCRA key admitted 21 units over its limit.
+var fencedArgs = []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}
 
 // addProxy starts the proxy of the node at addr.
 func (w *world) addProxy(addr string) (*proxy, error) {
