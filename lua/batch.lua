@@ -60,7 +60,7 @@ local function decide(n, now, mode, k, a, o)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[k]), 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(ARGV[a], KEYS[k]), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -104,7 +104,7 @@ local function decide(n, now, mode, k, a, o)
     local commit = {fmt(now)}
     for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
     local marks = {}
-    for i = 1, n do marks[i] = refund_mark(KEYS[k + i - 1]) end
+    for i = 1, n do marks[i] = bucket_mark(ARGV[a + 6 * (i - 1)], KEYS[k + i - 1]) end
     redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)

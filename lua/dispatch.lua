@@ -164,7 +164,7 @@ if all and mode == '3' then
   local commit = {fmt(now)}
   for i = 1, n do commit[i + 1] = fmt(reply[4 * i]) end
   local marks = {}
-  for i = 1, n do marks[i] = refund_mark(KEYS[i]) end
+  for i = 1, n do marks[i] = bucket_mark(ARGV[3 + (i - 1) * 6], KEYS[i]) end
   redis.call('SET', KEYS[2 * n + 1], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
   for i = 1, n do
     redis.call('SET', KEYS[n + i], '1', 'PX', w)

@@ -123,6 +123,14 @@ local function refund_mark(key)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
 end
 
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
+end
+
 -- commit_marks returns the records a commit marker m noted, one per check
 -- (an older marker noted none: the checks then read as "-").
 local function commit_marks(m)

@@ -72,7 +72,7 @@ func (sh *memoryShard) record(key string, hw int64) *refundRecord {
 // doubled since the last sweep.
 func (sh *memoryShard) newRecord(key string, hw int64) *refundRecord {
 	if r := sh.records[key]; r != nil {
-		r.RefundRecord = calc.RefundRecord{Kept: r.Kept[:0]}
+		r.RefundRecord = calc.RefundRecord{}
 		return r
 	}
 	if sh.records == nil {

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 1eddcb0ab087e6d2e7cc50e713a70ecf8d39d62f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 df10837298c358bb81b3e2615e12f7caa187c4bc (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -261,6 +261,14 @@ local function refund_mark(key)
   local k = refunded_key(key)
   local v = k and redis.call('GET', k)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
@@ -1282,7 +1290,7 @@ local function decide(n, now, mode, k, a, o)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[k]), 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(ARGV[a], KEYS[k]), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -1326,7 +1334,7 @@ local function decide(n, now, mode, k, a, o)
     local commit = {fmt(now)}
     for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
     local marks = {}
-    for i = 1, n do marks[i] = refund_mark(KEYS[k + i - 1]) end
+    for i = 1, n do marks[i] = bucket_mark(ARGV[a + 6 * (i - 1)], KEYS[k + i - 1]) end
     redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)

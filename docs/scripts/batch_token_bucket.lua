@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 3399a82c614fee1d49528c1e1e0dce9ff99b1d9c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 d017cdc21c0ebc9ec76d100262276bf61f8e3418 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -287,6 +287,14 @@ local function refund_mark(key)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
 end
 
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
+end
+
 -- commit_marks returns the records a commit marker m noted, one per check
 -- (an older marker noted none: the checks then read as "-").
 local function commit_marks(m)
@@ -551,7 +559,7 @@ local function decide(n, now, mode, k, a, o)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
-        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[k]), 'PX', w)
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(ARGV[a], KEYS[k]), 'PX', w)
         redis.call('SET', KEYS[k + 1], '1', 'PX', w)
       end
     elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
@@ -595,7 +603,7 @@ local function decide(n, now, mode, k, a, o)
     local commit = {fmt(now)}
     for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
     local marks = {}
-    for i = 1, n do marks[i] = refund_mark(KEYS[k + i - 1]) end
+    for i = 1, n do marks[i] = bucket_mark(ARGV[a + 6 * (i - 1)], KEYS[k + i - 1]) end
     redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
     for i = 1, n do
       redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)

@@ -16,7 +16,7 @@
 --   allowed, remaining (after the block), retry_after µs, reset_after µs,
 --   now µs
 --
--- SHA1 05095abbefba7eecafa4f4bbbe45d63840981981 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 65456237d0c376e0b8f91e3983e73cd7facf9e3f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, token_bucket.lua, gcra.lua, now.lua, block.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -143,6 +143,14 @@ local function refund_mark(key)
   local k = refunded_key(key)
   local v = k and redis.call('GET', k)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check

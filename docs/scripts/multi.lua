@@ -24,7 +24,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 ed12efc15e63dc01a87e77d2522a6cb7c20d9749 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 22974d602ee5d4ad12e1c92d32258209e92ec681 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -151,6 +151,14 @@ local function refund_mark(key)
   local k = refunded_key(key)
   local v = k and redis.call('GET', k)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
@@ -1175,7 +1183,7 @@ if all and mode == '3' then
   local commit = {fmt(now)}
   for i = 1, n do commit[i + 1] = fmt(reply[4 * i]) end
   local marks = {}
-  for i = 1, n do marks[i] = refund_mark(KEYS[i]) end
+  for i = 1, n do marks[i] = bucket_mark(ARGV[3 + (i - 1) * 6], KEYS[i]) end
   redis.call('SET', KEYS[2 * n + 1], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
   for i = 1, n do
     redis.call('SET', KEYS[n + i], '1', 'PX', w)

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 9f3e408a57bd4eca96bd5e9d5fa0518c947594f7 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 2072250d6b96b2b495d12cef2695776c66a88371 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -297,6 +297,14 @@ local function refund_mark(key)
   local k = refunded_key(key)
   local v = k and redis.call('GET', k)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check

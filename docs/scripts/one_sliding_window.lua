@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 48e814e3e16be1c630a068d78b6aa70491a6a0f2 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 9b79ed07c44bcdcfafba811461c54f1d3dc2dc8a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, sliding_window_one.lua, one_fast.lua, prelude.lua, sliding_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -236,6 +236,14 @@ local function refund_mark(key)
   local k = refunded_key(key)
   local v = k and redis.call('GET', k)
   return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check

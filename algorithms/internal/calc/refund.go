@@ -90,7 +90,7 @@ func (rec *RefundRecord) Add(v, h, us, now int64) {
 		return
 	}
 	if !rec.Live {
-		*rec = RefundRecord{G: now, Live: true, Kept: rec.Kept[:0]}
+		*rec = RefundRecord{G: now, Live: true}
 	}
 	rec.R += us
 	old := rec.Kept
