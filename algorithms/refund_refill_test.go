@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
@@ -137,11 +140,89 @@ func TestRefundTwice(t *testing.T) {
 	}
 }
 
+// TestRefundOfEarlierRelease: a redeploy meets commit markers that a
+// release before the refund record wrote, "<now>:<reset>" with no record
+// noted. Their refunds must still give back, and never more than the
+// exact history: a marker that noted no record counts every refund the
+// key's record holds as one of an earlier commit (refund_since,
+// lua/prelude.lua). TestRefundTwice's two reservations with their markers
+// rewritten to the old format: refunded in order, that is exact (3 pass
+// at 100ms, none at 110ms, as with new markers); reversed, the first
+// commit's refund counts the second's 200ms as earlier and gives back
+// nothing of its own 100ms left, so 2 pass where the exact history allows
+// 3 (a unit lost, none created). On a real redis-server: memory does not
+// outlive a redeploy.
+func TestRefundOfEarlierRelease(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Require(t)
+	rdb := srv.Client(t)
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.GCRA} {
+		for _, tc := range []struct {
+			order        string
+			first        int // the reservation refunded at 10ms
+			at100, at110 int
+		}{{"in order", 0, 3, 0}, {"reversed", 1, 2, 0}} {
+			now := t0
+			b, err := redisstore.New(rdb, redisstore.Config{Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := redistest.Prefix(t) + alg.String() + tc.order + ":{k}"
+			limit := algorithms.PerSecond(10).WithBurst(4)
+			reserve := algorithms.Check{Key: key, Algorithm: alg, Limit: limit, Cost: 2, RefundWindow: 10 * time.Second}
+			res := make([]algorithms.Result, 1)
+			var reserved [2]algorithms.Result
+			for i := range reserved {
+				if err := b.Allow(ctx, []algorithms.Check{reserve}, res); err != nil || !res[0].Allowed {
+					t.Fatalf("%v: reserve %d = %+v, %v", alg, i, res[0], err)
+				}
+				reserved[i] = res[0]
+				// as the earlier release wrote it: the record noted cut off
+				m := reserved[i].Receipt.Marker
+				v, err := rdb.Get(ctx, m).Result()
+				if err != nil {
+					t.Fatalf("%v: marker %s: %v", alg, m, err)
+				}
+				old, _, found := strings.Cut(v, "|")
+				if !found {
+					t.Fatalf("%v: marker %q notes no record", alg, v)
+				}
+				if err := rdb.Set(ctx, m, old, redis.KeepTTL).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refund := func(i int) {
+				t.Helper()
+				if err := b.Refund(ctx, []algorithms.Refund{{Check: reserve, Result: reserved[i], Units: 2}}); err != nil {
+					t.Fatalf("%v: refund %d: %v", alg, i, err)
+				}
+			}
+			one := algorithms.Check{Key: key, Algorithm: alg, Limit: limit}
+			now = t0.Add(10 * time.Millisecond)
+			refund(tc.first)
+			now = t0.Add(100 * time.Millisecond)
+			if err := b.Allow(ctx, []algorithms.Check{one}, res); err != nil || !res[0].Allowed {
+				t.Fatalf("%v %s: the check at 100ms = %+v, %v", alg, tc.order, res[0], err)
+			}
+			refund(1 - tc.first)
+			if got := greedy(t, b, one); got != tc.at100 {
+				t.Errorf("%v %s: %d passed at 100ms after the second refund, want %d", alg, tc.order, got, tc.at100)
+			}
+			now = t0.Add(110 * time.Millisecond)
+			if got := greedy(t, b, one); got != tc.at110 {
+				t.Errorf("%v %s: %d passed at 110ms, want %d", alg, tc.order, got, tc.at110)
+			}
+		}
+	}
+}
+
 // TestRefundNeverCreatesCapacity drives a token bucket or GCRA key (burst
-// 8, 10/s) with seeded random refundable reservations of 1–3 units, each
-// given back in part or whole after a random delay (at once, or up to 1 s
-// later, so refunds come in and out of the order of the reservations), on
-// an injected clock, and checks every decision against the exact history:
+// 8, 10/h) with seeded random refundable reservations of 1–3 units, each
+// given back in part or whole after a random delay (at once, or up to an
+// hour later, so refunds come in and out of the order of the
+// reservations), on an injected clock, and checks every decision against
+// the exact history:
 // the reservations made, less the units refunded so far, as if they had
 // never been taken. A check the store allows must fit that history's
 // bucket (refunds never create capacity), and memory and a real
@@ -151,13 +232,19 @@ func TestRefundTwice(t *testing.T) {
 // reservations were waiting behind it, so the store admits less than the
 // exact history (lost capacity, not over-admission). TestRefundTwice is
 // the regression test of the leak the refund record closes: this random
-// load, which loses more than that leak gains, does not show it.
+// load, which loses more than that leak gains, does not show it. The
+// rate is per hour, not per second, because Redis expires keys on its own
+// clock: at 10/s a test goroutine stalled for longer than the key's debt
+// (a loaded machine) saw the key expire in Redis while the injected clock
+// had not moved, and a check passed that the history refused; at 10/h a
+// stall must last longer than 3.6 s, the smallest debt a step leaves.
 func TestRefundNeverCreatesCapacity(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Unix(1_700_000_000, 0)
 	backends := clockedBackends(t)
-	const unit = int64(100_000) // µs of debt per unit at 10/s
+	const unit = int64(360_000_000) // µs of debt per unit at 10/h
 	const burst = 8
+	const scale = 3600 // the steps below were first written for 10/s
 	type commit struct {
 		at    int64 // µs from t0
 		units int64 // still counted
@@ -186,7 +273,7 @@ func TestRefundNeverCreatesCapacity(t *testing.T) {
 				var now int64
 				b := bk.new(func() time.Time { return t0.Add(time.Duration(now) * time.Microsecond) })
 				key := fmt.Sprintf("%s%s%v:%d:{k}", redistest.Prefix(t), bk.name, alg, seed)
-				limit := algorithms.PerSecond(10).WithBurst(burst)
+				limit := algorithms.PerHour(10).WithBurst(burst)
 				type pending struct {
 					due   int64
 					i     int // the commit in hist
@@ -198,7 +285,7 @@ func TestRefundNeverCreatesCapacity(t *testing.T) {
 				var queue []pending
 				res := make([]algorithms.Result, 1)
 				for step := range 600 {
-					now += []int64{0, 0, 1000, 10_000, 50_000, 100_000, 300_000}[rnd.IntN(7)]
+					now += scale * []int64{0, 0, 1000, 10_000, 50_000, 100_000, 300_000}[rnd.IntN(7)]
 					slices.SortStableFunc(queue, func(a, b pending) int { return cmp.Compare(a.due, b.due) })
 					for len(queue) > 0 && queue[0].due <= now {
 						p := queue[0]
@@ -209,7 +296,7 @@ func TestRefundNeverCreatesCapacity(t *testing.T) {
 						hist[p.i].units -= p.units
 					}
 					cost := int64(1 + rnd.IntN(3))
-					c := algorithms.Check{Key: key, Algorithm: alg, Limit: limit, Cost: cost, RefundWindow: time.Minute}
+					c := algorithms.Check{Key: key, Algorithm: alg, Limit: limit, Cost: cost, RefundWindow: 2 * time.Hour}
 					if err := b.Allow(ctx, []algorithms.Check{c}, res); err != nil {
 						t.Fatal(err)
 					}
@@ -227,7 +314,7 @@ func TestRefundNeverCreatesCapacity(t *testing.T) {
 					}
 					hist = append(hist, commit{at: now, units: cost})
 					queue = append(queue, pending{
-						due:   now + []int64{0, 10_000, 50_000, 100_000, 200_000, 1_000_000}[rnd.IntN(6)],
+						due:   now + scale*[]int64{0, 10_000, 50_000, 100_000, 200_000, 1_000_000}[rnd.IntN(6)],
 						i:     len(hist) - 1,
 						check: c,
 						res:   res[0],

@@ -88,7 +88,7 @@ func init() {
 	for _, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
-		general := prelude + alg + "local check = " + name + "\n" + source("one")
+		general := prelude + alg + "local check, alg = " + name + ", '" + strconv.Itoa(ID(name)) + "'\n" + source("one")
 		switch {
 		case name == "fixed_window":
 			// The fixed window's fast paths read the server's clock only

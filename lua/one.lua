@@ -1,6 +1,7 @@
 -- One check, the common case: a script of its own per algorithm, holding
 -- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check`, then this file.
+-- naming the algorithm's function `check` and its number `alg` (as ARGV
+-- sends it to dispatch.lua), then this file.
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -32,7 +33,7 @@ local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonum
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[1]), 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 bb5c839cf2ef3579519b4bce72be864ba110b32f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 1ede9db8d0a5ddb3c90a1aae8f8d5adaea4f6575 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, prelude.lua, fast.lua, concurrency.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -190,7 +190,8 @@ local function bucket_mark(alg, key)
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
--- (an older marker noted none: the checks then read as "-").
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
 local function commit_marks(m)
   local t = {}
   for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
@@ -216,7 +217,9 @@ local function refund_since(key, mark, at, reset)
   for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
     lo, give = tonumber(lo), tonumber(give)
     rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
-    if lo > rec.vx then since = since - give end
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
   end
   return math.max(0, since), rec
 end

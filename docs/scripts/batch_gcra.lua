@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 cebeded8e2e58ddfeb0a25fd466a40120838a086 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 8a1845064c0905a384f206140417bc229c0b2bd3 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, gcra.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -272,7 +272,8 @@ local function bucket_mark(alg, key)
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
--- (an older marker noted none: the checks then read as "-").
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
 local function commit_marks(m)
   local t = {}
   for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
@@ -298,7 +299,9 @@ local function refund_since(key, mark, at, reset)
   for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
     lo, give = tonumber(lo), tonumber(give)
     rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
-    if lo > rec.vx then since = since - give end
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
   end
   return math.max(0, since), rec
 end

@@ -17,7 +17,7 @@
 --   0 the part had not run (now it never commits), 1 it had committed and
 --   its units are given back, 2 cancelled already; then the now in µs
 --
--- SHA1 5b380f1097d9ace388ec1f5b20d37d194c77c8a7 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 f0c5465038fe5297c3a53eb3aee93df514d58433 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, cancel.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -155,7 +155,8 @@ local function bucket_mark(alg, key)
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
--- (an older marker noted none: the checks then read as "-").
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
 local function commit_marks(m)
   local t = {}
   for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
@@ -181,7 +182,9 @@ local function refund_since(key, mark, at, reset)
   for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
     lo, give = tonumber(lo), tonumber(give)
     rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
-    if lo > rec.vx then since = since - give end
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
   end
   return math.max(0, since), rec
 end

@@ -22,7 +22,7 @@
 --   server's now lies outside both windows (nothing decided, nothing written:
 --   the Go side sends again with windows around that now)
 --
--- SHA1 9a8cf05b1eb4bf31e7e6b6054eb54450c72d384c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 4021b157a1b9cbd6a36e21facf83f7f5a107ea1f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -172,7 +172,8 @@ local function bucket_mark(alg, key)
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
--- (an older marker noted none: the checks then read as "-").
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
 local function commit_marks(m)
   local t = {}
   for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
@@ -198,7 +199,9 @@ local function refund_since(key, mark, at, reset)
   for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
     lo, give = tonumber(lo), tonumber(give)
     rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
-    if lo > rec.vx then since = since - give end
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
   end
   return math.max(0, since), rec
 end
@@ -364,10 +367,11 @@ end
 if calendar_outside(now, tonumber(ARGV[3]), tonumber(ARGV[5])) then
   return {3, 0, 0, 0, now}
 end
-local check = calendar
+local check, alg = calendar, '7'
 -- One check, the common case: a script of its own per algorithm, holding
 -- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check`, then this file.
+-- naming the algorithm's function `check` and its number `alg` (as ARGV
+-- sends it to dispatch.lua), then this file.
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -399,7 +403,7 @@ local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonum
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[1]), 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

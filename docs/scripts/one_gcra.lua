@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 61346f850e8436a017f4f41a83e5d2c9065f0eee (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 0249e8cf6f2b849fc175d583c23ee54ea4740d9d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -209,7 +209,8 @@ local function bucket_mark(alg, key)
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
--- (an older marker noted none: the checks then read as "-").
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
 local function commit_marks(m)
   local t = {}
   for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
@@ -235,7 +236,9 @@ local function refund_since(key, mark, at, reset)
   for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
     lo, give = tonumber(lo), tonumber(give)
     rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
-    if lo > rec.vx then since = since - give end
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
   end
   return math.max(0, since), rec
 end
@@ -400,10 +403,11 @@ local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
   end
   gcra_write(key, diff, r, now, tau)
 end
-local check = gcra
+local check, alg = gcra, '5'
 -- One check, the common case: a script of its own per algorithm, holding
 -- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check`, then this file.
+-- naming the algorithm's function `check` and its number `alg` (as ARGV
+-- sends it to dispatch.lua), then this file.
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -435,7 +439,7 @@ local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonum
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
 if allowed == 1 then
   if KEYS[3] then
-    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. refund_mark(KEYS[1]), 'PX', ARGV[7])
+    redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])
     redis.call('SET', KEYS[2], '1', 'PX', ARGV[7])
   end
 elseif KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then

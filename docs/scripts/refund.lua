@@ -17,7 +17,7 @@
 --   1 if the commit marker existed (the units were given back), else 0;
 --   then the now in µs
 --
--- SHA1 718db8b8722524b043cd7bf59d4d9613060dd0c8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 ea96c6825528c8b87823390b7e9e42dbf4560510 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, refund.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -155,7 +155,8 @@ local function bucket_mark(alg, key)
 end
 
 -- commit_marks returns the records a commit marker m noted, one per check
--- (an older marker noted none: the checks then read as "-").
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
 local function commit_marks(m)
   local t = {}
   for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
@@ -181,7 +182,9 @@ local function refund_since(key, mark, at, reset)
   for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
     lo, give = tonumber(lo), tonumber(give)
     rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
-    if lo > rec.vx then since = since - give end
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
   end
   return math.max(0, since), rec
 end

@@ -65,6 +65,10 @@ func (rec *RefundRecord) Mark() RefundMark { return RefundMark{G: rec.G, R: rec.
 
 // Since returns the µs that refunds of earlier commits gave back after the
 // commit at at that replied reset and noted mark, and that commit's V.
+// refund_since's one case with no twin here: a commit marker of a release
+// before the record, which noted no mark at all (Lua's nil, not "-"),
+// counts every refund the record holds as earlier; memory never outlives
+// a redeploy.
 func (rec *RefundRecord) Since(mark RefundMark, at, reset int64) (since, v int64) {
 	v = at + reset
 	if !rec.Live {
