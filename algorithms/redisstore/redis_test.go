@@ -216,14 +216,17 @@ func TestKeysExpireAndMemory(t *testing.T) {
 	b, _ := redisstore.New(c, redisstore.Config{})
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
-	limit := algorithms.PerMinute(100)
+	// 100 an hour: the smallest TTL written (a token bucket's one unit)
+	// is 36 s, far more than the test takes, also on a slow machine (at
+	// 100/min it was 600 ms, and under load keys expired before the count)
+	limit := algorithms.PerHour(100)
 	maxTTL := map[algorithms.Algorithm]time.Duration{
-		algorithms.FixedWindow:   time.Minute,
-		algorithms.SlidingLog:    time.Minute,
-		algorithms.SlidingWindow: 2 * time.Minute,
-		algorithms.TokenBucket:   time.Minute,
-		algorithms.GCRA:          time.Minute,
-		algorithms.Concurrency:   time.Minute, // the lease
+		algorithms.FixedWindow:   time.Hour,
+		algorithms.SlidingLog:    time.Hour,
+		algorithms.SlidingWindow: 2 * time.Hour,
+		algorithms.TokenBucket:   time.Hour,
+		algorithms.GCRA:          time.Hour,
+		algorithms.Concurrency:   time.Hour, // the lease
 	}
 	res := make([]algorithms.Result, 1)
 	for _, alg := range algorithms.Algorithms {
@@ -256,7 +259,7 @@ func TestKeysExpireAndMemory(t *testing.T) {
 		}
 		report = append(report, fmt.Sprintf("%s %d B/key", alg, mem/int64(len(keys))))
 	}
-	t.Logf("MEMORY USAGE (limit 100/min, 1-7 requests of cost 1-3 per key): %s", strings.Join(report, ", "))
+	t.Logf("MEMORY USAGE (limit 100/h, 1-7 requests of cost 1-3 per key): %s", strings.Join(report, ", "))
 }
 
 // TestLuaSources guards the scripts against known pitfalls.
