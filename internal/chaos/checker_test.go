@@ -556,6 +556,31 @@ func TestCheckObservedPromotion(t *testing.T) {
 			t.Errorf("promotion during %s: violations %q, lost %d; want none, %d", tc.kind, kinds(s.Violations), s.LostUnits, tc.lost)
 		}
 	}
+
+	// A promotion that outlasts the kill-master it overlaps (Sentinel
+	// seed 964: the next fault paused the new master as the kill-master's
+	// heal ended) is a failover of its own: the kill-master's window, which
+	// ended before the window over the limit, does not excuse it. An
+	// over-admission beyond the promotion's own bound is still a violation.
+	for _, tc := range []struct {
+		extra int // admissions over the limit of 3
+		viol  string
+	}{{1, ""}, {9, VOverAdmission}} {
+		b := newHist()
+		for i := range 3 + tc.extra {
+			x := 3100 + 10*float64(i)
+			b.dec(x, x+2, "", fw(true))
+		}
+		b.h.Add(Record{Kind: KindFault, Start: ms(500), End: ms(1500), Fault: &FaultRec{Kind: world.KillMaster}})
+		b.h.Add(Record{Kind: KindFault, Start: ms(1400), End: ms(2500), Fault: &FaultRec{Kind: Promotion, Observed: true}})
+		s := check(t, b)
+		if kinds(s.Violations) != tc.viol {
+			t.Errorf("%d over, promotion past a kill-master: violations %q, lost %d; want %q", tc.extra, kinds(s.Violations), s.LostUnits, tc.viol)
+		}
+		if tc.viol == "" && s.LostUnits != 1 {
+			t.Errorf("promotion past a kill-master: lost %d, want 1", s.LostUnits)
+		}
+	}
 }
 
 // TestCheckResetIgnored: a fixed window key with quota blocks moves to its
