@@ -85,7 +85,6 @@ func TestRefundAfterRefill(t *testing.T) {
 // pass in the second (one unit lost). On memory and on a real
 // redis-server, for a key with a hash tag and one without braces.
 func TestRefundTwice(t *testing.T) {
-	ctx := context.Background()
 	t0 := time.Unix(1_700_000_000, 0)
 	backends := clockedBackends(t)
 	for _, bk := range backends {
@@ -101,43 +100,59 @@ func TestRefundTwice(t *testing.T) {
 					redistest.Prefix(t) + bk.name + alg.String() + tc.order + ":{k}",
 					redistest.Prefix(t) + bk.name + alg.String() + tc.order + ":plain",
 				} {
-					now = t0
-					limit := algorithms.PerSecond(10).WithBurst(4)
-					reserve := algorithms.Check{Key: key, Algorithm: alg, Limit: limit, Cost: 2, RefundWindow: 10 * time.Second}
-					res := make([]algorithms.Result, 1)
-					var reserved [2]algorithms.Result
-					for i := range reserved {
-						if err := b.Allow(ctx, []algorithms.Check{reserve}, res); err != nil || !res[0].Allowed {
-							t.Fatalf("%s %v: reserve %d = %+v, %v", bk.name, alg, i, res[0], err)
-						}
-						reserved[i] = res[0]
+					at100, at110 := refundTwice(t, b, &now, t0, key, alg, tc.first, nil)
+					if at100 != tc.at100 {
+						t.Errorf("%s %v %s %s: %d passed at 100ms after the second refund, want %d", bk.name, alg, tc.order, key, at100, tc.at100)
 					}
-					refund := func(i int) {
-						t.Helper()
-						if err := b.(algorithms.Refunder).Refund(ctx, []algorithms.Refund{{Check: reserve, Result: reserved[i], Units: 2}}); err != nil {
-							t.Fatalf("%s %v: refund %d: %v", bk.name, alg, i, err)
-						}
-					}
-					one := algorithms.Check{Key: key, Algorithm: alg, Limit: limit}
-					passed := func() int { return greedy(t, b, one) }
-					now = t0.Add(10 * time.Millisecond)
-					refund(tc.first)
-					now = t0.Add(100 * time.Millisecond)
-					if err := b.Allow(ctx, []algorithms.Check{one}, res); err != nil || !res[0].Allowed {
-						t.Fatalf("%s %v %s: the check at 100ms = %+v, %v", bk.name, alg, key, res[0], err)
-					}
-					refund(1 - tc.first)
-					if got := passed(); got != tc.at100 {
-						t.Errorf("%s %v %s %s: %d passed at 100ms after the second refund, want %d", bk.name, alg, tc.order, key, got, tc.at100)
-					}
-					now = t0.Add(110 * time.Millisecond)
-					if got := passed(); got != tc.at110 {
-						t.Errorf("%s %v %s %s: %d passed at 110ms, want %d", bk.name, alg, tc.order, key, got, tc.at110)
+					if at110 != tc.at110 {
+						t.Errorf("%s %v %s %s: %d passed at 110ms, want %d", bk.name, alg, tc.order, key, at110, tc.at110)
 					}
 				}
 			}
 		}
 	}
+}
+
+// refundTwice plays TestRefundTwice's scenario on key of b, whose clock
+// reads *now: two reservations of 2 units (burst 4, 10/s) at t0, each
+// handed to reserved (if not nil) as it is made; the reservation first
+// refunded at 10ms; one check at 100ms; the other reservation refunded
+// then. It returns how many checks pass at 100ms after the second refund,
+// then at 110ms.
+func refundTwice(t *testing.T, b algorithms.Backend, now *time.Time, t0 time.Time, key string, alg algorithms.Algorithm, first int, reserved func(algorithms.Result)) (at100, at110 int) {
+	t.Helper()
+	ctx := context.Background()
+	*now = t0
+	limit := algorithms.PerSecond(10).WithBurst(4)
+	reserve := algorithms.Check{Key: key, Algorithm: alg, Limit: limit, Cost: 2, RefundWindow: 10 * time.Second}
+	res := make([]algorithms.Result, 1)
+	var taken [2]algorithms.Result
+	for i := range taken {
+		if err := b.Allow(ctx, []algorithms.Check{reserve}, res); err != nil || !res[0].Allowed {
+			t.Fatalf("%v %s: reserve %d = %+v, %v", alg, key, i, res[0], err)
+		}
+		taken[i] = res[0]
+		if reserved != nil {
+			reserved(res[0])
+		}
+	}
+	refund := func(i int) {
+		t.Helper()
+		if err := b.(algorithms.Refunder).Refund(ctx, []algorithms.Refund{{Check: reserve, Result: taken[i], Units: 2}}); err != nil {
+			t.Fatalf("%v %s: refund %d: %v", alg, key, i, err)
+		}
+	}
+	one := algorithms.Check{Key: key, Algorithm: alg, Limit: limit}
+	*now = t0.Add(10 * time.Millisecond)
+	refund(first)
+	*now = t0.Add(100 * time.Millisecond)
+	if err := b.Allow(ctx, []algorithms.Check{one}, res); err != nil || !res[0].Allowed {
+		t.Fatalf("%v %s: the check at 100ms = %+v, %v", alg, key, res[0], err)
+	}
+	refund(1 - first)
+	at100 = greedy(t, b, one)
+	*now = t0.Add(110 * time.Millisecond)
+	return at100, greedy(t, b, one)
 }
 
 // TestRefundOfEarlierRelease: a redeploy meets commit markers that a
@@ -154,8 +169,7 @@ func TestRefundTwice(t *testing.T) {
 // outlive a redeploy.
 func TestRefundOfEarlierRelease(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Require(t)
-	rdb := srv.Client(t)
+	rdb := redistest.Require(t).Client(t)
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.GCRA} {
 		for _, tc := range []struct {
@@ -168,50 +182,27 @@ func TestRefundOfEarlierRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key := redistest.Prefix(t) + alg.String() + tc.order + ":{k}"
-			limit := algorithms.PerSecond(10).WithBurst(4)
-			reserve := algorithms.Check{Key: key, Algorithm: alg, Limit: limit, Cost: 2, RefundWindow: 10 * time.Second}
-			res := make([]algorithms.Result, 1)
-			var reserved [2]algorithms.Result
-			for i := range reserved {
-				if err := b.Allow(ctx, []algorithms.Check{reserve}, res); err != nil || !res[0].Allowed {
-					t.Fatalf("%v: reserve %d = %+v, %v", alg, i, res[0], err)
-				}
-				reserved[i] = res[0]
-				// as the earlier release wrote it: the record noted cut off
-				m := reserved[i].Receipt.Marker
-				v, err := rdb.Get(ctx, m).Result()
+			// each marker as the earlier release wrote it: the record noted cut off
+			oldMarker := func(r algorithms.Result) {
+				v, err := rdb.Get(ctx, r.Receipt.Marker).Result()
 				if err != nil {
-					t.Fatalf("%v: marker %s: %v", alg, m, err)
+					t.Fatalf("%v: marker %s: %v", alg, r.Receipt.Marker, err)
 				}
 				old, _, found := strings.Cut(v, "|")
 				if !found {
 					t.Fatalf("%v: marker %q notes no record", alg, v)
 				}
-				if err := rdb.Set(ctx, m, old, redis.KeepTTL).Err(); err != nil {
+				if err := rdb.Set(ctx, r.Receipt.Marker, old, redis.KeepTTL).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			refund := func(i int) {
-				t.Helper()
-				if err := b.Refund(ctx, []algorithms.Refund{{Check: reserve, Result: reserved[i], Units: 2}}); err != nil {
-					t.Fatalf("%v: refund %d: %v", alg, i, err)
-				}
+			key := redistest.Prefix(t) + alg.String() + tc.order + ":{k}"
+			at100, at110 := refundTwice(t, b, &now, t0, key, alg, tc.first, oldMarker)
+			if at100 != tc.at100 {
+				t.Errorf("%v %s: %d passed at 100ms after the second refund, want %d", alg, tc.order, at100, tc.at100)
 			}
-			one := algorithms.Check{Key: key, Algorithm: alg, Limit: limit}
-			now = t0.Add(10 * time.Millisecond)
-			refund(tc.first)
-			now = t0.Add(100 * time.Millisecond)
-			if err := b.Allow(ctx, []algorithms.Check{one}, res); err != nil || !res[0].Allowed {
-				t.Fatalf("%v %s: the check at 100ms = %+v, %v", alg, tc.order, res[0], err)
-			}
-			refund(1 - tc.first)
-			if got := greedy(t, b, one); got != tc.at100 {
-				t.Errorf("%v %s: %d passed at 100ms after the second refund, want %d", alg, tc.order, got, tc.at100)
-			}
-			now = t0.Add(110 * time.Millisecond)
-			if got := greedy(t, b, one); got != tc.at110 {
-				t.Errorf("%v %s: %d passed at 110ms, want %d", alg, tc.order, got, tc.at110)
+			if at110 != tc.at110 {
+				t.Errorf("%v %s: %d passed at 110ms, want %d", alg, tc.order, at110, tc.at110)
 			}
 		}
 	}

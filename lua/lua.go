@@ -76,6 +76,12 @@ var fast = map[string]string{
 	"gcra":           source("gcra_one"),
 }
 
+// checkLine names, for one.lua, the algorithm of a one-check script: its
+// function `check` and its number `alg` (as ARGV sends it to dispatch.lua).
+func checkLine(name string) string {
+	return "local check, alg = " + name + ", '" + strconv.Itoa(ID(name)) + "'\n"
+}
+
 // fastFuncs names the algorithms whose fast path is a function.
 var fastFuncs = map[string]bool{"fixed_window": true, "sliding_window": true, "token_bucket": true}
 
@@ -88,7 +94,7 @@ func init() {
 	for _, name := range algorithmNames {
 		alg := source(name)
 		b.WriteString(alg)
-		general := prelude + alg + "local check, alg = " + name + ", '" + strconv.Itoa(ID(name)) + "'\n" + source("one")
+		general := prelude + alg + checkLine(name) + source("one")
 		switch {
 		case name == "fixed_window":
 			// The fixed window's fast paths read the server's clock only
