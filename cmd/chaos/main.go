@@ -55,11 +55,12 @@ func run() int {
 	verbose := flag.Bool("v", false, "print each run's schedule and faults as they are injected")
 	history := flag.String("history", "", "write each run's history (JSON lines) to this file prefix")
 	kinds := flag.String("kinds", "", "comma-separated fault kinds to draw from (default: every kind the world offers, and instance-crash)")
-	check := flag.Bool("check", false, "check the history files named as arguments (written by -history) with this build's checker, as a long run (-short: as the short mode)")
+	replicas := flag.Int("replicas", 0, "Sentinel and Cluster runs in the exact mode: a decision counts once this many replicas acknowledged it (redisstore.Config.Replicas); 0, asynchronous replication")
+	check := flag.Bool("check", false, "check the history files named as arguments (written by -history) with this build's checker, as a long run (-short: as the short mode; -v: list what each lost to failovers)")
 	flag.Parse()
 	redis.SetLogger(quiet{})
 	if *check {
-		return checkFiles(flag.Args(), *short)
+		return checkFiles(flag.Args(), *short, *verbose)
 	}
 
 	switch *mutate {
@@ -88,6 +89,9 @@ func run() int {
 		for i := range *runs {
 			for _, t := range tops {
 				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes}
+				if t != "single" {
+					o.Replicas = *replicas // a single node has no replica to wait for
+				}
 				if *kinds != "" {
 					o.Kinds = strings.Split(*kinds, ",")
 				}
@@ -133,7 +137,7 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // checkFiles checks each history file again (a checker changed since the
 // runs, say) and prints what Execute prints of a run: its summary line,
 // every violation, and the totals line.
-func checkFiles(files []string, short bool) int {
+func checkFiles(files []string, short, verbose bool) int {
 	if len(files) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos: -check: name the history files")
 		return 2
@@ -161,6 +165,11 @@ func checkFiles(files []string, short bool) int {
 		fmt.Printf("chaos: check %s: %d decisions, %d faults, %d violations, lost to failover %d\n", f, s.Decisions, s.Faults, len(s.Violations), s.LostUnits)
 		for _, v := range s.Violations {
 			fmt.Printf("VIOLATION %s\n", v)
+		}
+		if verbose {
+			for _, v := range s.Lost {
+				fmt.Printf("  lost to failover: %s\n", strings.SplitN(v.String(), "\n", 2)[0])
+			}
 		}
 	}
 	fmt.Println(t.Line())

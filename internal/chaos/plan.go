@@ -133,6 +133,9 @@ func modeOf(o Options) string {
 	if o.Mutate != "" {
 		m = append(m, "mutate="+o.Mutate)
 	}
+	if o.Replicas > 0 {
+		m = append(m, fmt.Sprintf("exact: replicas=%d", o.Replicas))
+	}
 	if len(m) == 0 {
 		return ""
 	}

@@ -38,6 +38,12 @@ type Options struct {
 	// world offers, and world.InstanceCrash).
 	Kinds []string
 
+	// Replicas runs the instances' stores in the exact mode
+	// (redisstore.Config.Replicas, with a ReplicaTimeout of half the
+	// Timeout): a decision counts once that many replicas acknowledged it.
+	// 0, the default mode, replicates asynchronously.
+	Replicas int
+
 	Instances int           // default 3
 	Workers   int           // goroutines per instance; default 3
 	Timeout   time.Duration // the engines' Timeout; default 50ms
@@ -124,6 +130,9 @@ func (o Options) Replay() string {
 	}
 	if len(o.Kinds) > 0 {
 		s += " -kinds " + strings.Join(o.Kinds, ",")
+	}
+	if o.Replicas > 0 {
+		s += " -replicas " + strconv.Itoa(o.Replicas)
 	}
 	return s
 }
@@ -259,7 +268,7 @@ func (f *fleet) spawn(ctx context.Context) error {
 	id := f.next
 	f.next++
 	f.mu.Unlock()
-	cfg := instanceConfig{ID: id, Seed: f.o.Seed, Prefix: f.prefix, Timeout: f.o.Timeout, Workers: f.o.Workers, Mutate: f.o.Mutate, Base: f.base}
+	cfg := instanceConfig{ID: id, Seed: f.o.Seed, Prefix: f.prefix, Timeout: f.o.Timeout, Workers: f.o.Workers, Mutate: f.o.Mutate, Replicas: f.o.Replicas, Base: f.base}
 	var m member
 	if f.o.Processes {
 		p, err := startWorker(ctx, f.o, f.w, cfg, f.h)

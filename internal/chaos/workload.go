@@ -78,7 +78,9 @@ type instanceConfig struct {
 	Timeout time.Duration `json:"timeout"`
 	Workers int           `json:"workers"`
 	Mutate  string        `json:"mutate"`
-	Base    int64         `json:"base"` // the history's Base, Unix µs
+	// Replicas: the exact mode (see Options.Replicas).
+	Replicas int   `json:"replicas,omitempty"`
+	Base     int64 `json:"base"` // the history's Base, Unix µs
 }
 
 // instance is one application instance: its client, store and engines.
@@ -112,7 +114,7 @@ func withTag(ctx context.Context, op string) (context.Context, *callTag) {
 // newInstance builds an instance over client. emit receives every record.
 func newInstance(cfg instanceConfig, client redis.UniversalClient, clock func() int64, emit func(Record)) (*instance, error) {
 	in := &instance{cfg: cfg, client: client, emit: emit, clock: clock, engines: map[string]*engine.Engine{}}
-	store, err := redisstore.New(client, redisstore.Config{})
+	store, err := redisstore.New(client, redisstore.Config{Replicas: cfg.Replicas, ReplicaTimeout: cfg.Timeout / 2})
 	if err != nil {
 		return nil, err
 	}
