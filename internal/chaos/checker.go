@@ -360,6 +360,11 @@ func Check(h *History, opts CheckOptions) Summary {
 	}
 
 	margin := opts.Margin.Microseconds()
+	var end int64
+	for _, r := range recs {
+		end = max(end, r.End)
+	}
+	lossFaults := append(slices.Clip(faults), splitBrains(faults, end)...)
 	for _, key := range slices.Sorted(maps.Keys(keys)) {
 		k := keys[key]
 		for _, seg := range k.segments() {
@@ -394,12 +399,16 @@ func Check(h *History, opts CheckOptions) Summary {
 				for _, i := range o.recs {
 					v.Excerpt = append(v.Excerpt, recs[i])
 				}
-				if fs := losesWrites(faults, o.from-k.refill(), o.to); len(fs) > 0 {
+				if fs := losesWrites(lossFaults, o.from-k.refill(), o.to); len(fs) > 0 {
 					var lossBound int64
 					var names []string
 					for _, f := range fs {
 						v.Excerpt = append(v.Excerpt, f)
-						lossBound += k.lossBound(f.Fault.Kind)
+						lossBound += k.lossBound(f)
+						if f.Fault.Kind == SplitBrain {
+							names = append(names, fmt.Sprintf("a split brain of %v (%d master(s) too many)", us(f.End-f.Start).Round(time.Millisecond), f.Fault.Masters))
+							continue
+						}
 						names = append(names, fmt.Sprintf("#%d %s", f.Fault.Seq, f.Fault.Kind))
 					}
 					if v.Excess <= lossBound {
@@ -570,13 +579,21 @@ const AOFLossWindow = 2 * time.Second
 // forward (onto the node ahead, or back from the node behind), which
 // refills at most a full capacity once: a step back creates none (the
 // buckets keep their debt, the windows hold at the later window).
-func (k *keyInfo) lossBound(kind string) int64 {
+//
+// A split brain (SplitBrain, seen as more masters at once than the run
+// started with) lets each master too many admit a full capacity and the
+// key's rate for as long as it lasts plus FailoverWindow: the instances
+// that missed the switch decide on it until the sentinels or the cluster
+// convert it, and replication then discards what it admitted.
+func (k *keyInfo) lossBound(f Record) int64 {
 	c := k.rate
 	if k.burst > 0 {
 		c = k.burst
 	}
 	failover := c + k.rate*FailoverWindow.Microseconds()/k.period
-	switch kind {
+	switch f.Fault.Kind {
+	case SplitBrain:
+		return int64(f.Fault.Masters) * (c + k.rate*(f.End-f.Start+FailoverWindow.Microseconds())/k.period)
 	case world.Kill:
 		return 2 * c
 	case world.KillAOF:
@@ -850,7 +867,7 @@ func losesWrites(faults []Record, from, to int64) []Record {
 	var out []Record
 	for _, f := range faults {
 		switch f.Fault.Kind {
-		case world.Kill, world.KillAOF, world.KillMaster, world.Failover, world.ClockBehind, world.ClockAhead, world.Migrate:
+		case world.Kill, world.KillAOF, world.KillMaster, world.Failover, world.ClockBehind, world.ClockAhead, world.Migrate, SplitBrain:
 		case Promotion:
 			if injectedRole(faults, f) {
 				continue // the injected fault accounts for it
@@ -865,6 +882,55 @@ func losesWrites(faults []Record, from, to int64) []Record {
 		if f.Start <= to && end >= from {
 			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// SplitBrain is the kind of a fault the checker derives from the
+// promotions seen (Promotion): an interval in which more nodes answered as
+// masters than when the run began. A Sentinel master that was failed over
+// while paused, or whose failover the sentinels forced, stays a master
+// until the sentinels convert it, and the instances whose sentinel had not
+// yet told them of the switch decide on it (Sentinel seed 964: 2.6–4.2 s).
+const SplitBrain = "split-brain"
+
+// splitBrains returns the split brains the promotions among faults show,
+// as observed faults of kind SplitBrain: each from the start of the
+// promotion that raised the number of masters above the run's first set
+// (the first promotion's "before") to the end of the one that brought it
+// back, Masters the most masters too many in between. A split brain still
+// open when the history ends lasts to its end, end.
+func splitBrains(faults []Record, end int64) []Record {
+	var out []Record
+	base := -1
+	var open *Record
+	for _, f := range faults {
+		if f.Fault.Kind != Promotion {
+			continue
+		}
+		before, after, ok := strings.Cut(f.Fault.Detail, " → ")
+		if !ok {
+			continue
+		}
+		if base < 0 {
+			base = len(strings.Split(before, ","))
+		}
+		n := len(strings.Split(after, ",")) - base
+		switch {
+		case n > 0 && open == nil:
+			open = &Record{Kind: KindFault, Start: f.Start, Fault: &FaultRec{Kind: SplitBrain, Observed: true, Masters: n,
+				Detail: "more masters than at the start: " + after}}
+		case n > 0:
+			open.Fault.Masters = max(open.Fault.Masters, n)
+		case open != nil:
+			open.End = f.End
+			out = append(out, *open)
+			open = nil
+		}
+	}
+	if open != nil {
+		open.End = max(end, open.Start)
+		out = append(out, *open)
 	}
 	return out
 }

@@ -659,3 +659,62 @@ func TestCheckResetIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSplitBrain: while two nodes answer as masters (a Sentinel master
+// failed over while paused, kept a master by a replica the sentinels did
+// not know: seed 964), instances on each admit the key's full rate. The
+// checker bounds that by the split brain's length, not by one failover:
+// a window three seconds into a split brain over by its rate is lost to
+// it; the same window with no split brain, or over by more than the bound,
+// is a violation.
+func TestCheckSplitBrain(t *testing.T) {
+	t.Parallel()
+	promote := func(b *hist, at float64, detail string) {
+		b.h.Add(Record{Kind: KindFault, Start: ms(at), End: ms(at + 100), Fault: &FaultRec{Kind: Promotion, Observed: true, Detail: detail}})
+	}
+	for _, tc := range []struct {
+		name   string
+		second string // the masters the second promotion sees
+		over   int    // admissions over the limit of 3 in the window 3–4 s
+		viol   string
+		lost   int64
+	}{
+		{"split brain", "A,B", 3, "", 3},
+		{"split brain, over its bound (3 + 3/s × 4.1 s)", "A,B", 16, VOverAdmission, 0},
+		{"no split brain", "A", 3, VOverAdmission, 0},
+	} {
+		b := newHist()
+		for i := range 3 + tc.over {
+			x := 3100 + 10*float64(i)
+			b.dec(x, x+2, "", fw(true))
+		}
+		promote(b, 1000, "A → B")
+		promote(b, 1400, "B → "+tc.second)
+		promote(b, 4400, tc.second+" → B")
+		s := check(t, b)
+		if kinds(s.Violations) != tc.viol || s.LostUnits != tc.lost {
+			t.Errorf("%s: violations %q, lost %d; want %q, %d", tc.name, kinds(s.Violations), s.LostUnits, tc.viol, tc.lost)
+		}
+	}
+
+	// The split brains of a run: from the start of the promotion that
+	// added a master (more than the first set) to the end of the one that
+	// took it away; one still open lasts to the history's end.
+	var fs []Record
+	for _, p := range []struct {
+		at     float64
+		detail string
+	}{{100, "A,C,E → B,C,E"}, {500, "B,C,E → A,B,C,E"}, {700, "A,B,C,E → A,B,C,D,E"}, {900, "A,B,C,D,E → B,C,E"}, {2000, "B,C,E → B,C,D,E"}} {
+		fs = append(fs, Record{Kind: KindFault, Start: ms(p.at), End: ms(p.at + 100), Fault: &FaultRec{Kind: Promotion, Observed: true, Detail: p.detail}})
+	}
+	got := splitBrains(fs, ms(5000))
+	want := [][3]int64{{ms(500), ms(1000), 2}, {ms(2000), ms(5000), 1}}
+	if len(got) != len(want) {
+		t.Fatalf("split brains %v, want %v", got, want)
+	}
+	for i, g := range got {
+		if w := want[i]; g.Start != w[0] || g.End != w[1] || int64(g.Fault.Masters) != w[2] {
+			t.Errorf("split brain %d: [%d, %d] with %d too many, want %v", i, g.Start, g.End, g.Fault.Masters, w)
+		}
+	}
+}

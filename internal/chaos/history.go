@@ -114,6 +114,10 @@ type FaultRec struct {
 	// Observed marks a fault the harness saw but did not inject (a
 	// Promotion): not counted among the run's faults.
 	Observed bool `json:"observed,omitempty"`
+	// Masters is, for a SplitBrain the checker derives from the
+	// promotions seen, how many masters more than the run's first set
+	// answered at once.
+	Masters int `json:"masters,omitempty"`
 }
 
 // History is the record of one run, safe for concurrent appends.
