@@ -18,6 +18,7 @@
 -- ARGV[3+6n]         mode 3 only: the refund window W in ms
 -- ARGV[3+6n+(i-1)]   mode 1 only: the reset_after µs that the commit of
 --                    check i replied
+-- ARGV[3+7n]         mode 1 only: the now that the commit replied, at
 --
 -- KEYS[i], i <= n    the storage key of check i
 -- KEYS[n+i]          modes 2 and 3: check i's pending marker
@@ -35,11 +36,17 @@
 -- written and the passing checks report their state as it is.
 --
 -- Refund: gives back what a decide call that allowed all its checks
--- consumed, then reports every check's state as it is at that now (allowed 1,
--- retry_after 0). ARGV[1] must be the now that decide call replied. Redis
+-- consumed, as it stands at now (as refund.lua's late refunds do: a
+-- bucket gets back no more of the commit's debt than is left at now), then
+-- reports every check's state at now (allowed 1, retry_after 0). Redis
 -- Cluster needs it: the checks of one request whose keys live in different
--- hash slots run as one decide call per slot, and when one slot denies, the
--- slots that committed are refunded (see algorithms.Redis).
+-- hash slots run as one decide call per slot, and when one slot denies or
+-- fails, the slots that committed are refunded (see algorithms.Redis), at
+-- once or, after a failure, in the background. Until 2026-12 this ran at
+-- the commit's own now (ARGV[1] was at): a refund sent after the caller's
+-- deadline then gave a bucket back its whole cost, including the part the
+-- refill had already returned (cluster seeds 967 and 972 of the chaos
+-- harness: a token bucket one unit over its limit).
 --
 -- Markers (sharded clients only; keys of the slot of the checks, with a
 -- TTL of W): a part that commits (mode 3) sets its commit marker, to
@@ -96,9 +103,10 @@ if mode == '1' then
   if m then
     redis.call('DEL', KEYS[n + 1])
     local marks = commit_marks(m)
+    local at = tonumber(ARGV[3 + 7 * n])
     for i = 1, n do
       local alg, cap, period, r, u, cost = args(i)
-      refunds[alg](KEYS[i], cap, period, r, u, cost, now, tonumber(ARGV[2 + 6 * n + i]), nil, marks[i])
+      refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i])
     end
   end
   for i = 1, n do

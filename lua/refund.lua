@@ -39,8 +39,8 @@
 --                   bucket refilled since are not given back again, and
 --                   since, what refunds of the key gave back after the
 --                   commit, moved its debt earlier; see refund_since in
---                   prelude.lua); the cluster refunds run at the commit's
---                   now
+--                   prelude.lua); dispatch.lua's refund mode (the
+--                   compensation of a call spanning slots) alike
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.

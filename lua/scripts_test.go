@@ -112,7 +112,8 @@ ARGV[3+6(i-1)...]  per check: algorithm (1 fixed_window, 2 sliding_log,
          3 sliding_window, 4 token_bucket, 5 gcra, 6 concurrency,
          7 calendar), capacity, period µs, r, u, cost
 then, mode 3: the refund window in ms; mode 1: per check the
-reset_after µs its commit replied`,
+reset_after µs its commit replied, then the now its commit replied
+(the refund gives back what the commit took as it stands at ARGV[1])`,
 			reply: `4 integers per check (allowed, remaining, retry_after µs,
 reset_after µs), then the now in µs; allowed 3 for every check when a
 calendar check's windows do not hold the server's now`,

@@ -367,16 +367,22 @@ func decideRequest(checks []algorithms.Check, ps []calc.Params, now int64, m mar
 }
 
 // refund runs the script in refund mode: it gives back what a decide call
-// at now, which allowed every check, set the commit marker commit and
-// replied results, consumed, and replaces results with the checks' state
-// after the refund. It gives back nothing if commit is gone: refunded
-// already, or older than the refund window.
-func (b *Store) refund(ctx context.Context, node *redis.Client, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, commit string) error {
-	keys, args := scriptArgs(checks, ps, now, modeRefund, len(checks))
+// at at, which allowed every check, set the commit marker commit and
+// replied results, consumed, as it stands at the store's current time (a
+// bucket's refill since the commit is not given back again), and replaces
+// results with the checks' state after the refund. It gives back nothing
+// if commit is gone: refunded already, or older than the refund window.
+func (b *Store) refund(ctx context.Context, node *redis.Client, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, at int64, commit string) error {
+	var now int64
+	if b.now != nil {
+		now = b.now().UnixMicro()
+	}
+	keys, args := scriptArgs(checks, ps, now, modeRefund, len(checks)+1)
 	keys = append(keys, commit)
 	for i := range checks {
 		args = append(args, int64(results[i].ResetAfter/time.Microsecond))
 	}
+	args = append(args, at)
 	vals, err := b.run(ctx, node, script, keys, args)
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@
 --   1 if the commit marker existed (the units were given back), else 0;
 --   then the now in µs
 --
--- SHA1 ea96c6825528c8b87823390b7e9e42dbf4560510 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 b27ca3a9b1061680fe6684f91f38038e8e10f4a8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, refund.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -1065,8 +1065,8 @@ local late = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding
 --                   bucket refilled since are not given back again, and
 --                   since, what refunds of the key gave back after the
 --                   commit, moved its debt earlier; see refund_since in
---                   prelude.lua); the cluster refunds run at the commit's
---                   now
+--                   prelude.lua); dispatch.lua's refund mode (the
+--                   compensation of a call spanning slots) alike
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.
