@@ -104,6 +104,8 @@ func (r Record) Line() string {
 		fmt.Fprintf(&b, "inst %d #%d reset %v: %s", r.Inst, r.ID, r.Keys, r.Result)
 	case KindStall:
 		fmt.Fprintf(&b, "STALL inst %d: a %v timer fired %v late", r.Inst, stallTick, us(r.End-r.Start-stallTick.Microseconds()))
+	case KindRunqueue:
+		fmt.Fprintf(&b, "RUNQUEUE inst %d: the process's threads waited %v per GOMAXPROCS for a CPU", r.Inst, us(r.Wait))
 	default:
 		fmt.Fprintf(&b, "inst %d #%d %s %s %s", r.Inst, r.ID, r.Kind, r.Op, r.Outcome)
 		for _, rr := range r.Rules {
@@ -141,8 +143,10 @@ type Summary struct {
 	// RefundsFailed is, per fault kind active at the time, the units of
 	// refunds that failed (given back or not: unknown).
 	RefundsFailed map[string]int64
-	// Stalled counts the calls over the liveness bound that the harness's
-	// own timer explains: the process was not scheduled meanwhile.
+	// Stalled counts the calls over the liveness bound that the machine
+	// explains: the harness's own timer fired that late (the process was
+	// not scheduled), or the process's threads waited that long on the
+	// OS run queue (a loaded machine) while the call ran.
 	Stalled int
 	// MaxLatency is the longest decision or peek.
 	MaxLatency time.Duration
@@ -218,9 +222,13 @@ func Check(h *History, opts CheckOptions) Summary {
 	// process was not running for as long as the call took too long.
 	bound := (opts.Timeout + opts.Slack).Microseconds()
 	var stalls []Record
+	queued := map[int][]Record{} // runqueue records by the process's instance (-1: the harness's own)
 	for _, r := range recs {
-		if r.Kind == KindStall {
+		switch r.Kind {
+		case KindStall:
 			stalls = append(stalls, r)
+		case KindRunqueue:
+			queued[r.Inst] = append(queued[r.Inst], r)
 		}
 	}
 	for _, r := range recs {
@@ -247,12 +255,28 @@ func Check(h *History, opts CheckOptions) Summary {
 					ex = append(ex, st)
 				}
 			}
-			if late >= d-bound {
+			// The run queue: what the threads of the call's process
+			// waited for a CPU while it ran, per GOMAXPROCS (a worker
+			// process records its own; instances in the harness's
+			// process share its records), each record prorated by its
+			// overlap.
+			qs := queued[r.Inst]
+			if len(qs) == 0 {
+				qs = queued[-1]
+			}
+			var waited int64
+			for _, q := range qs {
+				if o := min(q.End, r.End) - max(q.Start, r.Start); o > 0 && q.End > q.Start {
+					waited += q.Wait * o / (q.End - q.Start)
+					ex = append(ex, q)
+				}
+			}
+			if max(late, waited) >= d-bound {
 				sum.Stalled++
 				continue
 			}
 			sum.Violations = append(sum.Violations, Violation{Kind: VLiveness,
-				Msg:     fmt.Sprintf("a %s took %v, above Timeout %v + %v (the process stalled %v meanwhile)", r.Kind, us(d), opts.Timeout, opts.Slack, us(late)),
+				Msg:     fmt.Sprintf("a %s took %v, above Timeout %v + %v (the process stalled %v meanwhile, its threads waited %v per GOMAXPROCS for a CPU)", r.Kind, us(d), opts.Timeout, opts.Slack, us(late), us(waited)),
 				Excerpt: append([]Record{r}, ex...)})
 		}
 	}

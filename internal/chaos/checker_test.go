@@ -514,6 +514,38 @@ func TestCheckLivenessStalled(t *testing.T) {
 	}
 }
 
+// TestCheckLivenessRunqueue: on a loaded machine the process runs (no
+// timer fires late) but its threads wait their turn for a CPU. A call of
+// 190 ms (120 over the bound of 70) is the machine's when the process's
+// threads waited at least 120 ms on the run queue while it ran: each
+// runqueue record counts by its overlap with the call. A worker process's
+// own records count for its calls, not the harness's.
+func TestCheckLivenessRunqueue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		inst  int   // the runqueue records' process
+		waits []int // ms waited in [0, 100), [100, 200), [200, 300)
+		viol  string
+	}{
+		{"waited as long as the excess", -1, []int{0, 100, 100}, ""},       // 100 + 100·90/100 = 190
+		{"waited less than the excess", -1, []int{300, 30, 30}, VLiveness}, // 30 + 27 = 57
+		{"another process waited", 7, []int{0, 100, 100}, VLiveness},
+	} {
+		b := newHist()
+		b.dec(100, 290, "", fw(true))
+		for i, w := range tc.waits {
+			b.h.Add(Record{Kind: KindRunqueue, Inst: tc.inst, Start: ms(float64(100 * i)), End: ms(float64(100 * (i + 1))), Wait: ms(float64(w))})
+		}
+		if tc.inst == 7 {
+			b.h.Add(Record{Kind: KindRunqueue, Inst: 0, Start: ms(0), End: ms(300), Wait: ms(1)})
+		}
+		if s := check(t, b); kinds(s.Violations) != tc.viol {
+			t.Errorf("%s: violations %q, want %q", tc.name, kinds(s.Violations), tc.viol)
+		}
+	}
+}
+
 func TestCheckSlowReleaseReported(t *testing.T) {
 	t.Parallel()
 	b := newHist()

@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -22,6 +26,7 @@ const (
 	KindGoroutines = "goroutines" // goroutine counts before and after the run
 	KindConns      = "conns"      // client connections on the data nodes before and after the run
 	KindStall      = "stall"      // the process was not scheduled: a 5 ms timer fired late by End−Start−5ms
+	KindRunqueue   = "runqueue"   // the process's threads waited Wait µs per GOMAXPROCS on the OS run queue within [Start, End]
 	KindPhase      = "phase"      // the run's phases: faults stop at At; probes start at At
 )
 
@@ -78,6 +83,10 @@ type Record struct {
 	Before int    `json:"gb,omitempty"`
 	After  int    `json:"ga,omitempty"`
 	Phase  string `json:"ph,omitempty"`
+
+	// Runqueue: µs the process's threads spent, summed, ready to run but
+	// waiting for a CPU (Linux's schedstat), divided by GOMAXPROCS.
+	Wait int64 `json:"wait,omitempty"`
 }
 
 // RuleRec is one rule's part of a decision or a peek.
@@ -218,10 +227,19 @@ const (
 // stallTick that fires stallMin late or more. The checker does not count a
 // liveness violation a stall explains: the product cannot answer while its
 // process does not run.
+//
+// Every runqueueEvery ticks it also reads how long the process's threads
+// have waited on the OS run queue (runqueueWait) and records that wait
+// divided by GOMAXPROCS, when it is runqueueMin or more: on a loaded
+// machine the process runs, so no timer fires late, but its threads get a
+// CPU only in turns, and a call's goroutine may wait for one long after
+// its deadline.
 func watchStalls(ctx context.Context, inst int, clock func() int64, emit func(Record)) {
 	t := time.NewTicker(stallTick)
 	defer t.Stop()
 	last := clock()
+	waited, waitOK := runqueueWait()
+	waitAt, ticks := last, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,5 +251,49 @@ func watchStalls(ctx context.Context, inst int, clock func() int64, emit func(Re
 			emit(Record{Kind: KindStall, Inst: inst, Start: last, End: now})
 		}
 		last = now
+		if ticks++; waitOK && ticks%runqueueEvery == 0 {
+			w, ok := runqueueWait()
+			// per P: what each of the process's GOMAXPROCS places to
+			// run goroutines lost, on average
+			if per := (w - waited) / int64(runtime.GOMAXPROCS(0)); ok && per >= runqueueMin.Microseconds() {
+				emit(Record{Kind: KindRunqueue, Inst: inst, Start: waitAt, End: now, Wait: per})
+			}
+			waited, waitAt = w, now
+		}
 	}
+}
+
+// runqueueEvery is how many stallTicks apart watchStalls reads the run
+// queue waits, and runqueueMin the least wait it records.
+const (
+	runqueueEvery = 4
+	runqueueMin   = time.Millisecond
+)
+
+// runqueueWait returns the µs this process's threads have spent, summed,
+// waiting on a run queue for a CPU: the second field of each
+// /proc/self/task/*/schedstat (ns). ok is false where there is no such
+// file (not Linux, or a kernel without schedstats). A thread that exited
+// takes its share with it: the sum can go down, which reads as no wait.
+func runqueueWait() (us int64, ok bool) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, false
+	}
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			ns += v
+			ok = true
+		}
+	}
+	return ns / 1000, ok
 }
