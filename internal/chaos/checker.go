@@ -500,6 +500,7 @@ func staleEpochs(base int64, recs []Record, faults []Record, opts CheckOptions) 
 	margin := opts.Margin.Microseconds()
 	type use struct {
 		s, e, n int64
+		per     int64 // the rule's period, µs
 		inst    int
 		denied  bool
 		rec     int
@@ -522,12 +523,12 @@ func staleEpochs(base int64, recs []Record, faults []Record, opts CheckOptions) 
 			if w != floorDiv(base+r.End+margin, rr.Period) {
 				continue
 			}
-			uses[wkey{k, w}] = append(uses[wkey{k, w}], use{s: r.Start, e: r.End, n: n, inst: r.Inst, denied: !rr.Allowed && !rr.Block, rec: i})
+			uses[wkey{k, w}] = append(uses[wkey{k, w}], use{s: r.Start, e: r.End, n: n, per: rr.Period, inst: r.Inst, denied: !rr.Allowed && !rr.Block, rec: i})
 		}
 	}
-	faulty := func(from, to int64) bool {
+	faulty := func(from, to, period int64) bool {
 		for _, f := range faults {
-			if f.Start <= to && f.End >= from {
+			if f.Start <= to && f.End+clockLinger(f, period) >= from {
 				return true
 			}
 		}
@@ -569,7 +570,7 @@ func staleEpochs(base int64, recs []Record, faults []Record, opts CheckOptions) 
 				first[u.inst] = u
 				continue
 			}
-			if u.s <= f.s+grace || faulty(f.s-FailoverWindow.Microseconds(), u.e) {
+			if u.s <= f.s+grace || faulty(f.s-FailoverWindow.Microseconds(), u.e, u.per) {
 				continue
 			}
 			out = append(out, Violation{Kind: VResetIgnored, Key: wk.key,
@@ -908,6 +909,31 @@ func losesWrites(faults []Record, from, to int64) []Record {
 		}
 	}
 	return out
+}
+
+// clockLinger is how long after a clock fault's heal an instance may still
+// act on what it learned from the skewed node, for a fixed window of
+// period: a key the node behind kept (its expiry, an absolute time, set
+// by the node ahead) replies a reset_after up to the skew longer than its
+// window, and an instance holds the epoch of a key with quota blocks until
+// then (cluster seed 901: an instance decided on epoch 1 for 0.5 s into the
+// next window after a clock-behind of 3 s had failed back, the others on
+// epoch 0, and their denials on epoch 0 read as a reset ignored). The
+// skew is read from the fault's detail ("skew -3s: ..."); a period more
+// for the window it lands in. 0 for any other fault.
+func clockLinger(f Record, period int64) int64 {
+	if f.Fault == nil || (f.Fault.Kind != world.ClockBehind && f.Fault.Kind != world.ClockAhead) {
+		return 0
+	}
+	rest, ok := strings.CutPrefix(f.Fault.Detail, "skew ")
+	if !ok {
+		return 0
+	}
+	skew, err := time.ParseDuration(strings.TrimSuffix(strings.Fields(rest)[0], ":"))
+	if err != nil {
+		return 0
+	}
+	return max(skew, -skew).Microseconds() + period
 }
 
 // SplitBrain is the kind of a fault the checker derives from the

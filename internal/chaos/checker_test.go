@@ -651,6 +651,21 @@ func TestCheckResetIgnored(t *testing.T) {
 			b.fault("failover", 300, 350)
 			use(b, 1, 400, old, false)
 		}, ""},
+		// An instance may hold an epoch it learned from a node whose clock
+		// was behind for the skew past the fault's heal, and a period more
+		// (cluster seed 901): a clock fault that healed 3 s before the
+		// first denial excuses it when its skew was 3 s, not when it was
+		// 500 ms.
+		{"a clock fault's aftermath excuses it", func(b *hist) {
+			b.h.Add(Record{Kind: KindFault, Start: ms(-4000), End: ms(-3000), Fault: &FaultRec{Kind: world.ClockBehind, Detail: "skew -3s: 127.0.0.1:1 (faketime) becomes master"}})
+			use(b, 1, 200, old, false)
+			use(b, 1, 400, old, false)
+		}, ""},
+		{"a short skew long ago does not", func(b *hist) {
+			b.h.Add(Record{Kind: KindFault, Start: ms(-4000), End: ms(-3000), Fault: &FaultRec{Kind: world.ClockBehind, Detail: "skew -500ms: 127.0.0.1:1 (faketime) becomes master"}})
+			use(b, 1, 200, old, false)
+			use(b, 1, 400, old, false)
+		}, VResetIgnored},
 		{"each instance has its own first denial", func(b *hist) {
 			use(b, 1, 200, old, false)
 			use(b, 2, 360, old, false)
