@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/internal/chaos"
+	"github.com/redlimit/redlimit/internal/chaos/world"
 )
 
 func main() {
@@ -89,7 +90,7 @@ func run() int {
 		for i := range *runs {
 			for _, t := range tops {
 				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes}
-				if t != "single" {
+				if t != world.Single {
 					o.Replicas = *replicas // a single node has no replica to wait for
 				}
 				if *kinds != "" {
