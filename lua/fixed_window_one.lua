@@ -35,7 +35,8 @@ local function fixed_window_fast(key, b, now, server)
       if remaining < 0 then remaining = 0 end
       if cost > cap then return 0, remaining, 0, reset end
       if c + cost > cap then return 0, remaining, reset, reset end
-      return 1, cap - redis.call('INCRBY', key, cost), 0, reset
+      -- the cost as sent, not a number to format again (see fixed_window_flat.lua)
+      return 1, cap - redis.call('INCRBY', key, ARGV[b + 4]), 0, reset
     end
     if cost > cap then return 0, cap, 0, 0 end
     if not now then

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 bd88045d1f52f44d5a54b300e5c3dc764dd47e76 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 c0eba9bd3acd92c8c088ce1023e5fe50dd122f87 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -1072,7 +1072,8 @@ local function fixed_window_fast(key, b, now, server)
       if remaining < 0 then remaining = 0 end
       if cost > cap then return 0, remaining, 0, reset end
       if c + cost > cap then return 0, remaining, reset, reset end
-      return 1, cap - redis.call('INCRBY', key, cost), 0, reset
+      -- the cost as sent, not a number to format again (see fixed_window_flat.lua)
+      return 1, cap - redis.call('INCRBY', key, ARGV[b + 4]), 0, reset
     end
     if cost > cap then return 0, cap, 0, 0 end
     if not now then

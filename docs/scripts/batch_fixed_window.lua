@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 d171b2858c32ece9b78a218c9dc24ddddba8d7a0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 dcf285724a1a8e634d9653ea1f72f5d12f9fbd79 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, fixed_window_one.lua, batch_fast.lua, prelude.lua, fixed_window.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -97,7 +97,8 @@ local function fixed_window_fast(key, b, now, server)
       if remaining < 0 then remaining = 0 end
       if cost > cap then return 0, remaining, 0, reset end
       if c + cost > cap then return 0, remaining, reset, reset end
-      return 1, cap - redis.call('INCRBY', key, cost), 0, reset
+      -- the cost as sent, not a number to format again (see fixed_window_flat.lua)
+      return 1, cap - redis.call('INCRBY', key, ARGV[b + 4]), 0, reset
     end
     if cost > cap then return 0, cap, 0, 0 end
     if not now then
