@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -196,7 +197,8 @@ func selected(lms []limiter, only, sc string) ([]limiter, error) {
 const slice = 100 * time.Millisecond
 
 // rounds runs every scenario, rounds times, for duration per limiter, in
-// slices that rotate between the limiters.
+// slices that rotate between the limiters in an order shuffled for each
+// slice.
 func (e *env) rounds(ctx context.Context, lms []limiter) (map[string]map[string][]runResult, error) {
 	results := map[string]map[string][]runResult{}
 	// Warm up: scripts loaded, connections dialled.
@@ -217,6 +219,13 @@ func (e *env) rounds(ctx context.Context, lms []limiter) (map[string]map[string]
 		res  runResult
 	}
 	n := max(1, int((*duration+slice-1)/slice))
+	// The order of the contenders is shuffled for every slice, seeded so
+	// that a run can be repeated: each limiter follows each other one
+	// about as often, and whatever one leaves behind (garbage to collect,
+	// a cold cache, a server still writing its reply buffers) lands on
+	// all of them alike. A fixed cyclic order would always put the same
+	// contender after the same one.
+	rng := rand.New(rand.NewPCG(1, 2))
 	for r := range *rounds {
 		for _, sc := range scenarios {
 			var cs []*contender
@@ -232,9 +241,14 @@ func (e *env) rounds(ctx context.Context, lms []limiter) (map[string]map[string]
 			}
 			runtime.GC()
 			start := time.Now()
-			for i := range n {
-				for j := range cs {
-					c := cs[(i+j+r)%len(cs)] // who goes first rotates
+			order := make([]int, len(cs))
+			for range n {
+				for j := range order {
+					order[j] = j
+				}
+				rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+				for _, j := range order {
+					c := cs[j]
 					res, err := e.run(ctx, c.a, sc.conc, *duration/time.Duration(n), c.ring, sc.latency)
 					if err != nil {
 						return nil, err

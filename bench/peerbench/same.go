@@ -48,7 +48,7 @@ func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResul
 			base = &lms[i]
 		}
 	}
-	type pair struct{ ours, peer limiter }
+	type pair = struct{ ours, peer limiter }
 	var pairs []pair
 	for _, o := range lms {
 		if o.same == "" || o.peer {
@@ -119,6 +119,53 @@ func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResul
 		fmt.Fprintf(w, " %.2f | %.2f | %.2f | %.2f |\n",
 			float64(o.mem.sampleSize)/float64(max(q.mem.sampleSize, 1)), o.mem.perKey/max(q.mem.perKey, 1),
 			o.allocs/max(q.allocs, 1), o.bytes/max(q.bytes, 1))
+	}
+	fmt.Fprintln(w)
+	reportOneCaller(w, base, pairs, res)
+}
+
+// reportOneCaller prints, for the c=1 scenarios, where one check's time
+// goes for the baseline and each pair: its wall time, this process's CPU
+// (limiter, go-redis, the Go runtime's waits for the reply), redis-server's
+// CPU and the commandstats µs of what was sent, each per check and the
+// median of the rounds. At one caller a check is one round trip, so the
+// rows show which side a difference in throughput comes from.
+func reportOneCaller(w io.Writer, base *limiter, pairs []struct{ ours, peer limiter }, res map[string]map[string][]runResult) {
+	one := []string{scHot1, scKeys1}
+	fmt.Fprint(w, "**One caller: where a check's time goes (µs per check, median of the rounds).** Wall: the caller's time per check. Client CPU: this process's user+sys CPU. Redis CPU: redis-server's used_cpu_user+sys. Command: commandstats usec of the commands sent.\n\n| contender |")
+	for _, sc := range one {
+		fmt.Fprintf(w, " %[1]s: wall | client CPU | Redis CPU | command |", sc)
+	}
+	fmt.Fprint(w, "\n|---|")
+	fmt.Fprint(w, strings.Repeat("---:|", 4*len(one)))
+	fmt.Fprintln(w)
+	row := func(lm limiter) {
+		fmt.Fprintf(w, "| %s |", lm.name)
+		for _, sc := range one {
+			rs := res[lm.id][sc]
+			if len(rs) == 0 {
+				fmt.Fprint(w, strings.Repeat(" — |", 4))
+				continue
+			}
+			per := func(f func(runResult) float64) string {
+				xs := make([]float64, len(rs))
+				for i, r := range rs {
+					xs[i] = f(r)
+				}
+				return fmt.Sprintf("%.2f", median(xs))
+			}
+			fmt.Fprintf(w, " %s | %s | %s | %s |",
+				per(func(r runResult) float64 { return r.perCheck(r.elapsed.Seconds() * 1e6) }),
+				per(func(r runResult) float64 { return r.perCheck(r.clientCPU * 1e6) }),
+				per(func(r runResult) float64 { return r.perCheck(r.cpu * 1e6) }),
+				per(func(r runResult) float64 { return r.perCheck(r.srvUsec) }))
+		}
+		fmt.Fprintln(w)
+	}
+	row(*base)
+	for _, p := range pairs {
+		row(p.ours)
+		row(p.peer)
 	}
 	fmt.Fprintln(w)
 }

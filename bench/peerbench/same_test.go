@@ -27,7 +27,7 @@ func TestReportSame(t *testing.T) {
 	rr := func(checks ...int64) []runResult {
 		out := make([]runResult, len(checks))
 		for i, c := range checks {
-			out[i] = runResult{calls: c, elapsed: time.Second}
+			out[i] = runResult{calls: c, elapsed: time.Second, clientCPU: float64(c) * 40e-6, cpu: float64(c) * 30e-6, srvUsec: float64(c) * 3}
 		}
 		return out
 	}
@@ -49,6 +49,8 @@ func TestReportSame(t *testing.T) {
 		"| **redlimit fixed_window ÷ ulule/limiter** (fixed window) | **0.90** / 1.10 / 1.20 |",
 		"| 0.67 |", // MEMORY USAGE 80 / 120
 		"| redlimit gcra | 50 (0.50) |",
+		// one caller: µs per check, the median of the rounds
+		"| redlimit fixed_window | 8333.33 | 40.00 | 30.00 | 3.00 | — | — | — | — |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("reportSame: no %q in\n%s", want, out)
