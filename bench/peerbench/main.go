@@ -196,6 +196,14 @@ func selected(lms []limiter, only, sc string) ([]limiter, error) {
 // a burst of noise on the machine lands on every limiter of the scenario.
 const slice = 100 * time.Millisecond
 
+// sliceOrders returns the source of the contenders' order in each slice,
+// a permutation drawn by Perm. It is seeded so that a run can be repeated;
+// each limiter follows each other one about as often, so that whatever
+// one leaves behind (garbage to collect, a cold cache, a server still
+// writing its reply buffers) lands on all of them alike, where a cyclic
+// order would always put the same contender after the same one.
+func sliceOrders() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
 // rounds runs every scenario, rounds times, for duration per limiter, in
 // slices that rotate between the limiters in an order shuffled for each
 // slice.
@@ -219,13 +227,7 @@ func (e *env) rounds(ctx context.Context, lms []limiter) (map[string]map[string]
 		res  runResult
 	}
 	n := max(1, int((*duration+slice-1)/slice))
-	// The order of the contenders is shuffled for every slice, seeded so
-	// that a run can be repeated: each limiter follows each other one
-	// about as often, and whatever one leaves behind (garbage to collect,
-	// a cold cache, a server still writing its reply buffers) lands on
-	// all of them alike. A fixed cyclic order would always put the same
-	// contender after the same one.
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := sliceOrders()
 	for r := range *rounds {
 		for _, sc := range scenarios {
 			var cs []*contender
@@ -241,13 +243,8 @@ func (e *env) rounds(ctx context.Context, lms []limiter) (map[string]map[string]
 			}
 			runtime.GC()
 			start := time.Now()
-			order := make([]int, len(cs))
 			for range n {
-				for j := range order {
-					order[j] = j
-				}
-				rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
-				for _, j := range order {
+				for _, j := range rng.Perm(len(cs)) {
 					c := cs[j]
 					res, err := e.run(ctx, c.a, sc.conc, *duration/time.Duration(n), c.ring, sc.latency)
 					if err != nil {

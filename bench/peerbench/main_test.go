@@ -48,3 +48,34 @@ func TestSelected(t *testing.T) {
 		t.Error("-only '(' accepted")
 	}
 }
+
+// TestSliceOrders: over the slices of a default -same run (3 rounds of 6
+// scenarios of 15 slices, 5 contenders), each contender runs right after
+// each other one, and no ordered pair half as often as the mean; a cyclic
+// order gives each contender a single predecessor.
+func TestSliceOrders(t *testing.T) {
+	t.Parallel()
+	const contenders, slices = 5, 3 * 6 * 15
+	rng := sliceOrders()
+	follows := map[[2]int]int{}
+	n := 0
+	for range slices {
+		prev := -1
+		for _, j := range rng.Perm(contenders) {
+			if prev >= 0 {
+				follows[[2]int{prev, j}]++
+				n++
+			}
+			prev = j
+		}
+	}
+	pairs := contenders * (contenders - 1)
+	if len(follows) != pairs {
+		t.Fatalf("%d of the %d ordered pairs in %d slices: %v", len(follows), pairs, slices, follows)
+	}
+	for p, c := range follows {
+		if mean := n / pairs; c < mean/2 {
+			t.Errorf("%d ran right after %d in %d slices, the mean is %d", p[1], p[0], c, mean)
+		}
+	}
+}

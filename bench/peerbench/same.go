@@ -35,6 +35,9 @@ func roundRatios(res map[string]map[string][]runResult, a, b, sc string) []float
 	return out
 }
 
+// pair is a redlimit algorithm and the peer that runs the same algorithm.
+type pair struct{ ours, peer limiter }
+
 // reportSame prints the table "Same algorithm, side by side": every row of
 // a same-algorithm pair and the baseline, each cell its median checks/s and
 // the median of its round-by-round ratios to the baseline of the same
@@ -48,7 +51,6 @@ func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResul
 			base = &lms[i]
 		}
 	}
-	type pair = struct{ ours, peer limiter }
 	var pairs []pair
 	for _, o := range lms {
 		if o.same == "" || o.peer {
@@ -130,7 +132,7 @@ func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResul
 // CPU and the commandstats µs of what was sent, each per check and the
 // median of the rounds. At one caller a check is one round trip, so the
 // rows show which side a difference in throughput comes from.
-func reportOneCaller(w io.Writer, base *limiter, pairs []struct{ ours, peer limiter }, res map[string]map[string][]runResult) {
+func reportOneCaller(w io.Writer, base *limiter, pairs []pair, res map[string]map[string][]runResult) {
 	one := []string{scHot1, scKeys1}
 	fmt.Fprint(w, "**One caller: where a check's time goes (µs per check, median of the rounds).** Wall: the caller's time per check. Client CPU: this process's user+sys CPU. Redis CPU: redis-server's used_cpu_user+sys. Command: commandstats usec of the commands sent.\n\n| contender |")
 	for _, sc := range one {
