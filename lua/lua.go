@@ -61,6 +61,7 @@ var (
 	batchAll string
 	single   = map[string]string{}
 	batch    = map[string]string{}
+	lean     = map[string]string{"fixed_window": source("fixed_window_lean"), "gcra": source("gcra_lean")}
 )
 
 // fast holds the flat fast path that starts an algorithm's one-check
@@ -190,6 +191,16 @@ func Cancel() string { return cancel }
 // function. It returns "" for an unknown name.
 func Single(algorithm string) string { return single[algorithm] }
 
+// Lean returns the lean script of the algorithm named algorithm:
+// "fixed_window" (fixed_window_lean.lua) or "gcra" (gcra_lean.lua), "" for
+// any other. A lean script decides one check on the server's clock with no
+// marker keys, as the algorithm's [Single] script decides it, with only
+// the numbers its flat path reads (every ARGV costs Redis on every call);
+// it replies empty, having written nothing, for a key state it leaves to
+// [Single]. Each file's header says when the Go side sends it, its ARGV
+// and its reply.
+func Lean(algorithm string) string { return lean[algorithm] }
+
 // Batch returns the script that decides several calls whose checks are
 // all of the algorithm named algorithm, one after another, each as its own
 // script ([Single] for one check, [Multi] for several) would decide it
@@ -209,6 +220,6 @@ func Scripts() []string {
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}
-	s = append(s, single["calendar"])
+	s = append(s, single["calendar"], lean["fixed_window"], lean["gcra"])
 	return s
 }

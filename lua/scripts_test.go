@@ -79,6 +79,36 @@ server's now lies outside both windows (nothing decided, nothing written:
 the Go side sends again with windows around that now)`,
 		src: lua.Single("calendar"),
 	})
+	s = append(s,
+		script{
+			name: "lean_fixed_window",
+			purpose: `Decides one fixed_window check on the server's clock with no marker
+keys, a period of whole ms and a cost within the capacity, as one_fixed_window
+decides it, sent with only the numbers its flat path reads.`,
+			keys: "KEYS[1]  the storage key",
+			argv: `ARGV[1]  capacity
+ARGV[2]  period µs (whole ms)
+ARGV[3]  cost, when it is not 1`,
+			reply: `{count, reset_after µs}: the key's count with the cost added (allowed
+if and only if it is at most the capacity; a denial took the cost back);
+empty, nothing written, for a state one_fixed_window decides`,
+			src: lua.Lean("fixed_window"),
+		},
+		script{
+			name: "lean_gcra",
+			purpose: `Decides one gcra check on the server's clock with no marker keys, for a
+limit whose emission interval is a whole number of µs, as one_gcra decides it,
+sent with only the numbers its flat path reads.`,
+			keys: "KEYS[1]  the storage key",
+			argv: `ARGV[1]  capacity (burst)
+ARGV[2]  u: the emission interval in µs
+ARGV[3]  the stored value's suffix, '/' .. capacity*u
+ARGV[4]  cost, when it is not 1`,
+			reply: `allowed (0 or 1), remaining, retry_after µs, reset_after µs;
+empty, nothing written, for a value one_gcra decides`,
+			src: lua.Lean("gcra"),
+		},
+	)
 	for _, a := range algs {
 		s = append(s, script{
 			name: "batch_" + a,

@@ -274,6 +274,9 @@ var sources = func() map[*redis.Script]string {
 	for _, a := range algorithms.Algorithms {
 		m[oneScripts[a]] = lua.Single(a.String())
 		m[batchScripts[a]] = lua.Batch(a.String())
+		if leanScripts[a] != nil {
+			m[leanScripts[a]] = lua.Lean(a.String())
+		}
 	}
 	return m
 }()

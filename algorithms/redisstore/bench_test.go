@@ -145,7 +145,10 @@ func benchRedis(b *testing.B, c *redis.Client, fn func()) {
 // arguments are those of a limit that is never reached (capacity 10^6, one
 // unit per µs), so every check passes and writes. flat_gcra is a reference,
 // not redlimit's: a GCRA written flat in the manner of go-redis/redis_rate's
-// script (TIME, GET, float arithmetic, SET EX, numbers returned as strings).
+// script (TIME, GET, float arithmetic, SET EX, numbers returned as
+// strings); so is flat_counter, a counter of ulule/limiter's shape.
+// <algorithm>/lean is the algorithm's lean script (lean.go), which a check
+// on the server's clock is sent as; <algorithm> its one-check script.
 func BenchmarkScripts(b *testing.B) {
 	srv := redistest.Require(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -184,6 +187,7 @@ func BenchmarkScripts(b *testing.B) {
 	benches := []bench{
 		{"return_1", "return 1", 1, 1, nil},
 		{"flat_gcra", flatGCRA, 1, 1, []any{1, 1_000_000, 1}},
+		{"flat_counter", flatCounter, 1, 1, []any{1, 1000}},
 	}
 	// batched returns batch.lua's ARGV of k calls, each of the checks algs.
 	// Calls of one check after the first send 0 for their numbers, as the
@@ -202,6 +206,10 @@ func BenchmarkScripts(b *testing.B) {
 		}
 		return args
 	}
+	benches = append(benches,
+		bench{"fixed_window/lean", lua.Lean("fixed_window"), 1, 1, []any{1_000_000, 1_000_000}},
+		bench{"gcra/lean", lua.Lean("gcra"), 1, 1, []any{1_000_000, 1, "/1000000"}},
+	)
 	for _, a := range algorithms.Algorithms {
 		benches = append(benches, bench{a.String(), lua.Single(a.String()), 1, 1, one(a)})
 		for _, k := range []int{2, 4, 8, 16, 64} {
@@ -272,6 +280,21 @@ end
 local reset = new_tat - now
 redis.call('SET', KEYS[1], new_tat, 'EX', math.ceil(reset / 1000000))
 return {1, remaining, tostring(-1), tostring(reset)}
+`
+
+// flatCounter is BenchmarkScripts' reference for the fixed window: a
+// counter of the shape ulule/limiter's store runs (INCRBY; PEXPIRE when
+// the count is the cost, a window's first check; else PTTL); ARGV cost,
+// period in ms.
+const flatCounter = `
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ms = tonumber(ARGV[2])
+if n == tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  ms = redis.call('PTTL', KEYS[1])
+end
+return {n, ms}
 `
 
 // BenchmarkAbusiveKey: 64 goroutines hammer one key far over its limit

@@ -61,11 +61,7 @@ var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1
 func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string, args []any) ([]int64, error) {
 	p.mu.Lock()
 	if p.inflight < p.max {
-		p.inflight++
-		p.mu.Unlock()
-		vals, err := runScript(ctx, p.client, script, keys, args)
-		p.handOff()
-		return vals, err
+		return p.runLocked(ctx, script, keys, args)
 	}
 	c := calls.Get().(*call)
 	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
@@ -93,6 +89,29 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 		// Its check failed in a batch: its own script replies the error.
 		return runScript(ctx, p.client, script, keys, args)
 	}
+	return vals, err
+}
+
+// runAlone runs script with keys and args as run does when a round trip
+// is free for it, and reports whether it did: sent false, when every
+// round trip is in flight, means nothing was sent.
+func (p *pipeline) runAlone(ctx context.Context, script *redis.Script, keys []string, args []any) (vals []int64, sent bool, err error) {
+	p.mu.Lock()
+	if p.inflight >= p.max {
+		p.mu.Unlock()
+		return nil, false, nil
+	}
+	vals, err = p.runLocked(ctx, script, keys, args)
+	return vals, true, err
+}
+
+// runLocked, called with p.mu held and a round trip free, takes that
+// round trip, unlocks, runs script and hands the round trip on.
+func (p *pipeline) runLocked(ctx context.Context, script *redis.Script, keys []string, args []any) ([]int64, error) {
+	p.inflight++
+	p.mu.Unlock()
+	vals, err := runScript(ctx, p.client, script, keys, args)
+	p.handOff()
 	return vals, err
 }
 

@@ -218,12 +218,21 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 		vals, err = s.Run(ctx, b.client, keys, args...).Int64Slice()
 	}
 	if err != nil {
-		if keyState(err) {
-			return nil, &algorithms.BackendError{Backend: "redis", Err: err, Keys: keys}
-		}
-		return nil, &algorithms.BackendError{Backend: "redis", Err: err}
+		return nil, backendErr(err, keys)
 	}
 	return vals, nil
+}
+
+// backendErr wraps err, the error of a script run on keys, as an
+// [algorithms.BackendError]; nil for nil.
+func backendErr(err error, keys []string) error {
+	switch {
+	case err == nil:
+		return nil
+	case keyState(err):
+		return &algorithms.BackendError{Backend: "redis", Err: err, Keys: keys}
+	}
+	return &algorithms.BackendError{Backend: "redis", Err: err}
 }
 
 // nodePipe returns the pipeline of node, a Ring's shard.
@@ -286,6 +295,11 @@ type markers struct {
 // one server (one hash slot on a cluster), and returns the now the script
 // used.
 func (b *Store) decide(ctx context.Context, node *redis.Client, checks []algorithms.Check, ps []calc.Params, results []algorithms.Result, now int64, m markers) (int64, error) {
+	if len(checks) == 1 && now == 0 && m == (markers{}) && node == nil && b.replicas == 0 {
+		if done, err := b.decideLean(ctx, checks[0].Key, &ps[0], &results[0]); done || err != nil {
+			return 0, err
+		}
+	}
 	s, keys, args := decideRequest(checks, ps, now, m)
 	vals, err := b.run(ctx, node, s, keys, args)
 	if err != nil {
@@ -305,13 +319,28 @@ func (b *Store) decide(ctx context.Context, node *redis.Client, checks []algorit
 // clock, which depend on nothing but the check's prepared limit and cost:
 // a service repeats a few, and go-redis copies ARGV when it sends a
 // script, so that one read-only slice serves every call of a limit
-// (saving the slice and the boxed numbers, about 100 bytes a call). It is
-// direct-mapped: a limit that meets another's slot replaces it.
+// (saving the slice and the boxed numbers, about 100 bytes a call), and
+// the same for the lean script's ARGV (lean.go). It is direct-mapped: a
+// limit that meets another's slot replaces it.
 var argsCache [64]atomic.Pointer[cachedArgs]
 
 type cachedArgs struct {
 	p    calc.Params
-	args []any
+	args []any // one.lua's
+	lean []any // the lean script's; nil: none for p
+}
+
+// argsFor returns the cached ARGV of p's one-check calls on the server's
+// clock.
+func argsFor(p *calc.Params) *cachedArgs {
+	h := uint64(p.Alg) ^ uint64(p.Cap)*0x9e3779b97f4a7c15 ^ uint64(p.Period)*0xc2b2ae3d27d4eb4f ^ uint64(p.R)*0x165667b19e3779f9 ^ uint64(p.U)*0x27d4eb2f165667c5 ^ uint64(p.Cost)*0x94d049bb133111eb
+	slot := &argsCache[(h^h>>29)%uint64(len(argsCache))]
+	if c := slot.Load(); c != nil && c.p == *p {
+		return c
+	}
+	c := &cachedArgs{p: *p, args: newOneArgs(p, 0), lean: newLeanArgs(p)}
+	slot.Store(c)
+	return c
 }
 
 // oneArgs returns the ARGV of one.lua for p at now (0: the server's
@@ -320,14 +349,7 @@ func oneArgs(p *calc.Params, now int64) []any {
 	if now != 0 {
 		return newOneArgs(p, now)
 	}
-	h := uint64(p.Alg) ^ uint64(p.Cap)*0x9e3779b97f4a7c15 ^ uint64(p.Period)*0xc2b2ae3d27d4eb4f ^ uint64(p.R)*0x165667b19e3779f9 ^ uint64(p.U)*0x27d4eb2f165667c5 ^ uint64(p.Cost)*0x94d049bb133111eb
-	slot := &argsCache[(h^h>>29)%uint64(len(argsCache))]
-	if c := slot.Load(); c != nil && c.p == *p {
-		return c.args
-	}
-	args := newOneArgs(p, 0)
-	slot.Store(&cachedArgs{p: *p, args: args})
-	return args
+	return argsFor(p).args
 }
 
 // decideRequest is the script, KEYS and ARGV that decide checks: the

@@ -1,0 +1,368 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+// TestLeanArgs: which checks have a lean script, and the ARGV it gets.
+func TestLeanArgs(t *testing.T) {
+	t.Parallel()
+	fw := func(rate int64, period time.Duration, cost int64) calc.Params {
+		return calc.Prepare(uint8(algorithms.FixedWindow), rate, period, 0, cost)
+	}
+	gcra := func(rate int64, period time.Duration, burst, cost int64) calc.Params {
+		return calc.Prepare(uint8(algorithms.GCRA), rate, period, burst, cost)
+	}
+	for _, tc := range []struct {
+		name string
+		p    calc.Params
+		want []any // nil: none
+	}{
+		{"fixed window", fw(100, time.Minute, 1), []any{int64(100), int64(60_000_000)}},
+		{"fixed window, cost 3", fw(100, time.Minute, 3), []any{int64(100), int64(60_000_000), int64(3)}},
+		{"fixed window, cost = capacity", fw(5, time.Second, 5), []any{int64(5), int64(1_000_000), int64(5)}},
+		{"fixed window, cost above capacity", fw(5, time.Second, 6), nil},
+		{"fixed window, period not whole ms", fw(5, 1500*time.Microsecond, 1), nil},
+		{"gcra 10/s burst 5", gcra(10, time.Second, 5, 1), []any{int64(5), int64(100_000), "/500000"}},
+		{"gcra 1M/s, cost 2", gcra(1_000_000, time.Second, 0, 2), []any{int64(1_000_000), int64(1), "/1000000", int64(2)}},
+		{"gcra 3/s: interval not whole µs", gcra(3, time.Second, 0, 1), nil},
+		{"gcra, full window beyond 2^53 µs", gcra(1, 1000*time.Hour, 1<<40, 1), nil},
+		{"token bucket", calc.Prepare(uint8(algorithms.TokenBucket), 10, time.Second, 0, 1), nil},
+		{"sliding window", calc.Prepare(uint8(algorithms.SlidingWindow), 10, time.Second, 0, 1), nil},
+	} {
+		got := newLeanArgs(&tc.p)
+		if !equalArgs(got, tc.want) {
+			t.Errorf("%s: newLeanArgs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func equalArgs(a, b []any) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLeanScripts: a lean script decides a check exactly as the
+// algorithm's one-check script decides it from the same state: for each
+// step of a sequence of checks (allowed, denied, cost above what is left,
+// a new window), the key's state is copied to a twin key, the lean script
+// runs on one and the one-check script on the other, and the two replies
+// (allowed, remaining; retry and reset within 2 ms, and a GCRA's
+// remaining within what 2 ms refill: the two scripts read the clock a few
+// µs apart) and the two states (value, TTL) must agree.
+func TestLeanScripts(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Require(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	type step struct {
+		cost int64
+		wait time.Duration // before the step
+	}
+	for _, tc := range []struct {
+		name  string
+		alg   algorithms.Algorithm
+		limit algorithms.Limit
+		steps []step
+	}{
+		{"fixed window", algorithms.FixedWindow, algorithms.Limit{Rate: 5, Period: time.Hour},
+			[]step{{1, 0}, {1, 0}, {2, 0}, {3, 0}, {1, 0}, {1, 0}, {5, 0}}},
+		{"fixed window, a window ends", algorithms.FixedWindow, algorithms.Limit{Rate: 3, Period: 200 * time.Millisecond},
+			[]step{{1, 0}, {2, 0}, {1, 0}, {1, 250 * time.Millisecond}, {2, 0}, {1, 0}}},
+		{"gcra", algorithms.GCRA, algorithms.Limit{Rate: 10, Period: time.Second, Burst: 5},
+			[]step{{1, 0}, {2, 0}, {1, 0}, {1, 0}, {3, 0}, {6, 0}, {1, 0}, {1, 150 * time.Millisecond}, {2, 0}}},
+		{"gcra 1M/s", algorithms.GCRA, algorithms.Limit{Rate: 1_000_000, Period: time.Second},
+			[]step{{1, 0}, {500_000, 0}, {600_000, 0}, {1, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, twin := prefix+tc.name+":lean", prefix+tc.name+":one"
+			for _, s := range []*redis.Script{leanScripts[tc.alg], oneScripts[tc.alg]} {
+				if err := s.Load(ctx, client).Err(); err != nil { // no compile between the two
+					t.Fatal(err)
+				}
+			}
+			for i, st := range tc.steps {
+				time.Sleep(st.wait)
+				p := calc.Prepare(uint8(tc.alg), tc.limit.Rate, tc.limit.Period, tc.limit.Burst, st.cost)
+				largs := newLeanArgs(&p)
+				if largs == nil {
+					t.Fatalf("step %d: no lean script for %+v", i, p)
+				}
+				copyKey(t, client, key, twin)
+				vals, err := leanScripts[tc.alg].Run(ctx, client, []string{key}, largs...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var lean algorithms.Result
+				if ok, err := decodeLean(vals, &p, &lean); err != nil || !ok {
+					t.Fatalf("step %d: lean reply %v: decided %v, %v", i, vals, ok, err)
+				}
+				vals, err = oneScripts[tc.alg].Run(ctx, client, []string{twin}, newOneArgs(&p, 0)...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				one := make([]algorithms.Result, 1)
+				if _, err := decode(vals, []calc.Params{p}, one); err != nil {
+					t.Fatal(err)
+				}
+				// units that 2 ms of refill make up: the scripts read the
+				// clock a few µs apart
+				slack := int64(0)
+				if tc.alg == algorithms.GCRA {
+					slack = int64(2*time.Millisecond) * tc.limit.Rate / int64(tc.limit.Period)
+				}
+				if d := lean.Remaining - one[0].Remaining; lean.Allowed != one[0].Allowed || d > slack || -d > slack || lean.Limit != one[0].Limit ||
+					!near(lean.RetryAfter, one[0].RetryAfter) || !near(lean.ResetAfter, one[0].ResetAfter) {
+					t.Errorf("step %d (cost %d): lean %+v, one-check script %+v", i, st.cost, lean, one[0])
+				}
+				sameState(t, client, key, twin)
+			}
+		})
+	}
+}
+
+func near(a, b time.Duration) bool { return a-b <= 2*time.Millisecond && b-a <= 2*time.Millisecond }
+
+// copyKey makes dst a copy of src, TTL included (none if src is absent).
+func copyKey(t *testing.T, c *redis.Client, src, dst string) {
+	t.Helper()
+	ctx := context.Background()
+	c.Del(ctx, dst)
+	data, err := c.Dump(ctx, src).Result()
+	if err == redis.Nil {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := c.PTTL(ctx, src).Val()
+	if ttl < 0 {
+		ttl = 0
+	}
+	if err := c.RestoreReplace(ctx, dst, ttl, data).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameState: a and b hold the same string (GCRA's TATs within 2 ms, the
+// same full window) and expire within 2 ms of each other.
+func sameState(t *testing.T, c *redis.Client, a, b string) {
+	t.Helper()
+	ctx := context.Background()
+	va, ea := c.Get(ctx, a).Result()
+	vb, eb := c.Get(ctx, b).Result()
+	if ea != eb {
+		t.Fatalf("GET %s: %v, GET %s: %v", a, ea, b, eb)
+	}
+	if va != vb {
+		ta, sa, _ := strings.Cut(va, "/")
+		tb, sb, _ := strings.Cut(vb, "/")
+		na, _ := strconv.ParseInt(ta, 10, 64)
+		nb, _ := strconv.ParseInt(tb, 10, 64)
+		if sa == "" || sa != sb || na-nb > 2000 || nb-na > 2000 {
+			t.Errorf("lean wrote %q, the one-check script %q", va, vb)
+		}
+	}
+	pa, pb := c.PTTL(ctx, a).Val(), c.PTTL(ctx, b).Val()
+	if pa-pb > 2*time.Millisecond || pb-pa > 2*time.Millisecond {
+		t.Errorf("PTTL: lean %v, the one-check script %v", pa, pb)
+	}
+}
+
+// scriptCounter is a go-redis hook counting the scripts sent, by SHA1.
+type scriptCounter struct {
+	mu   sync.Mutex
+	sent map[string]int
+}
+
+func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCounter) count(cmd redis.Cmder) {
+	if cmd.Name() != "evalsha" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sent[cmd.Args()[1].(string)]++
+}
+
+// take returns the counts since the last take.
+func (h *scriptCounter) take() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.sent
+	h.sent = map[string]int{}
+	return m
+}
+
+// TestLeanFallback: through a Store, a check on the server's clock goes as
+// the lean script alone; one that meets a state the lean script leaves to
+// the one-check script (a fixed window stored as a hash by an older
+// version, a string with no TTL, a GCRA value of another limit) goes on as
+// that script, counted once, and the next check of the key is lean again;
+// a check with no lean script (cost above capacity, an interval that is
+// not whole µs, an injected clock) goes as the one-check script alone.
+func TestLeanFallback(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Require(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	h := &scriptCounter{sent: map[string]int{}}
+	client.AddHook(h)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	b, err := New(client, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := func(key string, a algorithms.Algorithm, l algorithms.Limit, cost int64) algorithms.Result {
+		t.Helper()
+		res := make([]algorithms.Result, 1)
+		if err := b.Allow(ctx, []algorithms.Check{{Key: key, Algorithm: a, Limit: l, Cost: cost}}, res); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	lean := func(a algorithms.Algorithm) string { return leanScripts[a].Hash() }
+	one := func(a algorithms.Algorithm) string { return oneScripts[a].Hash() }
+	expect := func(what string, want map[string]int) {
+		t.Helper()
+		got := h.take()
+		if len(got) != len(want) {
+			t.Errorf("%s: scripts sent %v, want %v", what, got, want)
+			return
+		}
+		for k, n := range want {
+			if got[k] != n {
+				t.Errorf("%s: scripts sent %v, want %v", what, got, want)
+				return
+			}
+		}
+	}
+	fw, gc := algorithms.FixedWindow, algorithms.GCRA
+	hour := algorithms.Limit{Rate: 10, Period: time.Hour}
+
+	k := prefix + "fw"
+	if r := allow(k, fw, hour, 1); !r.Allowed || r.Remaining != 9 {
+		t.Fatalf("first check: %+v", r)
+	}
+	expect("a new key", map[string]int{lean(fw): 1})
+	now := client.Time(ctx).Val().UnixMicro()
+	const hourUS = int64(time.Hour / time.Microsecond)
+	if now%hourUS > hourUS-5_000_000 {
+		time.Sleep(6 * time.Second) // keep the older layout's window current
+		now = client.Time(ctx).Val().UnixMicro()
+	}
+	k = prefix + "fw-hash"
+	client.HSet(ctx, k, "w", now/hourUS, "c", 3)
+	if r := allow(k, fw, hour, 1); !r.Allowed || r.Remaining != 6 {
+		t.Fatalf("a hash of an older version holding 3: %+v, want allowed, 6 left", r)
+	}
+	expect("a hash of an older version", map[string]int{lean(fw): 1, one(fw): 1})
+	if typ := client.Type(ctx, k).Val(); typ != "string" {
+		t.Fatalf("the hash was left a %s", typ)
+	}
+	if r := allow(k, fw, hour, 2); !r.Allowed || r.Remaining != 4 {
+		t.Fatalf("after the upgrade: %+v, want allowed, 4 left", r)
+	}
+	expect("after the upgrade", map[string]int{lean(fw): 1})
+
+	// a string with no TTL: what the one-check script alone makes of it
+	k, twin := prefix+"fw-nottl", prefix+"fw-nottl-twin"
+	client.Set(ctx, k, "7", 0)
+	client.Set(ctx, twin, "7", 0)
+	p := calc.Prepare(uint8(fw), hour.Rate, hour.Period, 0, 1)
+	vals, err := oneScripts[fw].Run(ctx, client, []string{twin}, newOneArgs(&p, 0)...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.take()
+	r := allow(k, fw, hour, 1)
+	expect("a string with no TTL", map[string]int{lean(fw): 1, one(fw): 1})
+	if v, w := client.Get(ctx, k).Val(), client.Get(ctx, twin).Val(); r.Allowed != (vals[0] == 1) || r.Remaining != vals[1] || v != w {
+		t.Errorf("a string with no TTL holding 7: %+v, left %q; the one-check script alone: %v, left %q", r, v, vals, w)
+	}
+
+	if r := allow(prefix+"fw-big", fw, hour, 11); r.Allowed || r.RetryAfter != 0 {
+		t.Errorf("cost above capacity: %+v, want denied for good", r)
+	}
+	expect("cost above capacity", map[string]int{one(fw): 1})
+
+	perSec := algorithms.Limit{Rate: 10, Period: time.Second, Burst: 5}
+	k = prefix + "gcra"
+	if r := allow(k, gc, perSec, 1); !r.Allowed || r.Remaining != 4 {
+		t.Fatalf("gcra, first check: %+v", r)
+	}
+	expect("gcra, a new key", map[string]int{lean(gc): 1})
+	other := algorithms.Limit{Rate: 10, Period: time.Second, Burst: 8}
+	if r := allow(k, gc, other, 1); !r.Allowed {
+		t.Fatalf("gcra under another limit: %+v", r)
+	}
+	expect("gcra, a value of another limit", map[string]int{lean(gc): 1, one(gc): 1})
+	if r := allow(k, gc, other, 1); !r.Allowed {
+		t.Fatalf("gcra under the new limit: %+v", r)
+	}
+	expect("gcra, the new limit's value", map[string]int{lean(gc): 1})
+	if r := allow(prefix+"gcra3", gc, algorithms.Limit{Rate: 3, Period: time.Second}, 1); !r.Allowed {
+		t.Fatalf("gcra 3/s: %+v", r)
+	}
+	expect("gcra 3/s", map[string]int{one(gc): 1})
+
+	clocked, err := New(client, Config{Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([]algorithms.Result, 1)
+	if err := clocked.Allow(ctx, []algorithms.Check{{Key: prefix + "clocked", Algorithm: fw, Limit: hour}}, res); err != nil || !res[0].Allowed {
+		t.Fatalf("an injected clock: %+v, %v", res[0], err)
+	}
+	expect("an injected clock", map[string]int{one(fw): 1})
+}
+
+// TestLeanQueued: a lean call is sent only on a round trip that is free;
+// with every round trip in flight, runAlone sends nothing, and the call
+// goes on as the one-check script, which the pipeline queues and batches.
+func TestLeanQueued(t *testing.T) {
+	t.Parallel()
+	p := &pipeline{max: 1, inflight: 1}
+	vals, sent, err := p.runAlone(context.Background(), leanScripts[algorithms.FixedWindow], []string{"k"}, []any{1, 1000})
+	if sent || vals != nil || err != nil {
+		t.Fatalf("runAlone with every round trip in flight: %v, sent %v, %v", vals, sent, err)
+	}
+	if p.inflight != 1 {
+		t.Fatalf("inflight = %d after runAlone sent nothing, want 1", p.inflight)
+	}
+}
