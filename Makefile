@@ -69,6 +69,13 @@ peerbench:
 peerbench-same:
 	cd bench/peerbench && $(GO) run . -same $(PEERBENCH_FLAGS)
 
+## script-instructions: the Redis instructions per check of the same-algorithm contenders, counted
+## on a redis-server run under valgrind's callgrind (about a minute; needs valgrind): counts that
+## repeat on any machine, where timings on a shared one do not
+.PHONY: script-instructions
+script-instructions:
+	cd bench/peerbench && $(GO) run . -same -rounds 0 -instructions 3000 -lease-windows 0
+
 ## chaos: the fault-schedule harness's long mode (cmd/chaos, docs/reliability.md): seeded runs against
 ## topologies it starts on 127.0.0.1; the last line counts violations, and it exits 1 when there are any.
 ## The short mode runs inside make test (TestShort in internal/chaos).

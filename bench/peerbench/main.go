@@ -44,6 +44,7 @@ var (
 	only     = flag.String("only", "", "a regular expression: run only the limiters whose name matches it (and redlimit gcra, the reference of every ratio)")
 	scOnly   = flag.String("scenarios", "", "a regular expression: run only the throughput scenarios whose name matches it")
 	leasing  = flag.Int("lease-windows", 120, "windows of 500ms of the quota leasing run after the tables (bench/leasebench/lease); 0 leaves it out")
+	instrN   = flag.Int("instructions", 0, "also count, under valgrind's callgrind, the Redis instructions per check of the same-algorithm contenders: this many checks per cell (needs valgrind; 0 leaves it out; with -same -rounds 0, only that)")
 	same     = flag.Bool("same", false, "run only the same-algorithm comparison: redlimit's fixed window and GCRA, ulule/limiter, redis_rate and the bare EVALSHA")
 )
 
@@ -148,6 +149,10 @@ func run() error {
 	if *same {
 		lms = sameAlgorithm(lms)
 	}
+	if *same && *rounds == 0 && *instrN > 0 {
+		// the instruction counts alone
+		return countInstructions(ctx, os.Stdout, lms)
+	}
 	results, err := e.rounds(ctx, lms)
 	if err != nil {
 		return err
@@ -162,6 +167,11 @@ func run() error {
 		return err
 	}
 	report(os.Stdout, h, lms, results, once)
+	if *instrN > 0 {
+		if err := countInstructions(ctx, os.Stdout, sameAlgorithm(lms)); err != nil {
+			return err
+		}
+	}
 	if *leasing > 0 {
 		// the leasing scenario: quota blocks, 1 and 4 instances with their
 		// own clients on one hot key, and their exactness
@@ -348,12 +358,10 @@ func (e *env) correct(ctx context.Context, lm limiter) (verdict, error) {
 // startRedis starts redis-server on a free loopback port, without
 // persistence, and returns its address and a function that stops it.
 func startRedis(ctx context.Context) (string, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		return "", nil, err
 	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning")
 	if err := cmd.Start(); err != nil {
@@ -364,17 +372,35 @@ func startRedis(ctx context.Context) (string, func(), error) {
 		cmd.Wait()
 	}
 	a := "127.0.0.1:" + port
+	if err := waitPing(ctx, a, 5*time.Second); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return a, stop, nil
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// waitPing waits up to d for the redis-server at a to answer.
+func waitPing(ctx context.Context, a string, d time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(d)
 	for {
 		err := c.Ping(ctx).Err()
 		if err == nil {
-			return a, stop, nil
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return "", nil, errors.Join(errors.New("redis-server did not answer"), cmp.Or(ctx.Err(), err))
+			return errors.Join(errors.New("redis-server did not answer"), cmp.Or(ctx.Err(), err))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

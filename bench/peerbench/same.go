@@ -38,13 +38,8 @@ func roundRatios(res map[string]map[string][]runResult, a, b, sc string) []float
 // pair is a redlimit algorithm and the peer that runs the same algorithm.
 type pair struct{ ours, peer limiter }
 
-// reportSame prints the table "Same algorithm, side by side": every row of
-// a same-algorithm pair and the baseline, each cell its median checks/s and
-// the median of its round-by-round ratios to the baseline of the same
-// round, then per pair the ratio redlimit ÷ peer of each round and the
-// lowest, and the pairs' Redis memory per key and allocations per check.
-// It prints nothing unless the baseline and a whole pair ran.
-func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResult, once map[string]single) {
+// samePairs returns the baseline of lms and its same-algorithm pairs.
+func samePairs(lms []limiter) (*limiter, []pair) {
 	var base *limiter
 	for i := range lms {
 		if lms[i].stateless {
@@ -62,6 +57,17 @@ func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResul
 			}
 		}
 	}
+	return base, pairs
+}
+
+// reportSame prints the table "Same algorithm, side by side": every row of
+// a same-algorithm pair and the baseline, each cell its median checks/s and
+// the median of its round-by-round ratios to the baseline of the same
+// round, then per pair the ratio redlimit ÷ peer of each round and the
+// lowest, and the pairs' Redis memory per key and allocations per check.
+// It prints nothing unless the baseline and a whole pair ran.
+func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResult, once map[string]single) {
+	base, pairs := samePairs(lms)
 	if base == nil || len(pairs) == 0 {
 		return
 	}

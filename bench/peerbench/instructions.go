@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis instructions per check: a measurement that does not depend on the
+// machine's load. peerbench -instructions N starts a second redis-server
+// under valgrind's callgrind, and for each same-algorithm contender and
+// the bare EVALSHA counts the instructions the server executes (its whole
+// work: reading and parsing the command, the script, the reply, the
+// event loop) over N checks from one caller, after a warm-up, in two
+// scenarios: one hot key, and warm keys (N keys, each checked once
+// before, so every check finds its key: the 100k-keys scenario after its
+// first round). The same contenders' counts repeat within about 1% from
+// run to run (another machine with the same redis-server build differs
+// only by the CPU-specific variants of libc's string functions), where
+// timings on a shared machine vary by several percent; every count moved
+// by up to 6% between runs whose servers held other scripts, so compare
+// within one run.
+
+// instrScenarios are the scenarios of the instruction counts.
+var instrScenarios = []string{"hot key", "warm keys"}
+
+// callgrind is a redis-server run under callgrind.
+type callgrind struct {
+	cmd   *exec.Cmd
+	addr  string
+	out   string // callgrind's output file; dump k is out.k
+	dumps int
+}
+
+// startCallgrind starts redis-server under callgrind with instrumentation
+// off until the first measurement.
+func startCallgrind(ctx context.Context) (*callgrind, error) {
+	for _, tool := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("-instructions needs %s (apt-get install valgrind): %w", tool, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "peerbench-callgrind")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cg := &callgrind{addr: "127.0.0.1:" + port, out: filepath.Join(dir, "callgrind.out")}
+	cg.cmd = exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+cg.out,
+		"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning", "--hz", "1")
+	if err := cg.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting redis-server under callgrind: %w", err)
+	}
+	if err := waitPing(ctx, cg.addr, 60*time.Second); err != nil {
+		cg.stop()
+		return nil, err
+	}
+	return cg, nil
+}
+
+func (cg *callgrind) stop() {
+	cg.cmd.Process.Kill()
+	cg.cmd.Wait()
+	os.RemoveAll(filepath.Dir(cg.out))
+}
+
+// control runs callgrind_control with args on the server's process.
+func (cg *callgrind) control(args ...string) error {
+	out, err := exec.Command("callgrind_control", append(args, strconv.Itoa(cg.cmd.Process.Pid))...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("callgrind_control %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// count returns the instructions the server executes while fn runs.
+func (cg *callgrind) count(fn func() error) (int64, error) {
+	if err := cg.control("-z"); err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	if err := cg.control("-d"); err != nil {
+		return 0, err
+	}
+	cg.dumps++
+	f, err := os.Open(cg.out + "." + strconv.Itoa(cg.dumps))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return totalIr(f)
+}
+
+// totalIr reads the instruction count of a callgrind dump: its summary
+// (or totals) line.
+func totalIr(r io.Reader) (int64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		for _, p := range []string{"summary: ", "totals: "} {
+			if v, ok := strings.CutPrefix(sc.Text(), p); ok {
+				return strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("callgrind dump without a summary line")
+}
+
+// instructions measures each limiter of lms: n checks per scenario, from
+// one caller, on the server under callgrind. It returns the instructions
+// per check by limiter id and scenario.
+func instructions(ctx context.Context, lms []limiter, n int) (map[string]map[string]float64, error) {
+	cg, err := startCallgrind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cg.stop()
+	c := redis.NewClient(options(cg.addr))
+	defer c.Close()
+	out := map[string]map[string]float64{}
+	for _, lm := range lms {
+		out[lm.id] = map[string]float64{}
+		calls := func(a allowFunc, keys []string) func() error {
+			return func() error {
+				for i := range n {
+					if _, err := a(ctx, keys[i%len(keys)]); err != nil {
+						return fmt.Errorf("%s: %w", lm.name, err)
+					}
+				}
+				return nil
+			}
+		}
+		for _, sc := range instrScenarios {
+			// as the timed scenarios: the hot limit, and 100/day on
+			// each of the warm keys, which outlives the warm-up
+			keys, l := []string{lm.id + ":instr-hot"}, hot
+			if sc == "warm keys" {
+				keys, l = keyNames(lm.id, "instr-warm", n), limit{100, 24 * time.Hour}
+			}
+			a, err := lm.build(c, l)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", lm.name, err)
+			}
+			if err := calls(a, keys)(); err != nil { // warm-up: scripts loaded, keys there
+				return nil, err
+			}
+			ir, err := cg.count(calls(a, keys))
+			if err != nil {
+				return nil, err
+			}
+			out[lm.id][sc] = float64(ir) / float64(n)
+			log.Printf("instructions  %-10s %-32s %8.0f per check", sc, lm.name, out[lm.id][sc])
+		}
+	}
+	return out, nil
+}
+
+// countInstructions measures the instructions of lms (-instructions) and
+// reports them to w.
+func countInstructions(ctx context.Context, w io.Writer, lms []limiter) error {
+	instr, err := instructions(ctx, lms, *instrN)
+	if err != nil {
+		return err
+	}
+	reportInstructions(w, lms, instr, *instrN)
+	return nil
+}
+
+// reportInstructions prints the instruction counts: per check, for the
+// baseline and each same-algorithm pair, then each pair's ratio (lower
+// is cheaper for Redis).
+func reportInstructions(w io.Writer, lms []limiter, instr map[string]map[string]float64, n int) {
+	base, pairs := samePairs(lms)
+	if base == nil || len(pairs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "**Redis instructions per check (lower is better).** redis-server under valgrind's callgrind, one caller, %d checks per cell after as many to warm up: every instruction the server executes (reading and parsing the command, the script, the reply, the event loop). Warm keys: %d keys, each checked once before. Compare within one run: the same contenders' counts repeat within about 1%%, but every count moved by up to 6%% between runs whose servers held other scripts; another machine with the same redis-server build differs only by the CPU-specific variants of libc's string functions.\n\n", n, n)
+	fmt.Fprint(w, "| contender |")
+	for _, sc := range instrScenarios {
+		fmt.Fprintf(w, " %s |", sc)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range instrScenarios {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	row := func(lm limiter) {
+		fmt.Fprintf(w, "| %s |", lm.name)
+		for _, sc := range instrScenarios {
+			fmt.Fprintf(w, " %s |", number(instr[lm.id][sc], 0))
+		}
+		fmt.Fprintln(w)
+	}
+	row(*base)
+	for _, p := range pairs {
+		row(p.ours)
+		row(p.peer)
+	}
+	for _, p := range pairs {
+		fmt.Fprintf(w, "| **%s ÷ %s** (%s) |", shortName(p.ours), shortName(p.peer), p.ours.same)
+		for _, sc := range instrScenarios {
+			fmt.Fprintf(w, " %.3f |", instr[p.ours.id][sc]/max(instr[p.peer.id][sc], 1))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
