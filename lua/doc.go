@@ -9,6 +9,9 @@
 //
 //   - [Single] (one per algorithm, and "calendar"): one check, the common
 //     call; it holds only that algorithm.
+//   - [Lean] (fixed window, GCRA): one check on the server's clock with no
+//     marker keys, its flat fast path alone, sent with only the numbers
+//     that path reads; it replies empty for what it leaves to [Single].
 //   - [Multi]: several checks of one call, all-or-nothing, and the refunds
 //     of a call spanning Redis Cluster slots.
 //   - [Batch] (one per algorithm) and [BatchAll]: several queued calls,
@@ -40,6 +43,12 @@
 //	entry point                    one.lua, dispatch.lua, batch.lua, refund.lua,
 //	                               cancel.lua (both after unknown.lua), release.lua
 //	                               or renew.lua
+//
+// A lean script is one file, fixed_window_lean.lua or gcra_lean.lua,
+// repeating its algorithm's flat fast path (fixed_window_flat.lua,
+// gcra_one.lua) on its own ARGV; TestLeanScripts in package redisstore
+// checks that each decides as the one-check script does from the same
+// state.
 //
 // A batch script starts with batch_state.lua and a flat loop
 // (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)

@@ -11,6 +11,8 @@
 -- string with no TTL that was there before) is left, unchanged, to what
 -- follows: fixed_window_fast, then the general code. See one.lua for KEYS,
 -- ARGV and the reply, which leaves out the now, as one_fast.lua's.
+-- fixed_window_lean.lua decides the same checks alike on ARGV of its own
+-- (TestLeanScripts holds the two together).
 -- INCRBY and DECRBY get the cost as sent (ARGV[6], an integer string):
 -- a Lua number would be formatted again on every call (0.2 µs of the
 -- script's 2.9 in BenchmarkScripts).

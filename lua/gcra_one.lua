@@ -6,7 +6,9 @@
 -- through to the general
 -- script after it (the functions of the prelude and gcra.lua are defined
 -- only then: each definition costs on every call that reaches it).
--- now.lua has read now, fast.lua defined intf.
+-- now.lua has read now, fast.lua defined intf. gcra_lean.lua decides the
+-- same checks alike on ARGV of its own, for r = 1 (TestLeanScripts holds
+-- the two together).
 if not KEYS[2] then
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])

@@ -22,10 +22,11 @@ import (
 // under valgrind's callgrind, and for each same-algorithm contender and
 // the bare EVALSHA counts the instructions the server executes (its whole
 // work: reading and parsing the command, the script, the reply, the
-// event loop) over N checks from one caller, after a warm-up, in two
-// scenarios: one hot key, and warm keys (N keys, each checked once
-// before, so every check finds its key: the 100k-keys scenario after its
-// first round). The same contenders' counts repeat within about 1% from
+// event loop) over N checks from one caller, after a warm-up, in three
+// scenarios: one hot key; warm keys (N keys, each checked once before, so
+// every check finds its key: the 100k-keys scenario after its first
+// round); and new keys (every check the first of its key, which starts a
+// window or a bucket). The same contenders' counts repeat within about 1% from
 // run to run (another machine with the same redis-server build differs
 // only by the CPU-specific variants of libc's string functions), where
 // timings on a shared machine vary by several percent; every count moved
@@ -33,7 +34,7 @@ import (
 // within one run.
 
 // instrScenarios are the scenarios of the instruction counts.
-var instrScenarios = []string{"hot key", "warm keys"}
+var instrScenarios = []string{"hot key", "warm keys", "new keys"}
 
 // callgrind is a redis-server run under callgrind.
 type callgrind struct {
@@ -152,15 +153,21 @@ func instructions(ctx context.Context, lms []limiter, n int) (map[string]map[str
 		for _, sc := range instrScenarios {
 			// as the timed scenarios: the hot limit, and 100/day on
 			// each of the warm keys, which outlives the warm-up
-			keys, l := []string{lm.id + ":instr-hot"}, hot
-			if sc == "warm keys" {
+			keys, warm, l := []string{lm.id + ":instr-hot"}, []string(nil), hot
+			switch sc {
+			case "warm keys":
 				keys, l = keyNames(lm.id, "instr-warm", n), limit{100, 24 * time.Hour}
+			case "new keys": // the warm-up on other keys: each measured check starts its key
+				keys, warm, l = keyNames(lm.id, "instr-new", n), keyNames(lm.id, "instr-new-warm", n), limit{100, 24 * time.Hour}
 			}
 			a, err := lm.build(c, l)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", lm.name, err)
 			}
-			if err := calls(a, keys)(); err != nil { // warm-up: scripts loaded, keys there
+			if warm == nil {
+				warm = keys
+			}
+			if err := calls(a, warm)(); err != nil { // warm-up: scripts loaded, keys there
 				return nil, err
 			}
 			ir, err := cg.count(calls(a, keys))
@@ -193,7 +200,7 @@ func reportInstructions(w io.Writer, lms []limiter, instr map[string]map[string]
 	if base == nil || len(pairs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "**Redis instructions per check (lower is better).** redis-server under valgrind's callgrind, one caller, %d checks per cell after as many to warm up: every instruction the server executes (reading and parsing the command, the script, the reply, the event loop). Warm keys: %d keys, each checked once before. Compare within one run: the same contenders' counts repeat within about 1%%, but every count moved by up to 6%% between runs whose servers held other scripts; another machine with the same redis-server build differs only by the CPU-specific variants of libc's string functions.\n\n", n, n)
+	fmt.Fprintf(w, "**Redis instructions per check (lower is better).** redis-server under valgrind's callgrind, one caller, %d checks per cell after as many to warm up: every instruction the server executes (reading and parsing the command, the script, the reply, the event loop). Warm keys: %d keys, each checked once before. New keys: each check the first of its key (its window's start). Compare within one run: the same contenders' counts repeat within about 1%%, but every count moved by up to 6%% between runs whose servers held other scripts; another machine with the same redis-server build differs only by the CPU-specific variants of libc's string functions.\n\n", n, n)
 	fmt.Fprint(w, "| contender |")
 	for _, sc := range instrScenarios {
 		fmt.Fprintf(w, " %s |", sc)

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 0249e8cf6f2b849fc175d583c23ee54ea4740d9d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 a1e8cf1ebfd719559a04d7d6c771c13db452cac1 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -44,7 +44,9 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- through to the general
 -- script after it (the functions of the prelude and gcra.lua are defined
 -- only then: each definition costs on every call that reaches it).
--- now.lua has read now, fast.lua defined intf.
+-- now.lua has read now, fast.lua defined intf. gcra_lean.lua decides the
+-- same checks alike on ARGV of its own, for r = 1 (TestLeanScripts holds
+-- the two together).
 if not KEYS[2] then
   local floor = math.floor
   local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
