@@ -63,11 +63,12 @@ func equalArgs(a, b []any) bool {
 // TestLeanScripts: a lean script decides a check exactly as the
 // algorithm's one-check script decides it from the same state: for each
 // step of a sequence of checks (allowed, denied, cost above what is left,
-// a new window), the key's state is copied to a twin key, the lean script
-// runs on one and the one-check script on the other, and the two replies
-// (allowed, remaining; retry and reset within 2 ms, and a GCRA's
-// remaining within what 2 ms refill: the two scripts read the clock a few
-// µs apart) and the two states (value, TTL) must agree.
+// a new window), in one transaction, the key's state is copied to a twin
+// key (COPY), the lean script runs on one and the one-check script on the
+// other, and the two replies (allowed, remaining; retry and reset, and a
+// GCRA's remaining, within what the time between the two scripts' clock
+// readings, bracketed by TIME in the transaction, and a ms of TTL
+// rounding account for) and the two states (value, TTL) must agree.
 func TestLeanScripts(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
@@ -108,8 +109,24 @@ func TestLeanScripts(t *testing.T) {
 				if largs == nil {
 					t.Fatalf("step %d: no lean script for %+v", i, p)
 				}
-				copyKey(t, client, key, twin)
-				vals, err := leanScripts[tc.alg].Run(ctx, client, []string{key}, largs...).Int64Slice()
+				// one transaction: the twin made a copy of the key (TTL
+				// and all), the two scripts, then both states, run back to
+				// back by the server however slow the machine
+				pipe := client.TxPipeline()
+				pipe.Del(ctx, twin)
+				pipe.Copy(ctx, key, twin, 0, true)
+				t0 := pipe.Time(ctx)
+				leanCmd := leanScripts[tc.alg].EvalSha(ctx, pipe, []string{key}, largs...)
+				oneCmd := oneScripts[tc.alg].EvalSha(ctx, pipe, []string{twin}, newOneArgs(&p, 0)...)
+				t1 := pipe.Time(ctx)
+				var states [2]state
+				for j, k := range []string{key, twin} {
+					states[j] = state{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
+				}
+				if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+					t.Fatal(err)
+				}
+				vals, err := leanCmd.Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,75 +134,59 @@ func TestLeanScripts(t *testing.T) {
 				if ok, err := decodeLean(vals, &p, &lean); err != nil || !ok {
 					t.Fatalf("step %d: lean reply %v: decided %v, %v", i, vals, ok, err)
 				}
-				vals, err = oneScripts[tc.alg].Run(ctx, client, []string{twin}, newOneArgs(&p, 0)...).Int64Slice()
-				if err != nil {
+				if vals, err = oneCmd.Int64Slice(); err != nil {
 					t.Fatal(err)
 				}
 				one := make([]algorithms.Result, 1)
 				if _, err := decode(vals, []calc.Params{p}, one); err != nil {
 					t.Fatal(err)
 				}
-				// units that 2 ms of refill make up: the scripts read the
-				// clock a few µs apart
+				// the two scripts read the clock between t0 and t1 (µs
+				// apart, unless the server was descheduled): times may
+				// differ by that and a ms of TTL rounding, and a GCRA's
+				// remaining by what refills meanwhile
+				gap := t1.Val().Sub(t0.Val()) + time.Millisecond
 				slack := int64(0)
 				if tc.alg == algorithms.GCRA {
-					slack = int64(2*time.Millisecond) * tc.limit.Rate / int64(tc.limit.Period)
+					slack = int64(gap) * tc.limit.Rate / int64(tc.limit.Period)
 				}
+				near := func(a, b time.Duration) bool { return a-b <= gap && b-a <= gap }
 				if d := lean.Remaining - one[0].Remaining; lean.Allowed != one[0].Allowed || d > slack || -d > slack || lean.Limit != one[0].Limit ||
 					!near(lean.RetryAfter, one[0].RetryAfter) || !near(lean.ResetAfter, one[0].ResetAfter) {
-					t.Errorf("step %d (cost %d): lean %+v, one-check script %+v", i, st.cost, lean, one[0])
+					t.Errorf("step %d (cost %d): lean %+v, one-check script %+v (scripts within %v)", i, st.cost, lean, one[0], gap)
 				}
-				sameState(t, client, key, twin)
+				states[0].same(t, states[1], gap)
 			}
 		})
 	}
 }
 
-func near(a, b time.Duration) bool { return a-b <= 2*time.Millisecond && b-a <= 2*time.Millisecond }
-
-// copyKey makes dst a copy of src, TTL included (none if src is absent).
-func copyKey(t *testing.T, c *redis.Client, src, dst string) {
-	t.Helper()
-	ctx := context.Background()
-	c.Del(ctx, dst)
-	data, err := c.Dump(ctx, src).Result()
-	if err == redis.Nil {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ttl := c.PTTL(ctx, src).Val()
-	if ttl < 0 {
-		ttl = 0
-	}
-	if err := c.RestoreReplace(ctx, dst, ttl, data).Err(); err != nil {
-		t.Fatal(err)
-	}
+// state is a key's value and TTL, read in a transaction.
+type state struct {
+	get  *redis.StringCmd
+	pttl *redis.DurationCmd
 }
 
-// sameState: a and b hold the same string (GCRA's TATs within 2 ms, the
-// same full window) and expire within 2 ms of each other.
-func sameState(t *testing.T, c *redis.Client, a, b string) {
+// same: a and b hold the same string (GCRA's TATs within gap, the same
+// full window) and expire within gap of each other.
+func (a state) same(t *testing.T, b state, gap time.Duration) {
 	t.Helper()
-	ctx := context.Background()
-	va, ea := c.Get(ctx, a).Result()
-	vb, eb := c.Get(ctx, b).Result()
+	va, ea := a.get.Result()
+	vb, eb := b.get.Result()
 	if ea != eb {
-		t.Fatalf("GET %s: %v, GET %s: %v", a, ea, b, eb)
+		t.Fatalf("GET: lean %q, %v; the one-check script %q, %v", va, ea, vb, eb)
 	}
 	if va != vb {
 		ta, sa, _ := strings.Cut(va, "/")
 		tb, sb, _ := strings.Cut(vb, "/")
 		na, _ := strconv.ParseInt(ta, 10, 64)
 		nb, _ := strconv.ParseInt(tb, 10, 64)
-		if sa == "" || sa != sb || na-nb > 2000 || nb-na > 2000 {
+		if d := time.Duration(na-nb) * time.Microsecond; sa == "" || sa != sb || d > gap || -d > gap {
 			t.Errorf("lean wrote %q, the one-check script %q", va, vb)
 		}
 	}
-	pa, pb := c.PTTL(ctx, a).Val(), c.PTTL(ctx, b).Val()
-	if pa-pb > 2*time.Millisecond || pb-pa > 2*time.Millisecond {
-		t.Errorf("PTTL: lean %v, the one-check script %v", pa, pb)
+	if d := a.pttl.Val() - b.pttl.Val(); d > gap || -d > gap {
+		t.Errorf("PTTL: lean %v, the one-check script %v", a.pttl.Val(), b.pttl.Val())
 	}
 }
 
