@@ -2,7 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -105,11 +105,11 @@ func decodeLean(vals []int64, p *calc.Params, r *algorithms.Result) (bool, error
 	if len(vals) == 0 {
 		return false, nil
 	}
-	if algorithms.Algorithm(p.Alg) == algorithms.FixedWindow && len(vals) == 2 {
-		c, reset := vals[0], vals[1]
-		if c < p.Cost || reset < 0 {
-			return false, &algorithms.BackendError{Backend: "redis", Err: errors.New("malformed script reply")}
+	if algorithms.Algorithm(p.Alg) == algorithms.FixedWindow {
+		if len(vals) != 2 || vals[1] < 0 {
+			return false, &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("malformed lean script reply %v", vals)}
 		}
+		c, reset := vals[0], vals[1]
 		*r = algorithms.Result{Allowed: c <= p.Cap, Limit: p.Cap, Remaining: max(p.Cap-c, 0), ResetAfter: time.Duration(reset) * time.Microsecond}
 		if !r.Allowed {
 			// the script took the cost back: the count without this check

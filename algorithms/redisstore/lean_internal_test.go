@@ -367,3 +367,38 @@ func TestLeanQueued(t *testing.T) {
 		t.Fatalf("inflight = %d after runAlone sent nothing, want 1", p.inflight)
 	}
 }
+
+// TestDecodeLean: a fixed window's reply {count, reset} makes the Result
+// the one-check script would reply (a denial's remaining without its own
+// cost, its retry the reset), an empty reply decides nothing, and a reply
+// of another shape is an error, never a decision.
+func TestDecodeLean(t *testing.T) {
+	t.Parallel()
+	fw := calc.Prepare(uint8(algorithms.FixedWindow), 10, time.Minute, 0, 3)
+	gcra := calc.Prepare(uint8(algorithms.GCRA), 10, time.Second, 0, 1)
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		p    calc.Params
+		vals []int64
+		ok   bool
+		want algorithms.Result
+		err  bool
+	}{
+		{"allowed", fw, []int64{7, 5000}, true, algorithms.Result{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 5 * ms}, false},
+		{"allowed, the last units", fw, []int64{10, 5000}, true, algorithms.Result{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: 5 * ms}, false},
+		{"denied", fw, []int64{12, 5000}, true, algorithms.Result{Limit: 10, Remaining: 1, RetryAfter: 5 * ms, ResetAfter: 5 * ms}, false},
+		{"denied, nothing left", fw, []int64{15, 5000}, true, algorithms.Result{Limit: 10, Remaining: 0, RetryAfter: 5 * ms, ResetAfter: 5 * ms}, false},
+		{"empty", fw, []int64{}, false, algorithms.Result{}, false},
+		{"fixed window, four values", fw, []int64{1, 2, 0, 5000}, false, algorithms.Result{}, true},
+		{"fixed window, negative reset", fw, []int64{7, -1}, false, algorithms.Result{}, true},
+		{"gcra allowed", gcra, []int64{1, 9, 0, 100000}, true, algorithms.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * ms}, false},
+		{"gcra, two values", gcra, []int64{1, 9}, false, algorithms.Result{}, true},
+	} {
+		var r algorithms.Result
+		ok, err := decodeLean(tc.vals, &tc.p, &r)
+		if ok != tc.ok || (err != nil) != tc.err || r != tc.want {
+			t.Errorf("%s: decodeLean(%v) = %v, %+v, %v; want %v, %+v, error %v", tc.name, tc.vals, ok, r, err, tc.ok, tc.want, tc.err)
+		}
+	}
+}
