@@ -87,6 +87,15 @@ func limiters() []limiter {
 	}
 }
 
+// controlRow is the A/A control (-control): ulule/limiter again, under
+// keys of its own, set beside the first as if it were redlimit's fixed
+// window, so that the same-algorithm tables report "control ÷
+// ulule/limiter": what two copies of one limiter differ by in this
+// harness, round by round.
+func controlRow() limiter {
+	return limiter{name: "control (ulule/limiter v3 again)", id: "control", build: ulule, prefix: "limiter:", same: sameFixedWindow}
+}
+
 // redlimit builds redlimit's backend on the client with cfg, behind a
 // DenyCache when denyCache is set, checking with algorithm a.
 func redlimit(a algorithms.Algorithm, cfg redisstore.Config, denyCache bool) func(*redis.Client, limit) (allowFunc, error) {

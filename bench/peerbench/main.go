@@ -45,6 +45,7 @@ var (
 	scOnly   = flag.String("scenarios", "", "a regular expression: run only the throughput scenarios whose name matches it")
 	leasing  = flag.Int("lease-windows", 120, "windows of 500ms of the quota leasing run after the tables (bench/leasebench/lease); 0 leaves it out")
 	instrN   = flag.Int("instructions", 0, "also count, under valgrind's callgrind, the Redis instructions per check of the same-algorithm contenders: this many checks per cell (needs valgrind; 0 leaves it out; with -same -rounds 0, only that)")
+	control  = flag.Bool("control", false, "add a second ulule/limiter row, measured as a contender of its own: its ratio to ulule/limiter is the harness's resolution (an A/A control)")
 	same     = flag.Bool("same", false, "run only the same-algorithm comparison: redlimit's fixed window and GCRA, ulule/limiter, redis_rate and the bare EVALSHA")
 )
 
@@ -142,7 +143,11 @@ func run() error {
 	}
 
 	load0 := loadAvg()
-	lms, err := selected(limiters(), *only, *scOnly)
+	all := limiters()
+	if *control {
+		all = append(all, controlRow())
+	}
+	lms, err := selected(all, *only, *scOnly)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,21 @@ func TestSameAlgorithm(t *testing.T) {
 	}
 }
 
+// TestControlRow: the control pairs with ulule/limiter, as the fixed
+// window does, and -same keeps it.
+func TestControlRow(t *testing.T) {
+	t.Parallel()
+	lms := sameAlgorithm(append(limiters(), controlRow()))
+	_, pairs := samePairs(lms)
+	var got []string
+	for _, p := range pairs {
+		got = append(got, shortName(p.ours)+" ÷ "+shortName(p.peer))
+	}
+	if want := "redlimit gcra ÷ go-redis/redis_rate, redlimit fixed_window ÷ ulule/limiter, control ÷ ulule/limiter"; strings.Join(got, ", ") != want {
+		t.Errorf("pairs = %s, want %s", strings.Join(got, ", "), want)
+	}
+}
+
 // TestReportSame: cells are ratios to the baseline of the same round, a
 // pair's ratios are round by round with the lowest in bold.
 func TestReportSame(t *testing.T) {
