@@ -35,20 +35,24 @@
 //
 //	now.lua                        reads now (ARGV[1], or TIME when it is 0)
 //	fast.lua + <alg>_one.lua       a flat fast path for the common case (gcra, fixed_window,
-//	                               sliding_window, token_bucket); the fixed window's starts
-//	                               with fixed_window_flat.lua (INCRBY and PTTL of its string
-//	                               counter, on the server's clock)
+//	                               sliding_window, token_bucket); GCRA's is gcra_one.lua
+//	                               around gcra_flat.lua; the fixed window's starts with
+//	                               fixed_window_flat.lua around fixed_window_count.lua (INCRBY
+//	                               and PTTL of its string counter, on the server's clock)
 //	prelude.lua                    helpers every algorithm uses
 //	<alg>.lua (one, or all)        the algorithm: <alg>, <alg>_write, <alg>_refund
 //	entry point                    one.lua, dispatch.lua, batch.lua, refund.lua,
 //	                               cancel.lua (both after unknown.lua), release.lua
 //	                               or renew.lua
 //
-// A lean script is one file, fixed_window_lean.lua or gcra_lean.lua,
-// repeating its algorithm's flat fast path (fixed_window_flat.lua,
-// gcra_one.lua) on its own ARGV; TestLeanScripts in package redisstore
-// checks that each decides as the one-check script does from the same
-// state.
+// The common case of the fixed window and of GCRA is written once, in
+// fixed_window_count.lua and gcra_flat.lua, which read their numbers from
+// locals: the one-check script's head (fixed_window_flat.lua, gcra_one.lua)
+// sets them from its ARGV, a lean script's head (fixed_window_lean.lua,
+// gcra_lean.lua) from its own, shorter ARGV, and a glue line after the
+// common case replies empty for what it leaves. TestLeanScripts in package
+// redisstore checks that each lean script decides as the one-check script
+// does from the same state.
 //
 // A batch script starts with batch_state.lua and a flat loop
 // (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)

@@ -61,7 +61,13 @@ var (
 	batchAll string
 	single   = map[string]string{}
 	batch    = map[string]string{}
-	lean     = map[string]string{"fixed_window": source("fixed_window_lean"), "gcra": source("gcra_lean")}
+	// lean: see Lean. Each is its head, the common case it shares with
+	// the algorithm's one-check script, and the empty reply for what that
+	// leaves.
+	lean = map[string]string{
+		"fixed_window": source("fixed_window_lean") + source("fixed_window_count") + "if count then return {count, reset} end\nreturn {}\n",
+		"gcra":         source("fast") + source("gcra_lean") + source("gcra_flat") + "return {}\n",
+	}
 )
 
 // fast holds the flat fast path that starts an algorithm's one-check
@@ -74,7 +80,7 @@ var fast = map[string]string{
 	"fixed_window":   "", // see init
 	"sliding_window": source("sliding_window_one") + "local fast = sliding_window_fast\n" + source("one_fast"),
 	"token_bucket":   source("token_bucket_one") + "local fast = token_bucket_fast\n" + source("one_fast"),
-	"gcra":           source("gcra_one"),
+	"gcra":           source("gcra_one") + source("gcra_flat") + "end\n",
 }
 
 // checkLine names, for one.lua, the algorithm of a one-check script: its
@@ -102,7 +108,8 @@ func init() {
 			// when they start a window (see fixed_window_flat.lua and
 			// fixed_window_one.lua): now is nil until then, and now.lua
 			// reads it for the general code.
-			single[name] = source("fixed_window_flat") + source("fast") + source("fixed_window_one") +
+			single[name] = source("fixed_window_flat") + source("fixed_window_count") + source("fixed_window_flat_end") +
+				source("fast") + source("fixed_window_one") +
 				"local fast, now = fixed_window_fast, nil\nif ARGV[1] ~= '0' then now = tonumber(ARGV[1]) end\n" +
 				source("one_fast") + source("now") + general
 		case fast[name] != "":
@@ -220,6 +227,11 @@ func Scripts() []string {
 	for _, name := range algorithmNames {
 		s = append(s, single[name], batch[name])
 	}
-	s = append(s, single["calendar"], lean["fixed_window"], lean["gcra"])
+	s = append(s, single["calendar"])
+	for _, name := range algorithmNames {
+		if lean[name] != "" {
+			s = append(s, lean[name])
+		}
+	}
 	return s
 }

@@ -34,8 +34,10 @@ import (
 // leanScripts, indexed by Algorithm, holds the lean scripts; nil for the
 // algorithms without one.
 var leanScripts = func() (s [algorithms.Concurrency + 1]*redis.Script) {
-	for _, a := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
-		s[a] = redis.NewScript(lua.Lean(a.String()))
+	for _, a := range algorithms.Algorithms {
+		if src := lua.Lean(a.String()); src != "" {
+			s[a] = redis.NewScript(src)
+		}
 	}
 	return s
 }()
@@ -77,11 +79,18 @@ func newLeanArgs(p *calc.Params) []any {
 // the one-check script: no lean script for p, no free round trip, or a
 // state the lean script leaves to the one-check script.
 func (b *Store) decideLean(ctx context.Context, key string, p *calc.Params, r *algorithms.Result) (bool, error) {
+	// before the ARGV cache, which the one-check script reads next: an
+	// algorithm without a lean script, or a calendar check (calc.Calendar,
+	// past the algorithms)
+	if int(p.Alg) >= len(leanScripts) || leanScripts[p.Alg] == nil {
+		return false, nil
+	}
+	s := leanScripts[p.Alg]
 	args := argsFor(p).lean
 	if args == nil {
 		return false, nil
 	}
-	s, keys := leanScripts[p.Alg], []string{key}
+	keys := []string{key}
 	var vals []int64
 	var err error
 	if b.pipe != nil {

@@ -217,13 +217,11 @@ func reportInstructions(w io.Writer, lms []limiter, instr map[string]map[string]
 		}
 		fmt.Fprintln(w)
 	}
-	row(*base)
-	for _, p := range pairs {
-		row(p.ours)
-		row(p.peer)
+	for _, lm := range rows(base, pairs) {
+		row(lm)
 	}
 	for _, p := range pairs {
-		fmt.Fprintf(w, "| **%s ÷ %s** (%s) |", shortName(p.ours), shortName(p.peer), p.ours.same)
+		fmt.Fprint(w, p.label())
 		for _, sc := range instrScenarios {
 			fmt.Fprintf(w, " %.3f |", instr[p.ours.id][sc]/max(instr[p.peer.id][sc], 1))
 		}

@@ -60,6 +60,21 @@ func samePairs(lms []limiter) (*limiter, []pair) {
 	return base, pairs
 }
 
+// rows returns the rows of the same-algorithm tables in order: the
+// baseline, then each pair's redlimit row and its peer.
+func rows(base *limiter, pairs []pair) []limiter {
+	out := []limiter{*base}
+	for _, p := range pairs {
+		out = append(out, p.ours, p.peer)
+	}
+	return out
+}
+
+// label is the first cell of a pair's ratio row.
+func (p pair) label() string {
+	return fmt.Sprintf("| **%s ÷ %s** (%s) |", shortName(p.ours), shortName(p.peer), p.ours.same)
+}
+
 // reportSame prints the table "Same algorithm, side by side": every row of
 // a same-algorithm pair and the baseline, each cell its median checks/s and
 // the median of its round-by-round ratios to the baseline of the same
@@ -110,13 +125,11 @@ func reportSame(w io.Writer, lms []limiter, res map[string]map[string][]runResul
 		}
 		fmt.Fprintf(w, " %.1f | %s |\n", s.allocs, number(s.bytes, 0))
 	}
-	row(*base)
-	for _, p := range pairs {
-		row(p.ours)
-		row(p.peer)
+	for _, lm := range rows(base, pairs) {
+		row(lm)
 	}
 	for _, p := range pairs {
-		fmt.Fprintf(w, "| **%s ÷ %s** (%s) |", shortName(p.ours), shortName(p.peer), p.ours.same)
+		fmt.Fprint(w, p.label())
 		for _, sc := range scenarios {
 			if sc.name == scAbuse {
 				continue
@@ -170,10 +183,8 @@ func reportOneCaller(w io.Writer, base *limiter, pairs []pair, res map[string]ma
 		}
 		fmt.Fprintln(w)
 	}
-	row(*base)
-	for _, p := range pairs {
-		row(p.ours)
-		row(p.peer)
+	for _, lm := range rows(base, pairs) {
+		row(lm)
 	}
 	fmt.Fprintln(w)
 }

@@ -16,17 +16,18 @@
 --   if and only if it is at most the capacity; a denial took the cost back);
 --   empty, nothing written, for a state one_fixed_window decides
 --
--- SHA1 1f25f5d39332c5e60104bc15cfbfe86c7bec35bd (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: fixed_window_lean.lua,
+-- SHA1 cde935884884449d1dd4cb1ef7b0ea27d775116a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: fixed_window_lean.lua, fixed_window_count.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
 -- The fixed window's lean script: one check on the server's clock, no
 -- marker keys, a period of whole ms and a cost no larger than the
--- capacity (the Go side sends it only then), decided as
--- fixed_window_flat.lua decides it, with only the numbers that path reads:
--- every ARGV a script is sent costs Redis about as much as a command
--- (parsing it, a Lua string, a slot of ARGV), and the one-check script's
--- other four (now, r, u and, most often, a cost of 1) go unread there.
+-- capacity (the Go side sends it only then), decided by
+-- fixed_window_count.lua, which follows, as the one-check script decides
+-- it, with only the numbers that needs: every ARGV a script is sent costs
+-- Redis about as much as a command (parsing it, a Lua string, a slot of
+-- ARGV), and the one-check script's other four (now, r, u and, most
+-- often, a cost of 1) go unread there.
 --
 -- KEYS[1]   the storage key (see fixed_window.lua)
 -- ARGV[1]   capacity
@@ -37,29 +38,49 @@
 -- check's cost added, and the check is allowed if and only if it is at
 -- most the capacity (a denial took its units back: a denied check
 -- consumes nothing); the Go side makes the Result from it, the capacity
--- and the cost. An empty reply leaves the check, undecided and with
--- nothing written, to the algorithm's one-check script (a key that holds
--- a hash: an older layout, a calendar quota's window, a client clock's
--- write; a string with no TTL that was there before).
-local key, cost = KEYS[1], ARGV[3] or '1'
+-- and the cost. An empty reply (the two lines the Go side joins after
+-- fixed_window_count.lua) leaves the check, undecided and with nothing
+-- written, to the algorithm's one-check script (a key that holds a hash:
+-- an older layout, a calendar quota's window, a client clock's write; a
+-- string with no TTL that was there before).
+local key, cap, period, cost = KEYS[1], ARGV[1], ARGV[2], ARGV[3] or '1'
+local count, reset
+-- The fixed window's common case on the server's clock, written once for
+-- the two scripts that start with it: the one-check script
+-- (fixed_window_flat.lua before it, fixed_window_flat_end.lua after) and
+-- the lean script (fixed_window_lean.lua before it). They declare key, cap
+-- (a number, or the lean script's ARGV, read only when a key's window is
+-- current), period (µs, a whole number of ms), cost (as sent: an integer
+-- string, which INCRBY and DECRBY get without formatting a Lua number
+-- again), and the locals count and reset, which this sets for a check it
+-- decides: the key's count with the cost added (allowed if and only if it
+-- is at most cap; a denial took its units back with DECRBY, so a denied
+-- check consumes nothing) and reset_after in µs. The key is a string whose
+-- TTL ends with its window (see fixed_window.lua): a key with a TTL is the
+-- current window, and the check reads no clock. A key INCRBY created (no
+-- TTL, count = cost) starts a window: TIME, and its expiry at the
+-- window's last ms (PEXPIREAT, as fixed_window_fast sets it). Anything
+-- else (a hash: INCRBY fails; a string with no TTL that was there before)
+-- is left unchanged, count nil, to what follows.
 local c = redis.pcall('INCRBY', key, cost)
-if type(c) ~= 'number' then return {} end
-local ttl = redis.call('PTTL', key)
-if ttl >= 0 then
-  if c > tonumber(ARGV[1]) then redis.call('DECRBY', key, cost) end
-  return {c, (ttl + 1) * 1000}
+if type(c) == 'number' then
+  local ttl = redis.call('PTTL', key)
+  if ttl >= 0 then
+    if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
+    count, reset = c, (ttl + 1) * 1000
+  elseif c == tonumber(cost) then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local p = tonumber(period)
+    local stop = (math.floor(now / p) + 1) * p
+    -- a number: redis.call writes it with %.17g, exact below 2^53, for
+    -- about 1,000 instructions less than string.format('%.0f') and its
+    -- Lua string
+    redis.call('PEXPIREAT', key, stop / 1000 - 1)
+    count, reset = c, stop - now
+  else
+    redis.call('DECRBY', key, cost)
+  end
 end
-if c == tonumber(cost) then
-  -- INCRBY created it: a window starts, and ends at its period's end
-  local period = tonumber(ARGV[2])
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local stop = (math.floor(now / period) + 1) * period
-  -- a number: redis.call writes it with %.17g, exact below 2^53, for
-  -- about 1,000 instructions less than string.format('%.0f') and its
-  -- Lua string
-  redis.call('PEXPIREAT', key, stop / 1000 - 1)
-  return {c, stop - now}
-end
-redis.call('DECRBY', key, cost)
+if count then return {count, reset} end
 return {}

@@ -16,52 +16,70 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 244372584a767c527f96e671013a8a0fbd9d0c7f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: fixed_window_flat.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
+-- SHA1 d785b6fda6ca843186d725a5fb74d87af50c3441 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
 -- The fixed window's one-check script starts here: a check on the
 -- server's clock with a period of whole ms, not a part of a call spanning
 -- slots (KEYS[3]), and whose cost can fit, is decided flat, before any
--- function is defined, with the commands ulule/limiter's counter needs:
--- INCRBY then PTTL. The key is a string whose TTL ends with its window
--- (see fixed_window.lua): a key with a TTL is the current window, and the
--- check reads no clock. A denial takes its units back (DECRBY): a denied
--- check consumes nothing. A key INCRBY created (no TTL, count = cost)
--- starts a window: TIME, and its expiry at the window's last ms (PEXPIREAT,
--- as fixed_window_fast sets it). Anything else (a hash: INCRBY fails; a
--- string with no TTL that was there before) is left, unchanged, to what
--- follows: fixed_window_fast, then the general code. See one.lua for KEYS,
--- ARGV and the reply, which leaves out the now, as one_fast.lua's.
--- fixed_window_lean.lua decides the same checks alike on ARGV of its own
--- (TestLeanScripts holds the two together).
--- INCRBY and DECRBY get the cost as sent (ARGV[6], an integer string):
--- a Lua number would be formatted again on every call (0.2 µs of the
--- script's 2.9 in BenchmarkScripts).
+-- function is defined, by fixed_window_count.lua (the commands
+-- ulule/limiter's counter needs: INCRBY then PTTL), which follows, and
+-- replied by fixed_window_flat_end.lua, which closes this block. What
+-- fixed_window_count.lua leaves goes on to fixed_window_fast, then the
+-- general code. See one.lua for KEYS, ARGV and the reply, which leaves out
+-- the now, as one_fast.lua's.
 if ARGV[1] == '0' and not KEYS[3] then
-  local key, cap, period, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
-  if cost <= cap and period % 1000 == 0 then
-    local c = redis.pcall('INCRBY', key, ARGV[6])
-    if type(c) == 'number' then
-      local ttl = redis.call('PTTL', key)
-      if ttl >= 0 then
-        local reset = (ttl + 1) * 1000
-        if c <= cap then return {1, cap - c, 0, reset} end
-        redis.call('DECRBY', key, ARGV[6])
-        local allowed = 0
-        if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
-        local remaining = cap - c + cost
-        if remaining < 0 then remaining = 0 end
-        return {allowed, remaining, reset, reset}
-      end
-      if c == cost then
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-        local stop = (math.floor(now / period) + 1) * period
-        redis.call('PEXPIREAT', key, string.format('%.0f', stop / 1000 - 1))
-        return {1, cap - c, 0, stop - now}
-      end
-      redis.call('DECRBY', key, ARGV[6])
+  local key, cap, period, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
+  if tonumber(cost) <= cap and period % 1000 == 0 then
+    local count, reset
+-- The fixed window's common case on the server's clock, written once for
+-- the two scripts that start with it: the one-check script
+-- (fixed_window_flat.lua before it, fixed_window_flat_end.lua after) and
+-- the lean script (fixed_window_lean.lua before it). They declare key, cap
+-- (a number, or the lean script's ARGV, read only when a key's window is
+-- current), period (µs, a whole number of ms), cost (as sent: an integer
+-- string, which INCRBY and DECRBY get without formatting a Lua number
+-- again), and the locals count and reset, which this sets for a check it
+-- decides: the key's count with the cost added (allowed if and only if it
+-- is at most cap; a denial took its units back with DECRBY, so a denied
+-- check consumes nothing) and reset_after in µs. The key is a string whose
+-- TTL ends with its window (see fixed_window.lua): a key with a TTL is the
+-- current window, and the check reads no clock. A key INCRBY created (no
+-- TTL, count = cost) starts a window: TIME, and its expiry at the
+-- window's last ms (PEXPIREAT, as fixed_window_fast sets it). Anything
+-- else (a hash: INCRBY fails; a string with no TTL that was there before)
+-- is left unchanged, count nil, to what follows.
+local c = redis.pcall('INCRBY', key, cost)
+if type(c) == 'number' then
+  local ttl = redis.call('PTTL', key)
+  if ttl >= 0 then
+    if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
+    count, reset = c, (ttl + 1) * 1000
+  elseif c == tonumber(cost) then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local p = tonumber(period)
+    local stop = (math.floor(now / p) + 1) * p
+    -- a number: redis.call writes it with %.17g, exact below 2^53, for
+    -- about 1,000 instructions less than string.format('%.0f') and its
+    -- Lua string
+    redis.call('PEXPIREAT', key, stop / 1000 - 1)
+    count, reset = c, stop - now
+  else
+    redis.call('DECRBY', key, cost)
+  end
+end
+    -- fixed_window_count.lua decided: the reply of one.lua's fast paths
+    -- (a denial while the key's pending marker exists is 2: a refund may
+    -- still undo it)
+    if count then
+      if count <= cap then return {1, cap - count, 0, reset} end
+      local allowed = 0
+      if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
+      local remaining = cap - count + tonumber(cost)
+      if remaining < 0 then remaining = 0 end
+      return {allowed, remaining, reset, reset}
     end
   end
 end

@@ -16,8 +16,8 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 a1e8cf1ebfd719559a04d7d6c771c13db452cac1 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: now.lua, fast.lua, gcra_one.lua, prelude.lua, gcra.lua, one.lua,
+-- SHA1 f1986ce35d8fff7bdb12b01ad1ce92f7fc3b1a98 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: now.lua, fast.lua, gcra_one.lua, gcra_flat.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
@@ -36,46 +36,56 @@ end
 -- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
--- GCRA, one check, the common case written flat: no marker keys, and a
--- stored TAT that is absent or a whole µs written under this limit (its
--- full window, tau, is the value's suffix). It makes gcra's decision with gcra's arithmetic, inline, and
--- replies as one.lua does without the now (the Go side needs it only from
--- calls with marker keys; each value replied costs); any other case falls
--- through to the general
--- script after it (the functions of the prelude and gcra.lua are defined
--- only then: each definition costs on every call that reaches it).
--- now.lua has read now, fast.lua defined intf. gcra_lean.lua decides the
--- same checks alike on ARGV of its own, for r = 1 (TestLeanScripts holds
--- the two together).
+-- GCRA's one-check script starts here: a check with no marker keys is
+-- decided flat by gcra_flat.lua, which follows (the Go side closes this
+-- block after it), before any function is defined; what it leaves falls
+-- through to the general script after it (the functions of the prelude
+-- and gcra.lua are defined only then: each definition costs on every
+-- call that reaches it). now.lua has read now, fast.lua defined intf.
 if not KEYS[2] then
   local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  local full = cap * u
+  local key, cap, r, u, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
   -- the value ends with this limit's full window: "<tat>/<tau>"
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local v = redis.call('GET', KEYS[1])
-  local a
-  if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 1)) end
-  if not v or a then
-    local diff = 0
-    if a and a >= now then diff = (a - now) * r end
-    -- more than full: the clock went back; never cut under the same limit
-    local remaining = floor((full - diff) / u)
-    if remaining < 0 then remaining = 0 end
-    if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
-    local nxt = diff + cost * u
-    if nxt > full then
-      return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
-    end
-    -- gcra_write(KEYS[1], nxt, r, now, tau)
-    local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-    if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-    local reset = floor((nxt + r - 1) / r)
-    redis.call('SET', KEYS[1], tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
-    remaining = floor((full - nxt) / u)
-    if remaining < 0 then remaining = 0 end
-    return {1, remaining, 0, reset}
+  local sfx = '/' .. string.format(intf, floor((cap * u + r - 1) / r))
+-- GCRA, one check, the common case, written once for the two scripts that
+-- start with it: the one-check script (gcra_one.lua before it, which
+-- closes its block after it) and the lean script (gcra_lean.lua before
+-- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
+-- value written under this limit, '/' .. tau: see gcra.lua), floor, now
+-- (nil: read from TIME here, once the value is known to be decided here)
+-- and, with fast.lua, intf. A value that is absent or a whole µs written
+-- under this limit is decided with gcra's arithmetic, inline, and replied
+-- as one.lua's fast paths reply (without the now: the Go side needs it
+-- only from calls with marker keys; each value replied costs); any other
+-- value is left, nothing written, to what follows.
+local v = redis.call('GET', key)
+local a
+if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 1)) end
+if not v or a then
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
+  local full = cap * u
+  local diff = 0
+  if a and a >= now then diff = (a - now) * r end
+  -- more than full: the clock went back; never cut under the same limit
+  local remaining = floor((full - diff) / u)
+  if remaining < 0 then remaining = 0 end
+  if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
+  local nxt = diff + cost * u
+  if nxt > full then
+    return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
+  end
+  -- gcra_write(key, nxt, r, now, tau)
+  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  local reset = floor((nxt + r - 1) / r)
+  redis.call('SET', key, tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
+  remaining = floor((full - nxt) / u)
+  if remaining < 0 then remaining = 0 end
+  return {1, remaining, 0, reset}
+end
 end
 -- redlimit's scripts: each is this prelude, one or all of the algorithm
 -- files, then an entry point. one.lua decides one check (the common case)

@@ -1,0 +1,39 @@
+-- GCRA, one check, the common case, written once for the two scripts that
+-- start with it: the one-check script (gcra_one.lua before it, which
+-- closes its block after it) and the lean script (gcra_lean.lua before
+-- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
+-- value written under this limit, '/' .. tau: see gcra.lua), floor, now
+-- (nil: read from TIME here, once the value is known to be decided here)
+-- and, with fast.lua, intf. A value that is absent or a whole µs written
+-- under this limit is decided with gcra's arithmetic, inline, and replied
+-- as one.lua's fast paths reply (without the now: the Go side needs it
+-- only from calls with marker keys; each value replied costs); any other
+-- value is left, nothing written, to what follows.
+local v = redis.call('GET', key)
+local a
+if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 1)) end
+if not v or a then
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local full = cap * u
+  local diff = 0
+  if a and a >= now then diff = (a - now) * r end
+  -- more than full: the clock went back; never cut under the same limit
+  local remaining = floor((full - diff) / u)
+  if remaining < 0 then remaining = 0 end
+  if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
+  local nxt = diff + cost * u
+  if nxt > full then
+    return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
+  end
+  -- gcra_write(key, nxt, r, now, tau)
+  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  local reset = floor((nxt + r - 1) / r)
+  redis.call('SET', key, tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
+  remaining = floor((full - nxt) / u)
+  if remaining < 0 then remaining = 0 end
+  return {1, remaining, 0, reset}
+end
