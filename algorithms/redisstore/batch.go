@@ -317,7 +317,7 @@ func noScript(err error) bool {
 
 // runScript runs s on c as go-redis's Script.Run does (EVALSHA, then EVAL
 // on NOSCRIPT), reading the reply as evalCmd does.
-func runScript(ctx context.Context, c pipeClient, s *redis.Script, keys []string, args []any) ([]int64, error) {
+func runScript(ctx context.Context, c Batcher, s *redis.Script, keys []string, args []any) ([]int64, error) {
 	cmd := evalCmd(ctx, s, false, keys, args)
 	_ = c.Process(ctx, cmd)
 	if noScript(cmd.Err()) {

@@ -39,7 +39,10 @@
 // [Config].Pipelines round trips in flight sends its script at once (a lone
 // caller pays nothing); the others queue and go as one pipeline, in which
 // the calls of one server (on a cluster, of one hash slot) are decided by
-// one batch script, each exactly as its own script would.
+// one batch script, each exactly as its own script would. The store
+// pipelines on a *redis.Client, a *redis.ClusterClient, and a client of
+// another library that implements [Batcher] (rueidisclient, a module of its
+// own, adapts rueidis).
 //
 // # Client options and deadlines
 //

@@ -22,7 +22,7 @@ const maxBatch = 256
 // empty only while inflight is max, and whoever ends a round trip hands
 // its place to a goroutine that sends the queue, if there is one.
 type pipeline struct {
-	client  pipeClient
+	client  Batcher
 	max     int
 	cluster bool // calls are batched per hash slot
 
@@ -31,14 +31,40 @@ type pipeline struct {
 	inflight int
 }
 
-// pipeClient is a client that pipelines: *redis.Client, and
-// *redis.ClusterClient, whose pipelines send each node its commands,
-// concurrently, following MOVED and ASK.
-type pipeClient interface {
-	redis.Scripter
+// A Batcher is a client on which the store pipelines (see the package
+// doc, "Pipelining") as it does on a *redis.Client: a client of another
+// Redis library, such as rueidisclient.Client, implements it to be batched
+// too. The store gives Process and Batch EVALSHA and EVAL commands as
+// *redis.IntSliceCmd.
+type Batcher interface {
+	// Process sends cmd and sets its reply or error.
 	Process(ctx context.Context, cmd redis.Cmder) error
-	Pipeline() redis.Pipeliner
+	// Batch returns an empty Batch.
+	Batch() Batch
 }
+
+// A Batch is commands sent in one round trip: Exec sends those given to
+// Process, in order, and sets each one's reply or error.
+type Batch interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Exec(ctx context.Context) ([]redis.Cmder, error)
+}
+
+// goRedisBatcher is a go-redis client that pipelines as a Batcher:
+// *redis.Client, and *redis.ClusterClient, whose pipelines send each node
+// its commands, concurrently, following MOVED and ASK.
+type goRedisBatcher struct {
+	c interface {
+		Process(ctx context.Context, cmd redis.Cmder) error
+		Pipeline() redis.Pipeliner
+	}
+}
+
+func (g goRedisBatcher) Process(ctx context.Context, cmd redis.Cmder) error {
+	return g.c.Process(ctx, cmd)
+}
+
+func (g goRedisBatcher) Batch() Batch { return g.c.Pipeline() }
 
 // call is one script waiting in the queue.
 type call struct {
@@ -174,7 +200,7 @@ func (p *pipeline) send(batch []*call) {
 		return
 	}
 	us := units(live)
-	pipe := p.client.Pipeline()
+	pipe := p.client.Batch()
 	for i := range us {
 		u := &us[i]
 		u.cmd = evalCmd(ctx, u.script, false, u.keys, u.args)
@@ -183,12 +209,12 @@ func (p *pipeline) send(batch []*call) {
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	// After SCRIPT FLUSH or a restart: send the scripts themselves, which
 	// loads them, in a second pipeline.
-	var retry redis.Pipeliner
+	var retry Batch
 	for i := range us {
 		u := &us[i]
 		if noScript(u.cmd.Err()) {
 			if retry == nil {
-				retry = p.client.Pipeline()
+				retry = p.client.Batch()
 			}
 			u.cmd = evalCmd(ctx, u.script, true, u.keys, u.args)
 			_ = retry.Process(ctx, u.cmd)

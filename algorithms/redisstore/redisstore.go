@@ -185,16 +185,18 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	return err
 }
 
-// pipelinable returns client as a pipeClient if the backend pipelines on
-// it: a *redis.Client (Sentinel included) or a cluster client. Not a Ring
-// (scripts go to each shard's own client, which has a pipeline of its
-// own), nor a client that batches already (an AutoPipeliner), nor a
-// Pipeliner or a Tx.
-func pipelinable(client redis.Scripter) (pipeClient, bool) {
+// pipelinable returns client as a Batcher if the backend pipelines on
+// it: a *redis.Client (Sentinel included), a cluster client, or a client
+// of another library that is a Batcher. Not a Ring (scripts go to each
+// shard's own client, which has a pipeline of its own), nor a client that
+// batches already (an AutoPipeliner), nor a Pipeliner or a Tx.
+func pipelinable(client redis.Scripter) (Batcher, bool) {
 	switch c := client.(type) {
 	case *redis.Client:
-		return c, true
+		return goRedisBatcher{c}, true
 	case *redis.ClusterClient:
+		return goRedisBatcher{c}, true
+	case Batcher:
 		return c, true
 	}
 	return nil, false
@@ -240,7 +242,7 @@ func (b *Store) nodePipe(node *redis.Client) *pipeline {
 	if p, ok := b.pipes.Load(node); ok {
 		return p.(*pipeline)
 	}
-	p, _ := b.pipes.LoadOrStore(node, &pipeline{client: node, max: b.nodePipes})
+	p, _ := b.pipes.LoadOrStore(node, &pipeline{client: goRedisBatcher{node}, max: b.nodePipes})
 	return p.(*pipeline)
 }
 
@@ -457,9 +459,13 @@ func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64,
 
 // HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
 // whether the client returns by its context's deadline, which go-redis does
-// only with ContextTimeoutEnabled set in its options.
+// only with ContextTimeoutEnabled set in its options. A client of another
+// library says so itself, with a HonoursDeadline method of its own (as
+// rueidisclient.Client does).
 func (b *Store) HonoursDeadline() bool {
 	switch c := b.client.(type) {
+	case interface{ HonoursDeadline() bool }:
+		return c.HonoursDeadline()
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
