@@ -1,0 +1,370 @@
+package rueidisclient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
+	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// dial returns a rueidis client of srv as the package doc recommends
+// (DisableAutoPipelining), closed when t ends.
+func dial(t testing.TB, srv *redistest.Server) rueidis.Client {
+	t.Helper()
+	return dialWith(t, srv, rueidis.ClientOption{DisableAutoPipelining: true})
+}
+
+func dialWith(t testing.TB, srv *redistest.Server, o rueidis.ClientOption) rueidis.Client {
+	t.Helper()
+	o.InitAddress, o.DisableCache = []string{srv.Addr}, true
+	rc, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func newClient(t testing.TB, srv *redistest.Server) *rueidisclient.Client {
+	t.Helper()
+	c, err := rueidisclient.New(dial(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestConformance plays every vector of testdata/vectors on a store on
+// rueidis: it must answer as the vectors say, as the store on go-redis
+// does.
+func TestConformance(t *testing.T) {
+	srv := redistest.Require(t)
+	c := newClient(t, srv)
+	for _, sc := range backendtest.LoadVectors(t) {
+		t.Run(sc.File+"/"+sc.Name, func(t *testing.T) {
+			clock := &backendtest.Clock{T: backendtest.T0}
+			b, err := redisstore.New(rueidisclient.Persisting(c), redisstore.Config{Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			backendtest.Play(t, &backendtest.Harness{Backend: b, Clock: clock, Prefix: redistest.Prefix(t)}, sc, false)
+		})
+	}
+}
+
+// TestSameAsGoRedis: random workloads of one to three rules (every
+// algorithm, costs up to capacity+1, time going forward and back) answer
+// alike, result for result, on go-redis and on rueidis.
+func TestSameAsGoRedis(t *testing.T) {
+	srv := redistest.Require(t)
+	c := newClient(t, srv)
+	for seed := range uint64(6) {
+		clock := &backendtest.Clock{}
+		onRueidis, err := redisstore.New(rueidisclient.Persisting(c), redisstore.Config{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		onGoRedis, err := redisstore.New(backendtest.Persisting{Client: srv.Client(t)}, redisstore.Config{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := redistest.Prefix(t)
+		for i, call := range backendtest.RandomWorkload(seed, 200) {
+			got := backendtest.Run(t, onRueidis, clock, prefix+"rueidis:", call)
+			want := backendtest.Run(t, onGoRedis, clock, prefix+"goredis:", call)
+			for j := range want {
+				if got[j] != want[j] {
+					t.Fatalf("seed %d, call %d, check %d (%+v): rueidis %s, go-redis %s", seed, i, j, call.Checks[j], backendtest.FormatResult(got[j]), backendtest.FormatResult(want[j]))
+				}
+			}
+		}
+	}
+}
+
+// TestConcurrentExactness: 64 goroutines on two stores, one on rueidis and
+// one on go-redis (two application instances), hammer one key with a
+// limit of 100 on the server's clock: exactly 100 requests are allowed,
+// for every algorithm, on a rueidis client with and without its own
+// auto-pipelining. The window algorithms get a fixed clock in the middle
+// of the hour, so the test cannot straddle a window's end.
+func TestConcurrentExactness(t *testing.T) {
+	srv := redistest.Require(t)
+	gr := srv.Client(t)
+	prefix := redistest.Prefix(t)
+	for _, auto := range []bool{false, true} {
+		c, err := rueidisclient.New(dialWith(t, srv, rueidis.ClientOption{DisableAutoPipelining: !auto}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.SlidingLog, algorithms.SlidingWindow, algorithms.TokenBucket, algorithms.GCRA} {
+			t.Run(fmt.Sprintf("%v/autopipelining=%v", alg, auto), func(t *testing.T) {
+				var cfg redisstore.Config
+				if alg == algorithms.FixedWindow || alg == algorithms.SlidingWindow {
+					mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+					cfg.Now = func() time.Time { return mid }
+				}
+				var backends [2]algorithms.Backend
+				for i, client := range []redis.Scripter{c, gr} {
+					b, err := redisstore.New(client, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					backends[i] = b
+				}
+				check := algorithms.Check{Key: prefix + fmt.Sprint(auto) + alg.String() + ":{hot}", Algorithm: alg, Limit: algorithms.PerHour(100)}
+				var allowed, denied atomic.Int64
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for g := range 64 {
+					wg.Go(func() {
+						<-start
+						res := make([]algorithms.Result, 1)
+						for range 5 {
+							if err := backends[g%2].Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
+								t.Error(err)
+								return
+							}
+							if res[0].Allowed {
+								allowed.Add(1)
+							} else {
+								denied.Add(1)
+							}
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				if allowed.Load() != 100 || denied.Load() != 220 {
+					t.Fatalf("allowed %d, denied %d of 320; want exactly 100 allowed", allowed.Load(), denied.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestScriptFlush: SCRIPT FLUSH between checks (a restart or a failover
+// looks the same) does not surface: the NOSCRIPT reply reaches go-redis's
+// Script.Run as a redis.Error, which sends the script itself.
+func TestScriptFlush(t *testing.T) {
+	srv := redistest.Require(t)
+	b, err := redisstore.New(newClient(t, srv), redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := []algorithms.Check{{Key: redistest.Prefix(t) + "{k}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
+	res := make([]algorithms.Result, 1)
+	gr := srv.Client(t)
+	for i := range 4 {
+		if err := gr.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Allow(context.Background(), check, res); err != nil {
+			t.Fatalf("check %d after SCRIPT FLUSH: %v", i, err)
+		}
+		if !res[0].Allowed || res[0].Remaining != int64(9-i) {
+			t.Fatalf("check %d: %s, want allowed with %d left", i, backendtest.FormatResult(res[0]), 9-i)
+		}
+	}
+}
+
+// TestKeyState: a key holding another type is the key's error
+// (algorithms.ErrKeyState, naming the key), as on go-redis, not the
+// server's.
+func TestKeyState(t *testing.T) {
+	srv := redistest.Require(t)
+	c := newClient(t, srv)
+	b, err := redisstore.New(c, redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := redistest.Prefix(t) + "{list}"
+	if err := srv.Client(t).RPush(context.Background(), key, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket, algorithms.GCRA} {
+		err := b.Allow(context.Background(), []algorithms.Check{{Key: key, Algorithm: alg, Limit: algorithms.PerHour(10)}}, make([]algorithms.Result, 1))
+		var be *algorithms.BackendError
+		if !errors.Is(err, algorithms.ErrKeyState) || !errors.As(err, &be) || !slices.Equal(be.Keys, []string{key}) {
+			t.Errorf("%v on a list: %v, want ErrKeyState naming %q", alg, err, key)
+		}
+	}
+}
+
+// TestReset: Reset deletes a key's state through the adapter's DEL.
+func TestReset(t *testing.T) {
+	srv := redistest.Require(t)
+	b, err := redisstore.New(newClient(t, srv), redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := []algorithms.Check{{Key: redistest.Prefix(t) + "{k}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(2)}}
+	res := make([]algorithms.Result, 1)
+	for range 3 {
+		if err := b.Allow(context.Background(), check, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res[0].Allowed {
+		t.Fatal("third check of 2 per hour allowed")
+	}
+	if err := b.Reset(context.Background(), []string{check[0].Key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Allow(context.Background(), check, res); err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Allowed || res[0].Remaining != 1 {
+		t.Fatalf("after Reset: %s, want allowed with 1 left", backendtest.FormatResult(res[0]))
+	}
+}
+
+// TestDeadline: on a server that stopped answering (SIGSTOP), a check
+// returns by its context's deadline, and the store says it will.
+func TestDeadline(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	b, err := redisstore.New(newClient(t, srv), redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.HonoursDeadline() {
+		t.Fatal("HonoursDeadline false on rueidis")
+	}
+	check := []algorithms.Check{{Key: "{k}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
+	res := make([]algorithms.Result, 1)
+	if err := b.Allow(context.Background(), check, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.Allow(ctx, check, res) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("check on a stopped server: %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("check on a stopped server still waiting 30s after its 100ms deadline")
+	}
+}
+
+// clusterMode is a rueidis client that says it is a cluster client.
+type clusterMode struct{ rueidis.Client }
+
+func (clusterMode) Mode() rueidis.ClientMode { return rueidis.ClientModeCluster }
+
+// TestNew: a nil client and a cluster client are refused with an error
+// naming the field.
+func TestNew(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client rueidis.Client
+	}{{"nil", nil}, {"cluster", clusterMode{}}} {
+		_, err := rueidisclient.New(tc.client)
+		var ce *algorithms.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "client" {
+			t.Errorf("New(%s): %v, want a ConfigError on client", tc.name, err)
+		}
+	}
+}
+
+// counting is a Client whose batches are counted.
+type counting struct {
+	*rueidisclient.Client
+	batches, batched atomic.Int64 // batches sent, commands in them
+}
+
+func (c *counting) Batch() redisstore.Batch { return &countingBatch{Batch: c.Client.Batch(), c: c} }
+
+type countingBatch struct {
+	redisstore.Batch
+	c *counting
+	n int64
+}
+
+func (b *countingBatch) Process(ctx context.Context, cmd redis.Cmder) error {
+	b.n++
+	return b.Batch.Process(ctx, cmd)
+}
+
+func (b *countingBatch) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	b.c.batches.Add(1)
+	b.c.batched.Add(b.n)
+	return b.Batch.Exec(ctx)
+}
+
+// TestBatches: with one round trip in flight at most, 64 concurrent
+// callers queue, and the store sends their checks as batches on the
+// adapter (one EVALSHA deciding several checks): still exactly 100 of 320
+// allowed under a limit of 100, for the algorithms of the batch scripts.
+func TestBatches(t *testing.T) {
+	srv := redistest.Require(t)
+	prefix := redistest.Prefix(t)
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.TokenBucket, algorithms.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := &counting{Client: newClient(t, srv)}
+			var cfg redisstore.Config
+			cfg.Pipelines = 1
+			if alg == algorithms.FixedWindow {
+				mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+				cfg.Now = func() time.Time { return mid }
+			}
+			b, err := redisstore.New(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := algorithms.Check{Key: prefix + alg.String() + ":{hot}", Algorithm: alg, Limit: algorithms.PerHour(100)}
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range 64 {
+				wg.Go(func() {
+					<-start
+					res := make([]algorithms.Result, 1)
+					for range 5 {
+						if err := b.Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
+							t.Error(err)
+							return
+						}
+						if res[0].Allowed {
+							allowed.Add(1)
+						}
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if allowed.Load() != 100 {
+				t.Fatalf("allowed %d of 320, want exactly 100", allowed.Load())
+			}
+			if c.batches.Load() == 0 {
+				t.Fatal("no batch sent: 64 callers on one round trip never queued")
+			}
+			t.Logf("%d batches, %d commands", c.batches.Load(), c.batched.Load())
+		})
+	}
+}

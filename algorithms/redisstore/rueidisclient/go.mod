@@ -1,0 +1,19 @@
+module github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient
+
+go 1.26.0
+
+replace github.com/redlimit/redlimit => ../../..
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.80
+	github.com/redlimit/redlimit v0.0.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
