@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	"github.com/throttled/throttled/v2"
 	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	ulimiter "github.com/ulule/limiter/v3"
@@ -14,6 +16,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient"
 )
 
 // allowFunc is the adapter every limiter is measured through: one check of
@@ -83,6 +86,8 @@ func limiters() []limiter {
 		{name: "redlimit token_bucket", id: "tb", build: redlimit(algorithms.TokenBucket, redisstore.Config{}, false), only: secondary},
 		{name: "redlimit sliding_window", id: "sw", build: redlimit(algorithms.SlidingWindow, redisstore.Config{}, false), only: secondary},
 		{name: "redlimit fixed_window", id: "fw", build: redlimit(algorithms.FixedWindow, redisstore.Config{}, false), same: sameFixedWindow},
+		{name: "redlimit fixed_window on rueidis (rueidisclient)", id: "fw-rueidis", build: redlimitRueidis(algorithms.FixedWindow), same: sameFixedWindow},
+		{name: "redlimit gcra on rueidis (rueidisclient)", id: "gcra-rueidis", build: redlimitRueidis(algorithms.GCRA), same: sameGCRA},
 		{name: "redlimit sliding_log", id: "sl", build: redlimit(algorithms.SlidingLog, redisstore.Config{}, false), only: secondary},
 	}
 }
@@ -112,6 +117,52 @@ func redlimit(a algorithms.Algorithm, cfg redisstore.Config, denyCache bool) fun
 		}
 		return redlimitAllow(backend, a, l), nil
 	}
+}
+
+// redlimitRueidis builds redlimit's backend on a rueidis client of c's
+// server (rueidisclient), checking with algorithm a. Its commands are
+// not counted by the go-redis hook of the other rows.
+func redlimitRueidis(a algorithms.Algorithm) func(*redis.Client, limit) (allowFunc, error) {
+	return func(c *redis.Client, l limit) (allowFunc, error) {
+		rc, err := rueidisOf(c.Options().Addr)
+		if err != nil {
+			return nil, err
+		}
+		b, err := redisstore.New(rc, redisstore.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return redlimitAllow(b, a, l), nil
+	}
+}
+
+// rueidisClients holds one rueidis client per server address, made once
+// for the whole run as the go-redis clients are.
+var rueidisClients struct {
+	sync.Mutex
+	m map[string]*rueidisclient.Client
+}
+
+func rueidisOf(addr string) (*rueidisclient.Client, error) {
+	rueidisClients.Lock()
+	defer rueidisClients.Unlock()
+	if c, ok := rueidisClients.m[addr]; ok {
+		return c, nil
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, DisableAutoPipelining: true})
+	if err != nil {
+		return nil, err
+	}
+	c, err := rueidisclient.New(rc)
+	if err != nil {
+		rc.Close()
+		return nil, err
+	}
+	if rueidisClients.m == nil {
+		rueidisClients.m = map[string]*rueidisclient.Client{}
+	}
+	rueidisClients.m[addr] = c
+	return c, nil
 }
 
 // slidingLogMax is the largest Rate a sliding_log Limit may have.

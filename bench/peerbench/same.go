@@ -214,6 +214,9 @@ func ratioCell(rs []float64) string {
 // "redlimit fixed_window", "ulule/limiter".
 func shortName(lm limiter) string {
 	f := strings.Fields(lm.name)
+	if len(f) > 3 && f[0] == "redlimit" && f[2] == "on" {
+		return strings.Join(f[:4], " ") // "redlimit gcra on rueidis"
+	}
 	if len(f) > 1 && f[0] == "redlimit" {
 		return f[0] + " " + f[1]
 	}

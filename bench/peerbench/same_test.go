@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// TestSameAlgorithm: -same keeps the two pairs and the baseline, the
-// reference row first.
+// TestSameAlgorithm: -same keeps the pairs (redlimit on go-redis and on
+// rueidis) and the baseline, the reference row first.
 func TestSameAlgorithm(t *testing.T) {
 	t.Parallel()
 	var ids []string
 	for _, lm := range sameAlgorithm(limiters()) {
 		ids = append(ids, lm.id)
 	}
-	if got, want := strings.Join(ids, " "), "gcra redis_rate ulule baseline fw"; got != want {
+	if got, want := strings.Join(ids, " "), "gcra redis_rate ulule baseline fw fw-rueidis gcra-rueidis"; got != want {
 		t.Errorf("sameAlgorithm(limiters()) = %s, want %s", got, want)
 	}
 }
@@ -30,7 +30,7 @@ func TestControlRow(t *testing.T) {
 	for _, p := range pairs {
 		got = append(got, shortName(p.ours)+" ÷ "+shortName(p.peer))
 	}
-	if want := "redlimit gcra ÷ go-redis/redis_rate, redlimit fixed_window ÷ ulule/limiter, control ÷ ulule/limiter"; strings.Join(got, ", ") != want {
+	if want := "redlimit gcra ÷ go-redis/redis_rate, redlimit fixed_window ÷ ulule/limiter, redlimit fixed_window on rueidis ÷ ulule/limiter, redlimit gcra on rueidis ÷ go-redis/redis_rate, control ÷ ulule/limiter"; strings.Join(got, ", ") != want {
 		t.Errorf("pairs = %s, want %s", strings.Join(got, ", "), want)
 	}
 }
