@@ -9,5 +9,6 @@
 -- the now, as one_fast.lua's.
 if ARGV[1] == '0' and not KEYS[3] then
   local key, cap, period, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
-  if tonumber(cost) <= cap and period % 1000 == 0 then
+  local ncost = tonumber(cost)
+  if ncost <= cap and period % 1000 == 0 then
     local count, reset

@@ -5,7 +5,7 @@
       if count <= cap then return {1, cap - count, 0, reset} end
       local allowed = 0
       if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
-      local remaining = cap - count + tonumber(cost)
+      local remaining = cap - count + ncost
       if remaining < 0 then remaining = 0 end
       return {allowed, remaining, reset, reset}
     end

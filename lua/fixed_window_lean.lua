@@ -21,5 +21,6 @@
 -- written, to the algorithm's one-check script (a key that holds a hash:
 -- an older layout, a calendar quota's window, a client clock's write; a
 -- string with no TTL that was there before).
-local key, cap, period, cost = KEYS[1], ARGV[1], ARGV[2], ARGV[3] or '1'
+local key, cap, period, cost, ncost = KEYS[1], ARGV[1], ARGV[2], '1', 1
+if ARGV[3] then cost, ncost = ARGV[3], tonumber(ARGV[3]) end
 local count, reset

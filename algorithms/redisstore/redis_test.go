@@ -423,3 +423,58 @@ func TestGCRAState(t *testing.T) {
 		t.Errorf("rewritten as %q", got)
 	}
 }
+
+// TestEmptiedWindowKeepsItsEnd: a fixed window that refunds emptied (its
+// count back to 0, its TTL still set) keeps the end its TTL says when the
+// next check comes on the server's clock, in the lean script and in the
+// one-check script (a refundable check): a TTL unlike this server clock's
+// window end (set by a node whose clock was off, before a failover) is not
+// moved, which would shorten or stretch the window. Only a key with no
+// TTL starts a window at the clock.
+func TestEmptiedWindowKeepsItsEnd(t *testing.T) {
+	srv := redistest.Require(t)
+	c := srv.Client(t)
+	b, err := redisstore.New(c, redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	for _, refundable := range []bool{false, true} {
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := now.Truncate(time.Hour).Add(time.Hour) // the clock's window end
+		target := end.Add(-7 * time.Minute)
+		if end.Sub(now) < 10*time.Minute {
+			target = end.Add(20 * time.Minute)
+		}
+		key := fmt.Sprintf("%s{fw-%v}", prefix, refundable)
+		if err := c.Set(ctx, key, 0, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PExpireAt(ctx, key, target).Err(); err != nil {
+			t.Fatal(err)
+		}
+		check := algorithms.Check{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10)}
+		if refundable {
+			check.RefundWindow = time.Minute
+		}
+		res := make([]algorithms.Result, 1)
+		if err := b.Allow(ctx, []algorithms.Check{check}, res); err != nil {
+			t.Fatal(err)
+		}
+		left := target.Sub(now)
+		if !res[0].Allowed || res[0].Remaining != 9 || (res[0].ResetAfter-left).Abs() > 2*time.Second {
+			t.Errorf("refundable %v: %s, want allowed with 9 left and reset in %v (the key's own end)", refundable, backendtest.FormatResult(res[0]), left)
+		}
+		ttl, err := c.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (ttl - left).Abs() > 2*time.Second {
+			t.Errorf("refundable %v: TTL %v after the check, want the key's own %v (the clock's window end is in %v)", refundable, ttl, left, end.Sub(now))
+		}
+	}
+}

@@ -16,7 +16,7 @@
 --   if and only if it is at most the capacity; a denial took the cost back);
 --   empty, nothing written, for a state one_fixed_window decides
 --
--- SHA1 cde935884884449d1dd4cb1ef7b0ea27d775116a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 849116c1a62caf62e9a94ee107cb68adcb2d7b61 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_lean.lua, fixed_window_count.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -43,7 +43,8 @@
 -- written, to the algorithm's one-check script (a key that holds a hash:
 -- an older layout, a calendar quota's window, a client clock's write; a
 -- string with no TTL that was there before).
-local key, cap, period, cost = KEYS[1], ARGV[1], ARGV[2], ARGV[3] or '1'
+local key, cap, period, cost, ncost = KEYS[1], ARGV[1], ARGV[2], '1', 1
+if ARGV[3] then cost, ncost = ARGV[3], tonumber(ARGV[3]) end
 local count, reset
 -- The fixed window's common case on the server's clock, written once for
 -- the two scripts that start with it: the one-check script
@@ -52,34 +53,45 @@ local count, reset
 -- (a number, or the lean script's ARGV, read only when a key's window is
 -- current), period (µs, a whole number of ms), cost (as sent: an integer
 -- string, which INCRBY and DECRBY get without formatting a Lua number
--- again), and the locals count and reset, which this sets for a check it
+-- again) and ncost (the cost as a number), and the locals count and reset, which this sets for a check it
 -- decides: the key's count with the cost added (allowed if and only if it
 -- is at most cap; a denial took its units back with DECRBY, so a denied
 -- check consumes nothing) and reset_after in µs. The key is a string whose
 -- TTL ends with its window (see fixed_window.lua): a key with a TTL is the
 -- current window, and the check reads no clock. A key INCRBY created (no
 -- TTL, count = cost) starts a window: TIME, and its expiry at the
--- window's last ms (PEXPIREAT, as fixed_window_fast sets it). Anything
+-- window's last ms (PEXPIREAT, as fixed_window_fast sets it), with NX
+-- (Redis 7), so that a window refunds emptied (count = cost again, its
+-- TTL kept) keeps its own end, which PTTL then reads; that costs a new
+-- key no PTTL. Redis 6 refuses NX: PTTL tells the two apart. Anything
 -- else (a hash: INCRBY fails; a string with no TTL that was there before)
 -- is left unchanged, count nil, to what follows.
 local c = redis.pcall('INCRBY', key, cost)
 if type(c) == 'number' then
-  local ttl = redis.call('PTTL', key)
-  if ttl >= 0 then
-    if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
-    count, reset = c, (ttl + 1) * 1000
-  elseif c == tonumber(cost) then
+  local set, now, stop = 0
+  if c == ncost then
     local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local p = tonumber(period)
-    local stop = (math.floor(now / p) + 1) * p
+    now = t[1] * 1000000 + t[2]
+    stop = now - now % period + period
     -- a number: redis.call writes it with %.17g, exact below 2^53, for
     -- about 1,000 instructions less than string.format('%.0f') and its
     -- Lua string
-    redis.call('PEXPIREAT', key, stop / 1000 - 1)
+    set = redis.pcall('PEXPIREAT', key, stop / 1000 - 1, 'NX')
+  end
+  if set == 1 then
     count, reset = c, stop - now
   else
-    redis.call('DECRBY', key, cost)
+    local ttl = redis.call('PTTL', key)
+    if ttl >= 0 then
+      if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
+      count, reset = c, (ttl + 1) * 1000
+    elseif c == ncost then
+      -- Redis 6: no TTL, so a window starts
+      redis.call('PEXPIREAT', key, stop / 1000 - 1)
+      count, reset = c, stop - now
+    else
+      redis.call('DECRBY', key, cost)
+    end
   end
 end
 if count then return {count, reset} end
