@@ -293,7 +293,8 @@ func convErr(err error) error {
 	return err
 }
 
-// strs formats a script's arguments as go-redis writes them.
+// strs formats a command's arguments as go-redis writes them (the store's
+// are strings, int64 and int).
 func strs(args []any) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
@@ -329,8 +330,6 @@ func str(a any) string {
 		return strconv.FormatInt(int64(v), 10)
 	case nil:
 		return ""
-	case fmt.Stringer:
-		return v.String()
 	}
-	return fmt.Sprint(a)
+	return fmt.Sprint(a) // not an argument of the store's
 }

@@ -368,3 +368,87 @@ func TestBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectionKills: 32 callers check one key while its connections
+// are killed every few milliseconds (CLIENT KILL, as a proxy or a failover
+// drops them). A call that fails may or may not have been counted, but
+// none is counted twice: rueidis does not send a decide script again after
+// a lost reply. So the count in Redis lies between the checks allowed and
+// those plus the ones that failed, on either rueidis mode.
+func TestConnectionKills(t *testing.T) {
+	srv := redistest.Require(t)
+	admin := srv.Client(t)
+	prefix := redistest.Prefix(t)
+	const limit = 100_000
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("autopipelining=%v", auto), func(t *testing.T) {
+			c, err := rueidisclient.New(dialWith(t, srv, rueidis.ClientOption{DisableAutoPipelining: !auto}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+			b, err := redisstore.New(c, redisstore.Config{Now: func() time.Time { return mid }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := algorithms.Check{Key: prefix + fmt.Sprint(auto) + ":{hot}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(limit)}
+			var allowed, failed, kills atomic.Int64
+			stop := make(chan struct{})
+			killed := make(chan struct{})
+			go func() {
+				defer close(killed)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(3 * time.Millisecond):
+					}
+					if n, err := admin.ClientKillByFilter(context.Background(), "TYPE", "normal", "SKIPME", "yes").Result(); err == nil {
+						kills.Add(n)
+					}
+				}
+			}()
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Go(func() {
+					res := make([]algorithms.Result, 1)
+					for range 200 {
+						err := b.Allow(context.Background(), []algorithms.Check{check}, res)
+						switch {
+						case err != nil:
+							failed.Add(1)
+						case res[0].Allowed:
+							allowed.Add(1)
+						default:
+							t.Errorf("denied under a limit of %d", limit)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(stop)
+			<-killed
+			// the count: a check of cost 0 consumes nothing
+			peek := check
+			peek.Cost = 0
+			res := make([]algorithms.Result, 1)
+			var err2 error
+			for range 50 { // the connection may have just been killed
+				if err2 = b.Allow(context.Background(), []algorithms.Check{peek}, res); err2 == nil {
+					break
+				}
+			}
+			if err2 != nil {
+				t.Fatal(err2)
+			}
+			counted := limit - res[0].Remaining
+			t.Logf("allowed %d, failed %d, counted %d, connections killed %d", allowed.Load(), failed.Load(), counted, kills.Load())
+			if counted < allowed.Load() || counted > allowed.Load()+failed.Load() {
+				t.Fatalf("counted %d: not between allowed %d and allowed + failed %d", counted, allowed.Load(), allowed.Load()+failed.Load())
+			}
+			if allowed.Load() == 0 {
+				t.Fatal("no check allowed")
+			}
+		})
+	}
+}
