@@ -128,6 +128,9 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if err := validReplicas(&cfg); err != nil {
 		return nil, err
 	}
+	if cfg.Replicas > 0 && !replicable(client) {
+		return nil, &algorithms.ConfigError{Field: "Replicas", Reason: fmt.Sprintf("needs a go-redis client that pipelines, to send WAIT on each script's connection (%T does not)", client)}
+	}
 	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
 	max := cfg.Pipelines
 	if cfg.Replicas > 0 {

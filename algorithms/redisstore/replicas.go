@@ -78,6 +78,15 @@ func (b *Store) runReplicated(ctx context.Context, node *redis.Client, s *redis.
 }
 
 // validReplicas checks the replication fields of cfg.
+// replicable reports whether runReplicated can send WAIT on client.
+func replicable(client redis.Scripter) bool {
+	switch client.(type) {
+	case masterForKey, pipeliner:
+		return true
+	}
+	return false
+}
+
 func validReplicas(cfg *Config) error {
 	switch {
 	case cfg.Replicas < 0:

@@ -278,7 +278,7 @@ type clusterMode struct{ rueidis.Client }
 func (clusterMode) Mode() rueidis.ClientMode { return rueidis.ClientModeCluster }
 
 // TestNew: a nil client and a cluster client are refused with an error
-// naming the field.
+// naming the field, and so is a store on rueidis with Replicas.
 func TestNew(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -289,6 +289,14 @@ func TestNew(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Field != "client" {
 			t.Errorf("New(%s): %v, want a ConfigError on client", tc.name, err)
 		}
+	}
+	// WAIT after each script needs a go-redis client: the store says so
+	// when it is made, not at the first check.
+	srv := redistest.Require(t)
+	_, err := redisstore.New(newClient(t, srv), redisstore.Config{Replicas: 1})
+	var ce *algorithms.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Replicas" {
+		t.Errorf("redisstore.New with Replicas on rueidis: %v, want a ConfigError on Replicas", err)
 	}
 }
 
