@@ -20,11 +20,12 @@
 //
 // A check that finds a round trip free is sent at once, on the caller's
 // goroutine; rueidis's round trip costs the application less CPU than
-// go-redis's (no health-check syscall on each connection checkout, fewer
-// allocations), so at low concurrency a check through it is faster, and
-// under concurrency the store's batching works as on go-redis. See
-// docs/performance.md ("The store on rueidis") for the figures and the
-// machine.
+// go-redis's (no health-check syscall on each connection checkout, no
+// deadlines set per command), so at low concurrency a check through it is
+// faster while the client runs warm, and under concurrency the store's
+// batching works as on go-redis. See docs/performance.md ("The store on
+// rueidis") for the figures, the machine, and how much of the gain is
+// left when each check runs amid other work.
 //
 // Set DisableAutoPipelining: with it, each round trip takes a connection
 // of its own and runs on the caller's goroutine. Without it, rueidis
