@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	_ "time/tzdata" // the vectors' time zones, whatever the machine holds
@@ -562,4 +564,34 @@ func Scaled(c Call, f int64) Call {
 		out.Checks[j].Limit.Period *= time.Duration(f)
 	}
 	return out
+}
+
+// HammerTwo sends check from 64 goroutines, 5 calls each, alternating
+// between two backends (two application instances), all released
+// together, and returns how many calls were allowed and denied.
+func HammerTwo(t *testing.T, backends []algorithms.Backend, check algorithms.Check) (allowed, denied int64) {
+	t.Helper()
+	var a, d atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 64 {
+		wg.Go(func() {
+			<-start
+			res := make([]algorithms.Result, 1)
+			for range 5 {
+				if err := backends[g%2].Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed {
+					a.Add(1)
+				} else {
+					d.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return a.Load(), d.Load()
 }

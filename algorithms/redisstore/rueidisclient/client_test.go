@@ -119,7 +119,7 @@ func TestConcurrentExactness(t *testing.T) {
 					mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
 					cfg.Now = func() time.Time { return mid }
 				}
-				var backends [2]algorithms.Backend
+				backends := make([]algorithms.Backend, 2)
 				for i, client := range []redis.Scripter{c, gr} {
 					b, err := redisstore.New(client, cfg)
 					if err != nil {
@@ -128,30 +128,8 @@ func TestConcurrentExactness(t *testing.T) {
 					backends[i] = b
 				}
 				check := algorithms.Check{Key: prefix + fmt.Sprint(auto) + alg.String() + ":{hot}", Algorithm: alg, Limit: algorithms.PerHour(100)}
-				var allowed, denied atomic.Int64
-				var wg sync.WaitGroup
-				start := make(chan struct{})
-				for g := range 64 {
-					wg.Go(func() {
-						<-start
-						res := make([]algorithms.Result, 1)
-						for range 5 {
-							if err := backends[g%2].Allow(context.Background(), []algorithms.Check{check}, res); err != nil {
-								t.Error(err)
-								return
-							}
-							if res[0].Allowed {
-								allowed.Add(1)
-							} else {
-								denied.Add(1)
-							}
-						}
-					})
-				}
-				close(start)
-				wg.Wait()
-				if allowed.Load() != 100 || denied.Load() != 220 {
-					t.Fatalf("allowed %d, denied %d of 320; want exactly 100 allowed", allowed.Load(), denied.Load())
+				if allowed, denied := backendtest.HammerTwo(t, backends, check); allowed != 100 || denied != 220 {
+					t.Fatalf("allowed %d, denied %d of 320; want exactly 100 allowed", allowed, denied)
 				}
 			})
 		}
