@@ -48,6 +48,13 @@ type Options struct {
 	Workers   int           // goroutines per instance; default 3
 	Timeout   time.Duration // the engines' Timeout; default 50ms
 
+	// StoreClient, when set, gives the store of each instance run in this
+	// process its client: what it returns for the world's go-redis client
+	// (another library's client on the same node, through the same
+	// dialer, so that the faults reach it; rueidisclient's tests), with a
+	// func that closes it. Worker processes stay on go-redis.
+	StoreClient func(c redis.UniversalClient) (redis.Scripter, func(), error)
+
 	// StartWorld starts the topology; default world.Start.
 	StartWorld func(ctx context.Context, topology string, opts world.Options) (world.World, error)
 	// Log receives the schedule and progress; nil discards.
@@ -284,7 +291,7 @@ func (f *fleet) spawn(ctx context.Context) error {
 		}
 	}
 	if m == nil {
-		in, err := newInstance(cfg, f.w.NewClient(clientOptions(f.o)), f.clock, f.h.Add)
+		in, err := newInstance(cfg, f.w.NewClient(clientOptions(f.o)), f.o.StoreClient, f.clock, f.h.Add)
 		if err != nil {
 			return err
 		}

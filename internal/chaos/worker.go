@@ -231,7 +231,7 @@ func Worker(in io.Reader, out io.Writer) error {
 	}
 	base := cfg.Instance.Base
 	clock := func() int64 { return time.Now().UnixMicro() - base }
-	inst, err := newInstance(cfg.Instance, cfg.Client.client(), clock, emit)
+	inst, err := newInstance(cfg.Instance, cfg.Client.client(), nil, clock, emit)
 	if err != nil {
 		return err
 	}

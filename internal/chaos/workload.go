@@ -85,13 +85,15 @@ type instanceConfig struct {
 
 // instance is one application instance: its client, store and engines.
 type instance struct {
-	cfg     instanceConfig
-	client  redis.UniversalClient
-	engines map[string]*engine.Engine
-	emit    func(Record)
-	clock   func() int64 // µs since the history's base
-	nextID  atomic.Int64
-	crashed atomic.Bool
+	cfg    instanceConfig
+	client redis.UniversalClient
+	// closeStore closes the store's own client (Options.StoreClient)
+	closeStore func()
+	engines    map[string]*engine.Engine
+	emit       func(Record)
+	clock      func() int64 // µs since the history's base
+	nextID     atomic.Int64
+	crashed    atomic.Bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -111,11 +113,23 @@ func withTag(ctx context.Context, op string) (context.Context, *callTag) {
 	return context.WithValue(ctx, tagKey{}, t), t
 }
 
-// newInstance builds an instance over client. emit receives every record.
-func newInstance(cfg instanceConfig, client redis.UniversalClient, clock func() int64, emit func(Record)) (*instance, error) {
+// newInstance builds an instance over client, its store on what
+// storeClient returns for it when storeClient is set (see
+// Options.StoreClient). emit receives every record.
+func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient func(redis.UniversalClient) (redis.Scripter, func(), error), clock func() int64, emit func(Record)) (*instance, error) {
 	in := &instance{cfg: cfg, client: client, emit: emit, clock: clock, engines: map[string]*engine.Engine{}}
-	store, err := redisstore.New(client, redisstore.Config{Replicas: cfg.Replicas, ReplicaTimeout: cfg.Timeout / 2})
+	var sc redis.Scripter = client
+	if storeClient != nil {
+		c, closeFn, err := storeClient(client)
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		sc, in.closeStore = c, closeFn
+	}
+	store, err := redisstore.New(sc, redisstore.Config{Replicas: cfg.Replicas, ReplicaTimeout: cfg.Timeout / 2})
 	if err != nil {
+		in.close()
 		return nil, err
 	}
 	backend := mutate(cfg.Mutate, store)
@@ -254,6 +268,9 @@ func (in *instance) close() {
 		_ = e.Close()
 	}
 	_ = in.client.Close()
+	if in.closeStore != nil {
+		in.closeStore()
+	}
 }
 
 func pause(ctx context.Context, d time.Duration) bool {
