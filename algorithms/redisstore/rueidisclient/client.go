@@ -55,7 +55,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -162,7 +161,18 @@ func setReply(cmd redis.Cmder, m rueidis.RedisMessage, err error) {
 		cmd.SetVal(v)
 	case *redis.Cmd:
 		v, err := m.ToAny()
-		setAny(cmd, v, err)
+		if err != nil {
+			cmd.SetErr(convErr(err))
+			return
+		}
+		if vs, ok := v.([]any); ok { // an error in an array, as go-redis gives it
+			for i, e := range vs {
+				if err, ok := e.(error); ok {
+					vs[i] = convErr(err)
+				}
+			}
+		}
+		cmd.SetVal(v)
 	default:
 		cmd.SetErr(fmt.Errorf("rueidisclient: %T is not a command of the store", cmd))
 	}
@@ -174,26 +184,40 @@ func (c *Client) HonoursDeadline() bool { return true }
 
 // EvalSha runs the script of digest sha1 (EVALSHA).
 func (c *Client) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	b := c.c.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
-	return c.do(ctx, b)
+	return c.script(ctx, scriptCmd(ctx, "evalsha", sha1, keys, args))
 }
 
 // Eval runs script (EVAL), which also caches it on the server.
 func (c *Client) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	b := c.c.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
-	return c.do(ctx, b)
+	return c.script(ctx, scriptCmd(ctx, "eval", script, keys, args))
 }
 
 // EvalShaRO runs the read-only script of digest sha1 (EVALSHA_RO).
 func (c *Client) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	b := c.c.B().EvalshaRo().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
-	return c.do(ctx, b)
+	return c.script(ctx, scriptCmd(ctx, "evalsha_ro", sha1, keys, args))
 }
 
 // EvalRO runs the read-only script (EVAL_RO).
 func (c *Client) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	b := c.c.B().EvalRo().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(strs(args)...).Build()
-	return c.do(ctx, b)
+	return c.script(ctx, scriptCmd(ctx, "eval_ro", script, keys, args))
+}
+
+// script sends cmd as Process does and returns it.
+func (c *Client) script(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	_ = c.Process(ctx, cmd)
+	return cmd
+}
+
+// scriptCmd is the command of a script call as go-redis builds it: name
+// (EVALSHA, EVAL, or their _RO forms), the digest or the source, the
+// number of keys, the keys, the arguments.
+func scriptCmd(ctx context.Context, name, first string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, first, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return redis.NewCmd(ctx, append(a, args...)...)
 }
 
 // ScriptExists reports which of the digests the server has cached.
@@ -208,10 +232,6 @@ func (c *Client) ScriptExists(ctx context.Context, hashes ...string) *redis.Bool
 	for i := range ms {
 		n, err := ms[i].AsInt64()
 		if err != nil {
-			if b, berr := ms[i].AsBool(); berr == nil {
-				v[i] = b
-				continue
-			}
 			cmd.SetErr(convErr(err))
 			return cmd
 		}
@@ -243,32 +263,6 @@ func (c *Client) Del(ctx context.Context, keys ...string) *redis.IntCmd {
 	}
 	cmd.SetVal(n)
 	return cmd
-}
-
-// do sends b and returns its reply as go-redis would: integers as int64,
-// strings as string, arrays as []any, a nil reply as redis.Nil, and a
-// server error as a redis.Error.
-func (c *Client) do(ctx context.Context, b rueidis.Completed) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	v, err := c.c.Do(ctx, b).ToAny()
-	setAny(cmd, v, err)
-	return cmd
-}
-
-// setAny sets v and err, a reply as rueidis's ToAny returns it, as cmd's.
-func setAny(cmd *redis.Cmd, v any, err error) {
-	if err != nil {
-		cmd.SetErr(convErr(err))
-		return
-	}
-	if vs, ok := v.([]any); ok {
-		for i, e := range vs {
-			if err, ok := e.(error); ok {
-				vs[i] = convErr(err)
-			}
-		}
-	}
-	cmd.SetVal(v)
 }
 
 // serverError is an error reply of the server, as a redis.Error: the
@@ -312,25 +306,6 @@ func str(a any) string {
 		return strconv.FormatInt(v, 10)
 	case int:
 		return strconv.Itoa(v)
-	case []byte:
-		return string(v)
-	case int32:
-		return strconv.FormatInt(int64(v), 10)
-	case uint64:
-		return strconv.FormatUint(v, 10)
-	case uint32:
-		return strconv.FormatUint(uint64(v), 10)
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	case bool:
-		if v {
-			return "1"
-		}
-		return "0"
-	case time.Duration:
-		return strconv.FormatInt(int64(v), 10)
-	case nil:
-		return ""
 	}
 	return fmt.Sprint(a) // not an argument of the store's
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -436,5 +437,48 @@ func TestConnectionKills(t *testing.T) {
 				t.Fatal("no check allowed")
 			}
 		})
+	}
+}
+
+// TestScripter: the redis.Scripter methods answer as go-redis's do on the
+// same server: ScriptLoad's digest, ScriptExists, the four EVAL forms with
+// keys and arguments, a nil reply as redis.Nil, and a server error as a
+// redis.Error.
+func TestScripter(t *testing.T) {
+	srv := redistest.Require(t)
+	c := newClient(t, srv)
+	gr := srv.Client(t)
+	ctx := context.Background()
+	src := "return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1}"
+	sha, err := c.ScriptLoad(ctx, src).Result()
+	if err != nil || sha != redis.NewScript(src).Hash() {
+		t.Fatalf("ScriptLoad = %q, %v; want %q", sha, err, redis.NewScript(src).Hash())
+	}
+	exists, err := c.ScriptExists(ctx, sha, "0000000000000000000000000000000000000000").Result()
+	if err != nil || !slices.Equal(exists, []bool{true, false}) {
+		t.Fatalf("ScriptExists = %v, %v; want [true false]", exists, err)
+	}
+	keys, args := []string{"{k}"}, []any{"a", int64(41)}
+	want, err := gr.EvalSha(ctx, sha, keys, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cmd := range map[string]*redis.Cmd{
+		"EvalSha":   c.EvalSha(ctx, sha, keys, args...),
+		"Eval":      c.Eval(ctx, src, keys, args...),
+		"EvalShaRO": c.EvalShaRO(ctx, sha, keys, args...),
+		"EvalRO":    c.EvalRO(ctx, src, keys, args...),
+	} {
+		got, err := cmd.Result()
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s = %v, %v; want %v as go-redis reads it", name, got, err, want)
+		}
+	}
+	if err := c.Eval(ctx, "return nil", nil).Err(); err != redis.Nil {
+		t.Errorf("a nil reply: %v, want redis.Nil", err)
+	}
+	var re redis.Error
+	if err := c.Eval(ctx, "return redis.error_reply('BOOM no')", nil).Err(); !errors.As(err, &re) || !strings.Contains(err.Error(), "BOOM no") {
+		t.Errorf("an error reply: %v (%T), want a redis.Error", err, err)
 	}
 }

@@ -25,15 +25,13 @@ func Persisting(c *Client) interface {
 type persisting struct{ *Client }
 
 func (p persisting) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
-	return p.script(ctx, append([]any{"evalsha", sha1, len(keys)}, append(anys(keys), args...)...))
+	cmd := scriptCmd(ctx, "evalsha", sha1, keys, args)
+	_ = p.Process(ctx, cmd)
+	return cmd
 }
 
 func (p persisting) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return p.script(ctx, append([]any{"eval", script, len(keys)}, append(anys(keys), args...)...))
-}
-
-func (p persisting) script(ctx context.Context, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
+	cmd := scriptCmd(ctx, "eval", script, keys, args)
 	_ = p.Process(ctx, cmd)
 	return cmd
 }
@@ -86,12 +84,4 @@ func (b *persistingBatch) Exec(ctx context.Context) ([]redis.Cmder, error) {
 		}
 	}
 	return b.cmds, first
-}
-
-func anys(keys []string) []any {
-	out := make([]any, len(keys))
-	for i, k := range keys {
-		out[i] = k
-	}
-	return out
 }
