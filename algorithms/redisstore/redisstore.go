@@ -125,11 +125,8 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, &algorithms.ConfigError{Field: "client", Reason: "must not be nil"}
 	}
-	if err := validReplicas(&cfg); err != nil {
+	if err := validReplicas(client, &cfg); err != nil {
 		return nil, err
-	}
-	if cfg.Replicas > 0 && !replicable(client) {
-		return nil, &algorithms.ConfigError{Field: "Replicas", Reason: fmt.Sprintf("needs a go-redis client that pipelines, to send WAIT on each script's connection (%T does not)", client)}
 	}
 	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
 	max := cfg.Pipelines

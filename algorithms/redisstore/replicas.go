@@ -47,10 +47,8 @@ func (b *Store) runReplicated(ctx context.Context, node *redis.Client, s *redis.
 				return nil, err
 			}
 			c = m
-		case pipeliner:
-			c = cl
 		default:
-			return nil, fmt.Errorf("redlimit: Config.Replicas needs a client that pipelines (%T does not)", b.client)
+			c = cl.(pipeliner) // New checked it (validReplicas)
 		}
 	}
 	pipe := c.Pipeline()
@@ -77,20 +75,17 @@ func (b *Store) runReplicated(ctx context.Context, node *redis.Client, s *redis.
 	return vals, nil
 }
 
-// validReplicas checks the replication fields of cfg.
-// replicable reports whether runReplicated can send WAIT on client.
-func replicable(client redis.Scripter) bool {
-	switch client.(type) {
-	case masterForKey, pipeliner:
-		return true
-	}
-	return false
-}
-
-func validReplicas(cfg *Config) error {
+// validReplicas checks the replication fields of cfg, and that with
+// Replicas, client can send WAIT on each script's connection (see
+// runReplicated).
+func validReplicas(client redis.Scripter, cfg *Config) error {
+	_, cluster := client.(masterForKey)
+	_, pipelines := client.(pipeliner)
 	switch {
 	case cfg.Replicas < 0:
 		return &algorithms.ConfigError{Field: "Replicas", Reason: fmt.Sprintf("must be >= 0, got %d", cfg.Replicas)}
+	case cfg.Replicas > 0 && !cluster && !pipelines:
+		return &algorithms.ConfigError{Field: "Replicas", Reason: fmt.Sprintf("needs a go-redis client that pipelines, to send WAIT on each script's connection (%T does not)", client)}
 	case cfg.ReplicaTimeout < 0:
 		return &algorithms.ConfigError{Field: "ReplicaTimeout", Reason: fmt.Sprintf("must be >= 0, got %v", cfg.ReplicaTimeout)}
 	case cfg.ReplicaTimeout > 0 && cfg.ReplicaTimeout < time.Millisecond:
