@@ -16,8 +16,7 @@
 -- one.lua's fast paths reply; or an empty reply (the line the Go side
 -- joins after gcra_flat.lua), having written nothing, for a value
 -- gcra_flat.lua leaves to the general code (another limit's, or not a
--- TAT), which the algorithm's one-check script then decides. fast.lua,
--- before it, defines intf.
+-- TAT), which the algorithm's one-check script then decides.
 local floor = math.floor
 local key, cap, r, u, sfx = KEYS[1], tonumber(ARGV[1]), 1, tonumber(ARGV[2]), ARGV[3]
 local cost = 1

@@ -66,7 +66,7 @@ var (
 	// leaves.
 	lean = map[string]string{
 		"fixed_window": source("fixed_window_lean") + source("fixed_window_count") + "if count then return {count, reset} end\nreturn {}\n",
-		"gcra":         source("fast") + source("gcra_lean") + source("gcra_flat") + "return {}\n",
+		"gcra":         source("gcra_lean") + source("gcra_flat") + "return {}\n",
 	}
 )
 

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
@@ -400,5 +402,60 @@ func TestDecodeLean(t *testing.T) {
 		if ok != tc.ok || (err != nil) != tc.err || r != tc.want {
 			t.Errorf("%s: decodeLean(%v) = %v, %+v, %v; want %v, %+v, error %v", tc.name, tc.vals, ok, r, err, tc.ok, tc.want, tc.err)
 		}
+	}
+}
+
+// TestLeanSmallClock: the lean scripts write a computed integer with '%d'
+// only when its length shows that Lua's C long holds it (see
+// fixed_window_count.lua and gcra_flat.lua), and otherwise as exactly by
+// another way. On a server clock near 1970, which takes the other way, the
+// keys must be written as on today's clock: the window's last ms as its
+// expiry, the TAT and its suffix as the value.
+func TestLeanSmallClock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+	}{
+		{"1970", time.Unix(3, 250_000_000)},
+		{"today", backendtest.T0.Add(250 * time.Millisecond)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t)
+			mr.SetTime(tc.now)
+			client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { client.Close() })
+			ctx := context.Background()
+			run := func(alg algorithms.Algorithm, p calc.Params, key string) []int64 {
+				t.Helper()
+				vals, err := leanScripts[alg].Run(ctx, client, []string{key}, newLeanArgs(&p)...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return vals
+			}
+			// 10 per second: the window ends 750ms later, and the key
+			// lives through its last ms
+			fw := calc.Prepare(uint8(algorithms.FixedWindow), 10, time.Second, 0, 1)
+			if vals := run(algorithms.FixedWindow, fw, "fw"); len(vals) != 2 || vals[0] != 1 || vals[1] != 750_000 {
+				t.Errorf("fixed window replied %v, want [1 750000]", vals)
+			}
+			if got := mr.TTL("fw"); got != 749*time.Millisecond {
+				t.Errorf("fixed window's TTL %v, want 749ms", got)
+			}
+			// 10 per second, a burst of 5: the TAT one interval after now
+			g := calc.Prepare(uint8(algorithms.GCRA), 10, time.Second, 5, 1)
+			if vals := run(algorithms.GCRA, g, "g"); len(vals) != 4 || vals[0] != 1 || vals[1] != 4 {
+				t.Errorf("GCRA replied %v, want allowed, 4 remaining", vals)
+			}
+			want := strconv.FormatInt(tc.now.UnixMicro()+100_000, 10) + "/500000"
+			if got, err := client.Get(ctx, "g").Result(); err != nil || got != want {
+				t.Errorf("GCRA wrote %q, %v; want %q", got, err, want)
+			}
+			if got := mr.TTL("g"); got != 100*time.Millisecond {
+				t.Errorf("GCRA's TTL %v, want 100ms", got)
+			}
+		})
 	}
 }

@@ -16,14 +16,10 @@
 --   allowed (0 or 1), remaining, retry_after µs, reset_after µs;
 --   empty, nothing written, for a value one_gcra decides
 --
--- SHA1 2c7173ecee2b6fff64a32c7366602c2567445016 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: fast.lua, gcra_lean.lua, gcra_flat.lua,
+-- SHA1 1b02e4b9c9995ff089a732c8c10f6be5ee3285a8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: gcra_lean.lua, gcra_flat.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
--- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
--- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
--- else '%.0f'; both write an integer below 2^53 alike.
-local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- GCRA's lean script: one check on the server's clock, no marker keys,
 -- for a limit whose emission interval is a whole number of µs (r = 1, so
 -- that every TAT stored under it is a whole µs: see gcra.lua), decided by
@@ -42,8 +38,7 @@ local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d
 -- one.lua's fast paths reply; or an empty reply (the line the Go side
 -- joins after gcra_flat.lua), having written nothing, for a value
 -- gcra_flat.lua leaves to the general code (another limit's, or not a
--- TAT), which the algorithm's one-check script then decides. fast.lua,
--- before it, defines intf.
+-- TAT), which the algorithm's one-check script then decides.
 local floor = math.floor
 local key, cap, r, u, sfx = KEYS[1], tonumber(ARGV[1]), 1, tonumber(ARGV[2]), ARGV[3]
 local cost = 1
@@ -54,8 +49,8 @@ local now
 -- closes its block after it) and the lean script (gcra_lean.lua before
 -- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
 -- value written under this limit, '/' .. tau: see gcra.lua), floor, now
--- (nil: read from TIME here, once the value is known to be decided here)
--- and, with fast.lua, intf. A value that is absent or a whole µs written
+-- (nil: read from TIME here, once the value is known to be decided here).
+-- A value that is absent or a whole µs written
 -- under this limit is decided with gcra's arithmetic, inline, and replied
 -- as one.lua's fast paths reply (without the now: the Go side needs it
 -- only from calls with marker keys; each value replied costs); any other
@@ -66,7 +61,7 @@ if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 
 if not v or a then
   if not now then
     local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now = t[1] * 1000000 + t[2]
   end
   local full = cap * u
   local diff = 0
@@ -79,11 +74,22 @@ if not v or a then
   if nxt > full then
     return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
   end
-  -- gcra_write(key, nxt, r, now, tau)
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
+  -- where that is exact: where Lua's C long has 64 bits. fast.lua's intf
+  -- asks by formatting 2^53, about 2,500 instructions a call; here the
+  -- TAT answers for free: where the long has 32 bits, '%d' writes at most
+  -- 11 characters, and a TAT on the server's clock (µs) has 16 digits.
+  -- A TAT of fewer than 12 characters (a clock a test injected, or that
+  -- long) is written again, with '%.0f' like the rest.
+  local f = '%d'
+  local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
+  if #tat < 12 then
+    f = '%.0f'
+    tat = string.format(f, now + floor(nxt / r))
+  end
+  if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)
-  redis.call('SET', key, tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
+  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + 999) / 1000)))
   remaining = floor((full - nxt) / u)
   if remaining < 0 then remaining = 0 end
   return {1, remaining, 0, reset}

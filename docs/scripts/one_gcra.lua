@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 f1986ce35d8fff7bdb12b01ad1ce92f7fc3b1a98 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 2cfd2a6f12c562db8711fda3b1ec58511fd72641 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, gcra_flat.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -52,8 +52,8 @@ if not KEYS[2] then
 -- closes its block after it) and the lean script (gcra_lean.lua before
 -- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
 -- value written under this limit, '/' .. tau: see gcra.lua), floor, now
--- (nil: read from TIME here, once the value is known to be decided here)
--- and, with fast.lua, intf. A value that is absent or a whole µs written
+-- (nil: read from TIME here, once the value is known to be decided here).
+-- A value that is absent or a whole µs written
 -- under this limit is decided with gcra's arithmetic, inline, and replied
 -- as one.lua's fast paths reply (without the now: the Go side needs it
 -- only from calls with marker keys; each value replied costs); any other
@@ -64,7 +64,7 @@ if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 
 if not v or a then
   if not now then
     local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now = t[1] * 1000000 + t[2]
   end
   local full = cap * u
   local diff = 0
@@ -77,11 +77,22 @@ if not v or a then
   if nxt > full then
     return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
   end
-  -- gcra_write(key, nxt, r, now, tau)
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
+  -- where that is exact: where Lua's C long has 64 bits. fast.lua's intf
+  -- asks by formatting 2^53, about 2,500 instructions a call; here the
+  -- TAT answers for free: where the long has 32 bits, '%d' writes at most
+  -- 11 characters, and a TAT on the server's clock (µs) has 16 digits.
+  -- A TAT of fewer than 12 characters (a clock a test injected, or that
+  -- long) is written again, with '%.0f' like the rest.
+  local f = '%d'
+  local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
+  if #tat < 12 then
+    f = '%.0f'
+    tat = string.format(f, now + floor(nxt / r))
+  end
+  if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)
-  redis.call('SET', key, tat .. sfx, 'PX', string.format(intf, floor((reset + 999) / 1000)))
+  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + 999) / 1000)))
   remaining = floor((full - nxt) / u)
   if remaining < 0 then remaining = 0 end
   return {1, remaining, 0, reset}
