@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/lua"
 )
 
 // TestLeanArgs: which checks have a lean script, and the ARGV it gets.
@@ -457,5 +459,88 @@ func TestLeanSmallClock(t *testing.T) {
 				t.Errorf("GCRA's TTL %v, want 100ms", got)
 			}
 		})
+	}
+}
+
+// TestWindowWithoutNX: Redis 6 refuses PEXPIREAT's NX, and the fixed
+// window's common case (fixed_window_count.lua) then tells a new window
+// from one that refunds emptied by PTTL. No Redis 6 runs here, so the
+// scripts are sent with an option Redis 7 refuses as Redis 6 refuses NX,
+// beside the scripts as they are, and must decide and write alike: a new
+// window ends at the clock's window end, and an emptied window keeps its
+// own end.
+func TestWindowWithoutNX(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Require(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	p := calc.Prepare(uint8(algorithms.FixedWindow), 10, time.Hour, 0, 1)
+	for _, sc := range []struct {
+		name string
+		src  string
+		args []any
+	}{
+		{"lean", lua.Lean("fixed_window"), newLeanArgs(&p)},
+		{"one-check", lua.Single("fixed_window"), newOneArgs(&p, 0)},
+	} {
+		if n := strings.Count(sc.src, ", 'NX')"); n != 1 {
+			t.Fatalf("%s: %d PEXPIREAT ... NX, want 1", sc.name, n)
+		}
+		withNX := redis.NewScript(sc.src)
+		withoutNX := redis.NewScript(strings.Replace(sc.src, ", 'NX')", ", 'NOT-IN-REDIS-6')", 1))
+		for _, emptied := range []bool{false, true} {
+			name := fmt.Sprintf("%s, emptied %v", sc.name, emptied)
+			keys := [2]string{prefix + name + ":nx", prefix + name + ":6"}
+			now, err := client.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := now.Truncate(time.Hour).Add(time.Hour) // the clock's window end
+			own := end.Add(-7 * time.Minute)              // an emptied window's own end
+			if end.Sub(now) < 10*time.Minute {
+				own = end.Add(20 * time.Minute)
+			}
+			want := end.Sub(now)
+			if emptied {
+				want = own.Sub(now)
+				for _, k := range keys {
+					if err := client.Set(ctx, k, 0, 0).Err(); err != nil {
+						t.Fatal(err)
+					}
+					if err := client.PExpireAt(ctx, k, own).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var replies [2][]int64
+			for i, s := range []*redis.Script{withNX, withoutNX} {
+				vals, err := s.Run(ctx, client, []string{keys[i]}, sc.args...).Int64Slice()
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				replies[i] = vals
+			}
+			for _, k := range keys {
+				ttl, err := client.PTTL(ctx, k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				count, err := client.Get(ctx, k).Int64()
+				if err != nil || count != 1 || (ttl-want).Abs() > 2*time.Second {
+					t.Errorf("%s, %s: count %d (%v), TTL %v; want 1 and %v", name, k, count, err, ttl, want)
+				}
+			}
+			if len(replies[0]) < 2 || len(replies[0]) != len(replies[1]) || replies[0][0] != replies[1][0] {
+				t.Errorf("%s: with NX %v, without %v", name, replies[0], replies[1])
+			} else if sc.name == "lean" { // {count, reset_after µs}
+				for _, r := range replies {
+					if got := time.Duration(r[1]) * time.Microsecond; (got - want).Abs() > 2*time.Second {
+						t.Errorf("%s: reset after %v, want %v", name, got, want)
+					}
+				}
+			}
+		}
 	}
 }
