@@ -471,9 +471,7 @@ func TestLeanSmallClock(t *testing.T) {
 // own end.
 func TestWindowWithoutNX(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Require(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
+	client := redistest.Require(t).Client(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
 	p := calc.Prepare(uint8(algorithms.FixedWindow), 10, time.Hour, 0, 1)
