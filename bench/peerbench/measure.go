@@ -140,7 +140,7 @@ func (e *env) run(ctx context.Context, a allowFunc, conc int, d time.Duration, r
 
 // memory is what a limiter stores.
 type memory struct {
-	perKey     float64 // used_memory growth per checked key, bytes
+	perKey     float64 // used_memory growth per checked key, bytes, connections' buffers excepted
 	keys       int64   // Redis keys after the checks
 	sample     string  // one of them
 	sampleSize int64   // its MEMORY USAGE, bytes
@@ -154,12 +154,21 @@ func (e *env) memory(ctx context.Context, a allowFunc, keys []string) (memory, e
 	if err := e.admin.FlushAll(ctx).Err(); err != nil {
 		return memory{}, err
 	}
+	// used_memory less the connections' buffers (mem_clients_normal):
+	// Redis shrinks an idle connection's query buffer seconds after its
+	// last command, and such a free (the rueidis rows' connections stay
+	// open) would otherwise land in whichever limiter's count runs then
 	used := func() (float64, error) {
 		info, err := e.info(ctx, "memory")
 		if err != nil {
 			return 0, err
 		}
-		return strconv.ParseFloat(info["used_memory"], 64)
+		u, err := strconv.ParseFloat(info["used_memory"], 64)
+		if err != nil {
+			return 0, err
+		}
+		c, err := strconv.ParseFloat(info["mem_clients_normal"], 64)
+		return u - c, err
 	}
 	if _, err := a(ctx, warm); err != nil {
 		return memory{}, err

@@ -247,7 +247,7 @@ func report(w io.Writer, h header, lms []limiter, res map[string]map[string][]ru
 		{title: "Redis CPU µs", value: med(scAbuse, cpu), prec: 2},
 	}}).print(lms)
 
-	fmt.Fprintf(w, "**State, allocations and correctness.** Memory: after FLUSHALL, 10,000 fresh keys checked once each (100/hour), serially on one connection, every stored key name 32 bytes long; used_memory growth per key (key table overhead included), and MEMORY USAGE of one key. Go allocations per check: serial, hot key, client side (adapter, library, go-redis). Correctness: limit 100/min, 64 goroutines × 5 calls on one fresh key through two instances on two clients; exact is 100.\n\n")
+	fmt.Fprintf(w, "**State, allocations and correctness.** Memory: after FLUSHALL, 10,000 fresh keys checked once each (100/hour), serially on one connection, every stored key name 32 bytes long; used_memory growth per key (key table overhead included; connections' buffers, mem_clients_normal, not; after one count thrown away), and MEMORY USAGE of one key. Go allocations per check: serial, hot key, client side (adapter, library, go-redis). Correctness: limit 100/min, 64 goroutines × 5 calls on one fresh key through two instances on two clients; exact is 100.\n\n")
 	(&table{w: w, cols: []column{
 		{title: "bytes/key (used_memory)", value: one(func(s single) float64 { return s.mem.perKey }, true)},
 		{title: "MEMORY USAGE of one key", value: one(func(s single) float64 { return float64(s.mem.sampleSize) }, true), note: func(lm limiter) string { return " `" + once[lm.id].mem.sample + "`" }},
