@@ -26,13 +26,11 @@ if type(c) == 'number' then
     local t, p = redis.call('TIME'), period + 0
     now = t[1] * 1000000 + t[2]
     stop = now - now % p + p
-    -- the window's last ms, written with '%d', 2,000 instructions less
-    -- than the number itself (which redis.call writes with %.17g) and
-    -- exact where Lua's C long has 64 bits; where it has 32, '%d' writes
-    -- at most 11 characters, and a ms on the server's clock has 13
-    -- digits: fewer than 12 characters, and the number goes instead
-    local last = string.format('%d', stop / 1000 - 1)
-    if #last < 12 then last = stop / 1000 - 1 end
+    -- the window's last ms, with '%d' where its length proves it exact
+    -- (a ms on the server's clock has 13 digits; see lua/doc.go)
+    local ms = stop / 1000 - 1
+    local last = string.format('%d', ms)
+    if #last < 12 then last = string.format('%.0f', ms) end
     set = redis.pcall('PEXPIREAT', key, last, 'NX')
   end
   if set == 1 then

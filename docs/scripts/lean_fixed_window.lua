@@ -16,7 +16,7 @@
 --   if and only if it is at most the capacity; a denial took the cost back);
 --   empty, nothing written, for a state one_fixed_window decides
 --
--- SHA1 1f40f313d48a9746f4d1ea5e6fac9d440bcd0daf (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 6d0bf48c17ce2acdcbfd91c67db9996cb060316b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_lean.lua, fixed_window_count.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -74,13 +74,11 @@ if type(c) == 'number' then
     local t, p = redis.call('TIME'), period + 0
     now = t[1] * 1000000 + t[2]
     stop = now - now % p + p
-    -- the window's last ms, written with '%d', 2,000 instructions less
-    -- than the number itself (which redis.call writes with %.17g) and
-    -- exact where Lua's C long has 64 bits; where it has 32, '%d' writes
-    -- at most 11 characters, and a ms on the server's clock has 13
-    -- digits: fewer than 12 characters, and the number goes instead
-    local last = string.format('%d', stop / 1000 - 1)
-    if #last < 12 then last = stop / 1000 - 1 end
+    -- the window's last ms, with '%d' where its length proves it exact
+    -- (a ms on the server's clock has 13 digits; see lua/doc.go)
+    local ms = stop / 1000 - 1
+    local last = string.format('%d', ms)
+    if #last < 12 then last = string.format('%.0f', ms) end
     set = redis.pcall('PEXPIREAT', key, last, 'NX')
   end
   if set == 1 then

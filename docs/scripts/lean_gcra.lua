@@ -16,7 +16,7 @@
 --   allowed (0 or 1), remaining, retry_after µs, reset_after µs;
 --   empty, nothing written, for a value one_gcra decides
 --
--- SHA1 1b02e4b9c9995ff089a732c8c10f6be5ee3285a8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 5145519e8d0c7109a7d97b41f9e019516831060c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: gcra_lean.lua, gcra_flat.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -75,12 +75,8 @@ if not v or a then
     return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
   end
   -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
-  -- where that is exact: where Lua's C long has 64 bits. fast.lua's intf
-  -- asks by formatting 2^53, about 2,500 instructions a call; here the
-  -- TAT answers for free: where the long has 32 bits, '%d' writes at most
-  -- 11 characters, and a TAT on the server's clock (µs) has 16 digits.
-  -- A TAT of fewer than 12 characters (a clock a test injected, or that
-  -- long) is written again, with '%.0f' like the rest.
+  -- where the TAT's length proves it exact (a µs on the server's clock
+  -- has 16 digits; see lua/doc.go), else with '%.0f'
   local f = '%d'
   local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
   if #tat < 12 then

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 e55b7f25c0703a87166719e79e88928325fdea61 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 88512e797a8174e87f21dba1f95504447dcb3792 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -62,13 +62,11 @@ if type(c) == 'number' then
     local t, p = redis.call('TIME'), period + 0
     now = t[1] * 1000000 + t[2]
     stop = now - now % p + p
-    -- the window's last ms, written with '%d', 2,000 instructions less
-    -- than the number itself (which redis.call writes with %.17g) and
-    -- exact where Lua's C long has 64 bits; where it has 32, '%d' writes
-    -- at most 11 characters, and a ms on the server's clock has 13
-    -- digits: fewer than 12 characters, and the number goes instead
-    local last = string.format('%d', stop / 1000 - 1)
-    if #last < 12 then last = stop / 1000 - 1 end
+    -- the window's last ms, with '%d' where its length proves it exact
+    -- (a ms on the server's clock has 13 digits; see lua/doc.go)
+    local ms = stop / 1000 - 1
+    local last = string.format('%d', ms)
+    if #last < 12 then last = string.format('%.0f', ms) end
     set = redis.pcall('PEXPIREAT', key, last, 'NX')
   end
   if set == 1 then

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 2cfd2a6f12c562db8711fda3b1ec58511fd72641 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 7d970c48ea1507fd795aca9a8f62a8cc960e3e11 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, gcra_flat.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -78,12 +78,8 @@ if not v or a then
     return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
   end
   -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
-  -- where that is exact: where Lua's C long has 64 bits. fast.lua's intf
-  -- asks by formatting 2^53, about 2,500 instructions a call; here the
-  -- TAT answers for free: where the long has 32 bits, '%d' writes at most
-  -- 11 characters, and a TAT on the server's clock (µs) has 16 digits.
-  -- A TAT of fewer than 12 characters (a clock a test injected, or that
-  -- long) is written again, with '%.0f' like the rest.
+  -- where the TAT's length proves it exact (a µs on the server's clock
+  -- has 16 digits; see lua/doc.go), else with '%.0f'
   local f = '%d'
   local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
   if #tat < 12 then
