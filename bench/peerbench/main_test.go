@@ -79,3 +79,16 @@ func TestSliceOrders(t *testing.T) {
 		}
 	}
 }
+
+// TestStored: a limiter's memory is used_memory less the connections'
+// buffers, which Redis grows and shrinks on its own schedule; a field
+// missing is an error, not a zero.
+func TestStored(t *testing.T) {
+	t.Parallel()
+	if got, err := stored(map[string]string{"used_memory": "2000000", "mem_clients_normal": "163840"}); err != nil || got != 1836160 {
+		t.Errorf("stored = %v, %v, want 1836160", got, err)
+	}
+	if _, err := stored(map[string]string{"used_memory": "2000000"}); err == nil {
+		t.Error("stored without mem_clients_normal: no error")
+	}
+}

@@ -154,21 +154,12 @@ func (e *env) memory(ctx context.Context, a allowFunc, keys []string) (memory, e
 	if err := e.admin.FlushAll(ctx).Err(); err != nil {
 		return memory{}, err
 	}
-	// used_memory less the connections' buffers (mem_clients_normal):
-	// Redis shrinks an idle connection's query buffer seconds after its
-	// last command, and such a free (the rueidis rows' connections stay
-	// open) would otherwise land in whichever limiter's count runs then
 	used := func() (float64, error) {
 		info, err := e.info(ctx, "memory")
 		if err != nil {
 			return 0, err
 		}
-		u, err := strconv.ParseFloat(info["used_memory"], 64)
-		if err != nil {
-			return 0, err
-		}
-		c, err := strconv.ParseFloat(info["mem_clients_normal"], 64)
-		return u - c, err
+		return stored(info)
 	}
 	if _, err := a(ctx, warm); err != nil {
 		return memory{}, err
@@ -197,6 +188,20 @@ func (e *env) memory(ctx context.Context, a allowFunc, keys []string) (memory, e
 	}
 	m.sampleSize, err = e.admin.MemoryUsage(ctx, m.sample, 0).Result()
 	return m, err
+}
+
+// stored is the memory INFO's fields say the server holds besides its
+// connections: used_memory less their buffers (mem_clients_normal). Redis
+// shrinks an idle connection's query buffer seconds after its last
+// command, and such a free (the rueidis rows' connections stay open)
+// would otherwise land in whichever limiter's count runs then.
+func stored(info map[string]string) (float64, error) {
+	u, err := strconv.ParseFloat(info["used_memory"], 64)
+	if err != nil {
+		return 0, err
+	}
+	c, err := strconv.ParseFloat(info["mem_clients_normal"], 64)
+	return u - c, err
 }
 
 // allocs returns the Go heap allocations and bytes per call of a, serial,
