@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -54,6 +55,14 @@ func RequireCluster(t testing.TB) {
 // with redis-cli --cluster create, and waits until every node reports
 // cluster_state:ok with all 16384 slots assigned and every replica is in
 // sync with its master. Close it when done.
+//
+// A cluster that does not form within 30 s is closed and started once
+// more on fresh nodes, and the first attempt's diagnosis (each node's
+// CLUSTER NODES and the end of its log, see [Cluster.diagnose]) is
+// written to standard error and kept with the second attempt's error.
+// Forming a cluster is the harness's setup, not what a test asserts: a
+// MEET handshake lost on a loaded machine should not fail a test of
+// the store.
 func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	if masters < 3 {
 		return nil, errors.New("redistest: a cluster needs at least 3 masters")
@@ -65,6 +74,31 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	if cli == "" {
 		return nil, errors.New("redistest: redis-cli not found on PATH")
 	}
+	c, err := startCluster(cli, masters, replicasPerMaster)
+	var nf *notFormed
+	if !errors.As(err, &nf) {
+		return c, err
+	}
+	fmt.Fprintf(os.Stderr, "redistest: starting the cluster again on fresh nodes: %v\n", err)
+	if c, err = startCluster(cli, masters, replicasPerMaster); err != nil {
+		return nil, fmt.Errorf("%w\n(a first attempt had failed too: %v)", err, nf)
+	}
+	return c, nil
+}
+
+// notFormed is the error of a cluster whose nodes started but did not
+// form a healthy cluster, with the nodes' diagnosis.
+type notFormed struct {
+	err       error
+	diagnosis string
+}
+
+func (e *notFormed) Error() string { return e.err.Error() + "\n" + e.diagnosis }
+func (e *notFormed) Unwrap() error { return e.err }
+
+// startCluster is one attempt of StartCluster; an error of the cluster's
+// forming (not of its nodes' starting) is a *notFormed.
+func startCluster(cli string, masters, replicasPerMaster int) (*Cluster, error) {
 	// start the nodes concurrently: each waits for its PING
 	c := &Cluster{Nodes: make([]*Server, masters*(1+replicasPerMaster))}
 	errs := make([]error, len(c.Nodes))
@@ -90,7 +124,7 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	// does not complete within the node timeout (a loaded machine) is
 	// dropped, and a node that no other node knows then stays unknown for
 	// good: from two node timeouts on, nodes meet the ones they miss.
-	if err := c.waitMet(30*time.Second, time.Now().Add(2*ClusterNodeTimeout)); err != nil {
+	if err := c.form(30*time.Second, time.Now().Add(2*ClusterNodeTimeout)); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -172,6 +206,44 @@ func (c *Cluster) meetMissing() {
 		return nil
 	})
 }
+
+// form waits as waitMet does and returns its error as a *notFormed, with
+// the nodes' diagnosis.
+func (c *Cluster) form(timeout time.Duration, heal time.Time) error {
+	if err := c.waitMet(timeout, heal); err != nil {
+		return &notFormed{err: err, diagnosis: c.diagnose()}
+	}
+	return nil
+}
+
+// diagnose describes each node of c for an error: whether it runs, its
+// CLUSTER NODES (one line per node it knows, with its flags and link
+// state) and the last lines of its log.
+func (c *Cluster) diagnose() string {
+	var b strings.Builder
+	for _, s := range c.Nodes {
+		fmt.Fprintf(&b, "node %s (running %v):\n", s.Addr, s.Running())
+		nc := s.NodeClient()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		nodes, err := nc.ClusterNodes(ctx).Result()
+		cancel()
+		nc.Close()
+		if err != nil {
+			nodes = "CLUSTER NODES: " + err.Error()
+		}
+		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+			b.WriteString("  " + line + "\n")
+		}
+		log := strings.Split(strings.TrimSpace(s.Log()), "\n")
+		for _, line := range log[max(len(log)-diagnoseLogLines, 0):] {
+			b.WriteString("  | " + line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// diagnoseLogLines is how many of a node's last log lines diagnose keeps.
+const diagnoseLogLines = 12
 
 // eachRunning calls fn with a client of each running node, in order,
 // until fn returns an error, which it returns. The calls share a second.

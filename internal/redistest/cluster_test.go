@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,3 +31,50 @@ func TestClusterMeetsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterNotFormed: a cluster that does not form reports a *notFormed
+// whose diagnosis shows, for every node, what it knows and its log: here
+// a node nobody meets, which knows only itself.
+func TestClusterNotFormed(t *testing.T) {
+	RequireCluster(t)
+	t.Parallel()
+	c, err := StartCluster(3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	lost, err := startNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Nodes = append(c.Nodes, lost)
+	err = c.form(300*time.Millisecond, time.Now().Add(time.Hour)) // never heals
+	var nf *notFormed
+	if !errors.As(err, &nf) {
+		t.Fatalf("form() = %v, want a *notFormed", err)
+	}
+	if !strings.Contains(nf.Error(), "cluster_known_nodes") {
+		t.Errorf("error %q does not say what was not reached", nf.err)
+	}
+	sections := strings.Split(nf.diagnosis, "node 127.0.0.1:")[1:]
+	if len(sections) != len(c.Nodes) {
+		t.Fatalf("diagnosis has %d node sections, want %d:\n%s", len(sections), len(c.Nodes), nf.diagnosis)
+	}
+	for i, sec := range sections {
+		known := strings.Count(sec, "connected")
+		want := 3
+		if c.Nodes[i] == lost {
+			want = 1
+		}
+		if known != want || !strings.Contains(sec, "myself") {
+			t.Errorf("node %s: %d connected nodes listed (want %d) in\n%s", c.Nodes[i].Addr, known, want, sec)
+		}
+		if !logLine.MatchString(sec) {
+			t.Errorf("node %s: no log lines in\n%s", c.Nodes[i].Addr, sec)
+		}
+	}
+}
+
+// logLine matches a redis-server log line as diagnose quotes it
+// ("  | 4242:M 07 Dec 2026 14:10:00.123 * ...").
+var logLine = regexp.MustCompile(`(?m)^  \| \d+:[MSCX] `)
