@@ -46,7 +46,8 @@ var leanScripts = func() (s [algorithms.Concurrency + 1]*redis.Script) {
 const maxExact = 1 << 53
 
 // newLeanArgs returns the ARGV of p's lean script (lua/fixed_window_lean.lua,
-// lua/gcra_lean.lua), or nil when p has none or its flat path does not
+// lua/gcra_lean.lua), as strings (cached by argsFor, so that no client
+// formats them again per call), or nil when p has none or its flat path does not
 // apply: a fixed window's period not a whole number of ms or cost above
 // the capacity; a GCRA emission interval that is no whole number of µs
 // (r > 1, whose TATs carry a fraction the flat path leaves to the general
@@ -58,20 +59,24 @@ func newLeanArgs(p *calc.Params) []any {
 		if p.Period <= 0 || p.Period%1000 != 0 || p.Cost > p.Cap {
 			return nil
 		}
-		args = []any{p.Cap, p.Period}
+		args = []any{itoa(p.Cap), itoa(p.Period)}
 	case algorithms.GCRA:
 		if p.R != 1 || p.U <= 0 || p.Cap > maxExact/p.U || p.Cost > maxExact/p.U {
 			return nil
 		}
-		args = []any{p.Cap, p.U, "/" + strconv.FormatInt(p.Cap*p.U, 10)}
+		args = []any{itoa(p.Cap), itoa(p.U), "/" + itoa(p.Cap*p.U)}
 	default:
 		return nil
 	}
 	if p.Cost != 1 {
-		args = append(args, p.Cost)
+		args = append(args, itoa(p.Cost))
 	}
 	return args
 }
+
+// itoa formats n for a cached ARGV: formatted once per limit, not by
+// the client on every call.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // decideLean decides the one check of p on key with its lean script, when
 // p has one and a round trip is free for it, into r. It reports false,

@@ -33,13 +33,13 @@ func TestLeanArgs(t *testing.T) {
 		p    calc.Params
 		want []any // nil: none
 	}{
-		{"fixed window", fw(100, time.Minute, 1), []any{int64(100), int64(60_000_000)}},
-		{"fixed window, cost 3", fw(100, time.Minute, 3), []any{int64(100), int64(60_000_000), int64(3)}},
-		{"fixed window, cost = capacity", fw(5, time.Second, 5), []any{int64(5), int64(1_000_000), int64(5)}},
+		{"fixed window", fw(100, time.Minute, 1), []any{"100", "60000000"}},
+		{"fixed window, cost 3", fw(100, time.Minute, 3), []any{"100", "60000000", "3"}},
+		{"fixed window, cost = capacity", fw(5, time.Second, 5), []any{"5", "1000000", "5"}},
 		{"fixed window, cost above capacity", fw(5, time.Second, 6), nil},
 		{"fixed window, period not whole ms", fw(5, 1500*time.Microsecond, 1), nil},
-		{"gcra 10/s burst 5", gcra(10, time.Second, 5, 1), []any{int64(5), int64(100_000), "/500000"}},
-		{"gcra 1M/s, cost 2", gcra(1_000_000, time.Second, 0, 2), []any{int64(1_000_000), int64(1), "/1000000", int64(2)}},
+		{"gcra 10/s burst 5", gcra(10, time.Second, 5, 1), []any{"5", "100000", "/500000"}},
+		{"gcra 1M/s, cost 2", gcra(1_000_000, time.Second, 0, 2), []any{"1000000", "1", "/1000000", "2"}},
 		{"gcra 3/s: interval not whole µs", gcra(3, time.Second, 0, 1), nil},
 		{"gcra, full window beyond 2^53 µs", gcra(1, 1000*time.Hour, 1<<40, 1), nil},
 		{"token bucket", calc.Prepare(uint8(algorithms.TokenBucket), 10, time.Second, 0, 1), nil},
