@@ -33,10 +33,10 @@ func BenchmarkAllow(b *testing.B) {
 	}{{"goredis", gr}, {"rueidis", newClient(b, srv)}}
 	prefix := redistest.Prefix(b)
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
-		// 1,000 per second: a GCRA emission interval of whole µs, as a
-		// check of a real limit has (its lean script); never denied here
-		limit := algorithms.PerSecond(1000)
-		limit.Period, limit.Rate = time.Millisecond, 1_000_000_000
+		// 1,000,000 per second: a GCRA emission interval of a whole µs
+		// and a fixed window of whole ms, so that both are sent as their
+		// lean scripts, as a check of a real limit is; never denied here
+		limit := algorithms.PerSecond(1_000_000)
 		var stores [2]*redisstore.Store
 		var checks [2][]algorithms.Check
 		for i, c := range clients {
