@@ -318,6 +318,13 @@ func noScript(err error) bool {
 // runScript runs s on c as go-redis's Script.Run does (EVALSHA, then EVAL
 // on NOSCRIPT), reading the reply as evalCmd does.
 func runScript(ctx context.Context, c Batcher, s *redis.Script, keys []string, args []any) ([]int64, error) {
+	if r, ok := c.(ScriptRunner); ok {
+		vals, err := r.RunScript(ctx, false, s.Hash(), keys, args)
+		if noScript(err) {
+			vals, err = r.RunScript(ctx, true, sources[s], keys, args)
+		}
+		return vals, err
+	}
 	cmd := evalCmd(ctx, s, false, keys, args)
 	_ = c.Process(ctx, cmd)
 	if noScript(cmd.Err()) {

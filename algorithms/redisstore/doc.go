@@ -42,7 +42,9 @@
 // one batch script, each exactly as its own script would. The store
 // pipelines on a *redis.Client, a *redis.ClusterClient, and a client of
 // another library that implements [Batcher] (rueidisclient, a module of its
-// own, adapts rueidis).
+// own, adapts rueidis). Such a client may also implement [ScriptRunner]:
+// the calls sent at once then go through it, as the library's own
+// command, without go-redis's command types.
 //
 // # Client options and deadlines
 //

@@ -43,6 +43,20 @@ type Batcher interface {
 	Batch() Batch
 }
 
+// A ScriptRunner is a Batcher that also runs one script call itself:
+// the store sends a call that finds a round trip free (at low
+// concurrency, most calls) through RunScript, without go-redis's
+// command types, and batches the others through Batch as before.
+type ScriptRunner interface {
+	Batcher
+	// RunScript sends EVALSHA of the digest script, or EVAL of the
+	// source script when eval is set, with keys and args (strings,
+	// int64 and int), and returns its reply, an array of integers. A
+	// server's error reply (NOSCRIPT included) is returned as a
+	// redis.Error, a nil reply as redis.Nil.
+	RunScript(ctx context.Context, eval bool, script string, keys []string, args []any) ([]int64, error)
+}
+
 // A Batch is commands sent in one round trip: Exec sends those given to
 // Process, in order, and sets each one's reply or error.
 type Batch interface {

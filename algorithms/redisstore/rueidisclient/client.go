@@ -6,7 +6,9 @@
 // [redisstore.New] takes (redis.Scripter, DEL for Reset, and
 // [redisstore.Batcher]), so the store sends the same scripts, pipelines and
 // batches concurrent checks as it does on a *redis.Client, and decides
-// exactly as it does there:
+// exactly as it does there. A check sent at once goes through
+// [Client.RunScript] ([redisstore.ScriptRunner]), a rueidis command built
+// directly, with no go-redis command made for it:
 //
 //	rc, err := rueidis.NewClient(rueidis.ClientOption{
 //		InitAddress:           []string{"127.0.0.1:6379"},
@@ -64,7 +66,8 @@ import (
 )
 
 // Client adapts a rueidis.Client to the store: pass it to redisstore.New.
-// It implements redis.Scripter and DEL; closing the rueidis client is the
+// It implements redis.Scripter, DEL, redisstore.Batcher and
+// redisstore.ScriptRunner; closing the rueidis client is the
 // caller's.
 type Client struct {
 	c rueidis.Client
@@ -93,6 +96,33 @@ func (c *Client) Process(ctx context.Context, cmd redis.Cmder) error {
 	m, err := c.c.Do(ctx, c.build(cmd)).ToMessage()
 	setReply(cmd, m, err)
 	return cmd.Err()
+}
+
+var _ redisstore.ScriptRunner = (*Client)(nil)
+
+// RunScript sends one script call, EVALSHA of the digest script or EVAL
+// of its source, and reads its reply, an array of integers, as the store
+// wants it: the store's calls that find a round trip free come here.
+func (c *Client) RunScript(ctx context.Context, eval bool, script string, keys []string, args []any) ([]int64, error) {
+	var buf [8]string
+	as := appendStrs(buf[:0], args)
+	var cmd rueidis.Completed
+	if eval {
+		cmd = c.c.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(as...).Build()
+	} else {
+		cmd = c.c.B().Evalsha().Sha1(script).Numkeys(int64(len(keys))).Key(keys...).Arg(as...).Build()
+	}
+	ms, err := c.c.Do(ctx, cmd).ToArray()
+	if err != nil {
+		return nil, convErr(err)
+	}
+	vals := make([]int64, len(ms))
+	for i := range ms {
+		if vals[i], err = ms[i].AsInt64(); err != nil {
+			return nil, convErr(err)
+		}
+	}
+	return vals, nil
 }
 
 // Batch returns an empty batch of commands, sent in one round trip by
@@ -291,9 +321,13 @@ func convErr(err error) error {
 // strs formats a command's arguments as go-redis writes them (the store's
 // are strings, int64 and int).
 func strs(args []any) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = str(a)
+	return appendStrs(make([]string, 0, len(args)), args)
+}
+
+// appendStrs appends args, formatted as strs formats them, to out.
+func appendStrs(out []string, args []any) []string {
+	for _, a := range args {
+		out = append(out, str(a))
 	}
 	return out
 }

@@ -486,3 +486,48 @@ func TestScripter(t *testing.T) {
 		t.Errorf("an error reply: %v (%T), want a redis.Error", err, err)
 	}
 }
+
+// TestRunScript: the store's own call (redisstore.ScriptRunner) sends
+// EVALSHA or EVAL with keys and string and integer arguments, reads an
+// array of integers, and answers a missing script with a NOSCRIPT
+// redis.Error (which the store follows with EVAL), a nil reply with
+// redis.Nil, an error reply with a redis.Error, and a reply that is not
+// integers with an error.
+func TestRunScript(t *testing.T) {
+	srv := redistest.Require(t)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	src := "return {#KEYS, tonumber(ARGV[1]) + 1, tonumber(ARGV[2]) * 2, #ARGV[3]}"
+	s := redis.NewScript(src)
+	keys, args := []string{"{k}a", "{k}b"}, []any{"41", int64(-21), 7}
+	if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.RunScript(ctx, false, s.Hash(), keys, args)
+	var re redis.Error
+	if !errors.As(err, &re) || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		t.Fatalf("EVALSHA of a script the server lacks: %v (%T), want a NOSCRIPT redis.Error", err, err)
+	}
+	for _, eval := range []bool{true, false} { // EVAL caches it for the EVALSHA after
+		script := s.Hash()
+		if eval {
+			script = src
+		}
+		got, err := c.RunScript(ctx, eval, script, keys, args)
+		if want := []int64{2, 42, -42, 1}; err != nil || !slices.Equal(got, want) {
+			t.Errorf("eval %v: %v, %v; want %v", eval, got, err, want)
+		}
+	}
+	if got, err := c.RunScript(ctx, true, "return {}", nil, nil); err != nil || len(got) != 0 {
+		t.Errorf("an empty reply: %v, %v; want none and no error", got, err)
+	}
+	if _, err := c.RunScript(ctx, true, "return nil", nil, nil); err != redis.Nil {
+		t.Errorf("a nil reply: %v, want redis.Nil", err)
+	}
+	if _, err := c.RunScript(ctx, true, "return redis.error_reply('BOOM no')", nil, nil); !errors.As(err, &re) || !strings.Contains(err.Error(), "BOOM no") {
+		t.Errorf("an error reply: %v (%T), want a redis.Error", err, err)
+	}
+	if _, err := c.RunScript(ctx, true, "return {1, 'x'}", nil, nil); err == nil {
+		t.Error("a reply with a string in it: no error")
+	}
+}
