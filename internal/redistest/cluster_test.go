@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// TestClusterMeetsMissing: a node that no node of the cluster knows (as
-// after a MEET handshake that timed out) keeps the cluster from being
-// healthy until waitMet makes the others meet it.
-func TestClusterMeetsMissing(t *testing.T) {
+// clusterWithLostNode starts a cluster of 3 masters and a fourth node,
+// listed last in its Nodes, that no node knows (as after a MEET
+// handshake that timed out), and returns both.
+func clusterWithLostNode(t *testing.T) (c *Cluster, lost *Server) {
+	t.Helper()
 	RequireCluster(t)
 	t.Parallel()
 	c, err := StartCluster(3, 0)
@@ -19,11 +20,18 @@ func TestClusterMeetsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	lost, err := startNode()
-	if err != nil {
+	if lost, err = startNode(); err != nil {
 		t.Fatal(err)
 	}
 	c.Nodes = append(c.Nodes, lost)
+	return c, lost
+}
+
+// TestClusterMeetsMissing: a node that no node of the cluster knows (as
+// after a MEET handshake that timed out) keeps the cluster from being
+// healthy until waitMet makes the others meet it.
+func TestClusterMeetsMissing(t *testing.T) {
+	c, _ := clusterWithLostNode(t)
 	if err := c.healthy(); err == nil || !strings.Contains(err.Error(), "cluster_known_nodes") {
 		t.Fatalf("healthy() = %v with a node nobody knows, want a cluster_known_nodes error", err)
 	}
@@ -36,19 +44,8 @@ func TestClusterMeetsMissing(t *testing.T) {
 // whose diagnosis shows, for every node, what it knows and its log: here
 // a node nobody meets, which knows only itself.
 func TestClusterNotFormed(t *testing.T) {
-	RequireCluster(t)
-	t.Parallel()
-	c, err := StartCluster(3, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	lost, err := startNode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Nodes = append(c.Nodes, lost)
-	err = c.form(300*time.Millisecond, time.Now().Add(time.Hour)) // never heals
+	c, lost := clusterWithLostNode(t)
+	err := c.form(300*time.Millisecond, time.Now().Add(time.Hour)) // never heals
 	var nf *notFormed
 	if !errors.As(err, &nf) {
 		t.Fatalf("form() = %v, want a *notFormed", err)
