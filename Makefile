@@ -9,9 +9,13 @@ MODULES     := algorithms/redisstore/rueidisclient middleware/grpclimit middlewa
 
 ## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included),
 ## then the nested modules' (gRPC interceptors, metrics adapters: each its own go.mod)
+## A Redis Cluster the harness had to start again (internal/redistest, RetriesEnv) is reported at the end.
+RETRIES := $(CURDIR)/.redistest-retries.log
 test: fmt vet deps
-	$(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
-	for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	@rm -f $(RETRIES)
+	REDISTEST_RETRIES=$(RETRIES) $(GO) test -race -shuffle=on -count=1 -timeout 10m $(PKGS)
+	for m in $(MODULES); do (cd $$m && REDISTEST_RETRIES=$(RETRIES) $(GO) test -race -count=1 ./...) || exit 1; done
+	@if [ -s $(RETRIES) ]; then echo "clusters internal/redistest started again (a first attempt did not form):"; cat $(RETRIES); fi
 
 ## lint: gofmt, go vet, go.mod tidy, and staticcheck, in the module and in the nested modules
 lint: fmt vet tidy

@@ -59,7 +59,8 @@ func RequireCluster(t testing.TB) {
 // A cluster that does not form within 30 s is closed and started once
 // more on fresh nodes, and the first attempt's diagnosis (each node's
 // CLUSTER NODES and the end of its log, see [Cluster.diagnose]) is
-// written to standard error and kept with the second attempt's error.
+// written to standard error and to the file [RetriesEnv] names, and kept
+// with the second attempt's error.
 // Forming a cluster is the harness's setup, not what a test asserts: a
 // MEET handshake lost on a loaded machine should not fail a test of
 // the store.
@@ -79,11 +80,30 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	if !errors.As(err, &nf) {
 		return c, err
 	}
-	fmt.Fprintf(os.Stderr, "redistest: starting the cluster again on fresh nodes: %v\n", err)
+	reportRetry(err)
 	if c, err = startCluster(cli, masters, replicasPerMaster); err != nil {
 		return nil, fmt.Errorf("%w\n(a first attempt had failed too: %v)", err, nf)
 	}
 	return c, nil
+}
+
+// RetriesEnv names the environment variable that, when set to a file's
+// path, has StartCluster append to that file the error and diagnosis of
+// each attempt it starts again: go test shows a passing package's
+// standard error only with -v, and make test prints the file at its end.
+const RetriesEnv = "REDISTEST_RETRIES"
+
+// reportRetry writes err, a first attempt's *notFormed, to standard error
+// and to the file RetriesEnv names, if any.
+func reportRetry(err error) {
+	msg := fmt.Sprintf("redistest: starting the cluster again on fresh nodes (%s): %v\n", time.Now().UTC().Format(time.RFC3339), err)
+	fmt.Fprint(os.Stderr, msg)
+	if path := os.Getenv(RetriesEnv); path != "" {
+		if f, ferr := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); ferr == nil {
+			f.WriteString(msg)
+			f.Close()
+		}
+	}
 }
 
 // notFormed is the error of a cluster whose nodes started but did not

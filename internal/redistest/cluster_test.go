@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -75,3 +77,22 @@ func TestClusterNotFormed(t *testing.T) {
 // logLine matches a redis-server log line as diagnose quotes it
 // ("  | 4242:M 07 Dec 2026 14:10:00.123 * ...").
 var logLine = regexp.MustCompile(`(?m)^  \| \d+:[MSCX] `)
+
+// TestReportRetry: a retried cluster's error reaches the file RetriesEnv
+// names, appended, one report after another.
+func TestReportRetry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "retries.log")
+	t.Setenv(RetriesEnv, path)
+	for _, what := range []string{"first", "second"} {
+		reportRetry(&notFormed{err: errors.New(what + " attempt"), diagnosis: "node 127.0.0.1:1 (running true):"})
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if strings.Count(got, "redistest: starting the cluster again") != 2 || !strings.Contains(got, "first attempt\nnode 127.0.0.1:1") ||
+		strings.Index(got, "first attempt") > strings.Index(got, "second attempt") {
+		t.Errorf("%s holds\n%s\nwant both reports, in order, each with its diagnosis", path, got)
+	}
+}
