@@ -45,8 +45,9 @@ type Batcher interface {
 
 // A ScriptRunner is a Batcher that also runs one script call itself:
 // the store sends a call that finds a round trip free (at low
-// concurrency, most calls) through RunScript, without go-redis's
-// command types, and batches the others through Batch as before.
+// concurrency, most calls), and every call when it does not pipeline
+// ([Config].Pipelines -1), through RunScript, without go-redis's command
+// types, and batches the others through Batch as before.
 type ScriptRunner interface {
 	Batcher
 	// RunScript sends EVALSHA of the digest script, or EVAL of the

@@ -83,6 +83,7 @@ type Store struct {
 	replicas       int           // Config.Replicas
 	replicaTimeout time.Duration // with replicas
 	shards         sharder       // nil: every key on one server
+	batcher        Batcher       // the client as a Batcher (pipelinable), nil if it is none
 	pipe           *pipeline     // nil: no pipelining on the client itself
 	nodePipes      int           // on a Ring, > 0: the Pipelines of each shard's pipeline
 	pipes          sync.Map      // on a Ring: a shard's *redis.Client -> its *pipeline
@@ -140,9 +141,12 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if max == 0 {
 		max = DefaultPipelines
 	}
-	if c, ok := pipelinable(client); ok && max > 0 {
-		_, cluster := client.(*redis.ClusterClient)
-		b.pipe = &pipeline{client: c, max: max, cluster: cluster}
+	if c, ok := pipelinable(client); ok {
+		b.batcher = c
+		if max > 0 {
+			_, cluster := client.(*redis.ClusterClient)
+			b.pipe = &pipeline{client: c, max: max, cluster: cluster}
+		}
 	}
 	if _, ok := client.(*redis.Ring); ok && max > 0 {
 		b.nodePipes = max
@@ -216,6 +220,9 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 		vals, err = s.Run(ctx, node, keys, args...).Int64Slice()
 	case b.pipe != nil:
 		vals, err = b.pipe.run(ctx, s, keys, args)
+	case b.batcher != nil:
+		// unpipelined, the same call a pipeline sends a lone caller's
+		vals, err = runScript(ctx, b.batcher, s, keys, args)
 	default:
 		vals, err = s.Run(ctx, b.client, keys, args...).Int64Slice()
 	}

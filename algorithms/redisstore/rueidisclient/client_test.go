@@ -531,3 +531,51 @@ func TestRunScript(t *testing.T) {
 		t.Error("a reply with a string in it: no error")
 	}
 }
+
+// countingRunner is a Client whose RunScript calls are counted.
+type countingRunner struct {
+	*rueidisclient.Client
+	runs atomic.Int64
+}
+
+func (c *countingRunner) RunScript(ctx context.Context, eval bool, script string, keys []string, args []any) ([]int64, error) {
+	c.runs.Add(1)
+	return c.Client.RunScript(ctx, eval, script, keys, args)
+}
+
+// TestLoneCallsRunScript: a lone caller's check goes through RunScript,
+// one call per check, whether the store pipelines (a round trip is free)
+// or not (Pipelines -1), and decides as the vectors do.
+func TestLoneCallsRunScript(t *testing.T) {
+	srv := redistest.Require(t)
+	for _, pipelines := range []int{0, -1} {
+		c := &countingRunner{Client: newClient(t, srv)}
+		b, err := redisstore.New(c, redisstore.Config{Pipelines: pipelines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA, algorithms.TokenBucket} {
+			key := fmt.Sprintf("%s{%d-%v}", redistest.Prefix(t), pipelines, alg)
+			res := make([]algorithms.Result, 1)
+			// a first check of another key has the server cache the
+			// script (NOSCRIPT, then EVAL: two calls)
+			warm := []algorithms.Check{{Key: key + ":warm", Algorithm: alg, Limit: algorithms.PerHour(2)}}
+			if err := b.Allow(context.Background(), warm, res); err != nil {
+				t.Fatal(err)
+			}
+			check := []algorithms.Check{{Key: key, Algorithm: alg, Limit: algorithms.PerHour(2)}}
+			c.runs.Store(0)
+			for i, want := range []bool{true, true, false} {
+				if err := b.Allow(context.Background(), check, res); err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Allowed != want {
+					t.Errorf("Pipelines %d, %v, check %d: %s, want allowed %v", pipelines, alg, i, backendtest.FormatResult(res[0]), want)
+				}
+			}
+			if got := c.runs.Load(); got != 3 {
+				t.Errorf("Pipelines %d, %v: %d RunScript calls for 3 checks, want 3", pipelines, alg, got)
+			}
+		}
+	}
+}
