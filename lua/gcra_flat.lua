@@ -31,11 +31,11 @@ if not v or a then
   -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
   -- where the TAT's length proves it exact (a µs on the server's clock
   -- has 16 digits; see lua/doc.go), else with '%.0f'
-  local f = '%d'
-  local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
+  local f, at, b = '%d', now + floor(nxt / r), nxt % r
+  local tat = string.format(f, at)
   if #tat < 12 then
     f = '%.0f'
-    tat = string.format(f, now + floor(nxt / r))
+    tat = string.format(f, at)
   end
   if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)

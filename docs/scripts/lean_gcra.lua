@@ -16,7 +16,7 @@
 --   allowed (0 or 1), remaining, retry_after µs, reset_after µs;
 --   empty, nothing written, for a value one_gcra decides
 --
--- SHA1 5145519e8d0c7109a7d97b41f9e019516831060c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 7dc0bede9906773a3989f0252a9cdf142072825e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: gcra_lean.lua, gcra_flat.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -77,11 +77,11 @@ if not v or a then
   -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
   -- where the TAT's length proves it exact (a µs on the server's clock
   -- has 16 digits; see lua/doc.go), else with '%.0f'
-  local f = '%d'
-  local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
+  local f, at, b = '%d', now + floor(nxt / r), nxt % r
+  local tat = string.format(f, at)
   if #tat < 12 then
     f = '%.0f'
-    tat = string.format(f, now + floor(nxt / r))
+    tat = string.format(f, at)
   end
   if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)

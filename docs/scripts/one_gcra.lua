@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 7d970c48ea1507fd795aca9a8f62a8cc960e3e11 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 81c27999be9089629ead9730508a01cca021b57a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, gcra_one.lua, gcra_flat.lua, prelude.lua, gcra.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -80,11 +80,11 @@ if not v or a then
   -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
   -- where the TAT's length proves it exact (a µs on the server's clock
   -- has 16 digits; see lua/doc.go), else with '%.0f'
-  local f = '%d'
-  local tat, b = string.format(f, now + floor(nxt / r)), nxt % r
+  local f, at, b = '%d', now + floor(nxt / r), nxt % r
+  local tat = string.format(f, at)
   if #tat < 12 then
     f = '%.0f'
-    tat = string.format(f, now + floor(nxt / r))
+    tat = string.format(f, at)
   end
   if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)
