@@ -58,12 +58,14 @@
 // C long holds it (64 bits), '%.0f' otherwise ('%d' costs Redis about
 // 2,000 instructions less, and a Lua number passed to redis.call, written
 // with %.17g, more still). fast.lua asks once per call, as intf, by
-// formatting 2^53 (about 2,500 instructions). The common cases of the
-// fixed window and of GCRA ask the value they write instead, for free: a
-// ms or a µs on the server's clock has 13 or 16 digits, and a 32-bit long
-// writes at most 11 characters, so a result of 12 or more is exact and a
-// shorter one is written again with '%.0f'. TestLeanSmallClock in package
-// redisstore writes both ways.
+// formatting 2^53 (1,200–3,000 instructions a call, measured without it
+// on GCRA's, the token bucket's and the sliding window's scripts in
+// docs/performance.md). The common cases of the fixed window and of GCRA
+// ask the value they write instead, for free: a ms or a µs on the
+// server's clock has 13 or 16 digits, and a 32-bit long writes at most
+// 11 characters, so a result of 12 or more is exact and a shorter one is
+// written again with '%.0f'. TestLeanSmallClock in package redisstore
+// writes both ways.
 //
 // A batch script starts with batch_state.lua and a flat loop
 // (batch_gcra.lua, or batch_fast.lua around an algorithm's fast function)

@@ -60,10 +60,9 @@ func RequireCluster(t testing.TB) {
 // more on fresh nodes, and the first attempt's diagnosis (each node's
 // CLUSTER NODES and the end of its log, see [Cluster.diagnose]) is
 // written to standard error and to the file [RetriesEnv] names, and kept
-// with the second attempt's error.
-// Forming a cluster is the harness's setup, not what a test asserts: a
-// MEET handshake lost on a loaded machine should not fail a test of
-// the store.
+// with the second attempt's error. Forming a cluster is the harness's
+// setup, not what a test asserts: a MEET handshake lost on a loaded
+// machine should not fail a test of the store.
 func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	if masters < 3 {
 		return nil, errors.New("redistest: a cluster needs at least 3 masters")
