@@ -53,18 +53,37 @@ type Config struct {
 
 	// OnError is the error policy (default engine.Fallback). Under
 	// engine.FailOpen the request goes through without rate-limit headers;
-	// under engine.FailClosed ErrorHandler answers. A failing key func
+	// under engine.FailClosed ErrorHandler answers (503), and so it does
+	// under engine.Fallback for a failed backend call until the instance
+	// switches to its fallback (see FallbackAfter). A failing key func
 	// (an error other than keyfunc.ErrNoKey) goes to the policy too, and
-	// passes under engine.Fallback.
+	// passes under engine.Fallback. A programmer error (a negative Cost,
+	// an invalid limit from LimitFunc) is refused under every policy:
+	// ErrorHandler answers (DefaultError: 500). See
+	// docs/failure-policies.md.
 	OnError engine.ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
 	// policy. Default: a new memstore.Store.
 	FallbackBackend algorithms.Backend
 
+	// FallbackAfter is how long, under the Fallback policy, the primary
+	// must fail every call before this instance switches to its fallback
+	// (default 1s); until then a request whose call failed is refused
+	// (ErrorHandler, 503). See [engine.Config].
+	FallbackAfter time.Duration
+
 	// ProbeInterval is how often, under the Fallback policy, a background
-	// probe checks whether the primary is back (default 1s).
+	// probe checks whether the primary is back once on the fallback
+	// (default 1s).
 	ProbeInterval time.Duration
+
+	// Instances is how many instances (processes) share the limits: on
+	// its fallback, each enforces 1/Instances of every limit, so the
+	// fleet's fallbacks admit at most the limit. 0 (default): unknown,
+	// each fallback enforces the whole limit (N instances: up to N times
+	// the limit during an outage). See [engine.Config].
+	Instances int
 
 	// Denied answers denied requests (default DefaultDenied). The Decision
 	// is in the request context (FromContext); the rate-limit headers are
@@ -79,8 +98,12 @@ type Config struct {
 	// request context (FromContext).
 	MissingKeyDenied http.Handler
 
-	// ErrorHandler answers under the FailClosed policy (default
-	// DefaultError, a 503). The Decision, with Err, is in the context.
+	// ErrorHandler answers the requests refused undecided
+	// (engine.Decision.Failed): a backend failure under FailClosed, or
+	// under Fallback before the instance switched to its fallback; and a
+	// programmer error under every policy. Default DefaultError: 500 for a
+	// programmer error, 503 otherwise. The Decision, with Err, is in the
+	// context.
 	ErrorHandler http.Handler
 
 	// Exempt, when set, reports whether the request is exempt from every
@@ -153,7 +176,9 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 		DenyCache:       cfg.DenyCache,
 		OnError:         cfg.OnError,
 		FallbackBackend: cfg.FallbackBackend,
+		FallbackAfter:   cfg.FallbackAfter,
 		ProbeInterval:   cfg.ProbeInterval,
+		Instances:       cfg.Instances,
 		Shadow:          cfg.Shadow,
 		RefundWindow:    cfg.RefundWindow,
 		Logger:          cfg.Logger,

@@ -39,6 +39,10 @@ type CheckOptions struct {
 	// GoroutineSlack is how many goroutines above the baseline are left
 	// to the runtime and the world.
 	GoroutineSlack int
+	// Instances is how many instances share the limits (the engines'
+	// Config.Instances): each fallback's admissions are checked against
+	// its share (see fallbackAdmissions). 0: unknown, the whole limit.
+	Instances int
 }
 
 func (o CheckOptions) withDefaults() CheckOptions {
@@ -154,6 +158,10 @@ type Summary struct {
 	// that took longer than the liveness bound; MaxAfter is the longest.
 	SlowAfter int
 	MaxAfter  time.Duration
+	// FallbackUnits is what the instances' fallbacks admitted, and
+	// FallbackBound the sum of what each could per the stated bound
+	// (VFallbackShare when one went over).
+	FallbackUnits, FallbackBound int64
 }
 
 // admission is an allowed check, as the checker counts it.
@@ -451,6 +459,9 @@ func Check(h *History, opts CheckOptions) Summary {
 		}
 	}
 
+	var fallbackOver []Violation
+	sum.FallbackUnits, sum.FallbackBound, fallbackOver = fallbackAdmissions(recs, opts.Instances)
+	sum.Violations = append(sum.Violations, fallbackOver...)
 	sum.Violations = append(sum.Violations, lockouts(recs, keys, faults, opts)...)
 	sum.Violations = append(sum.Violations, staleEpochs(h.Base, recs, faults, opts)...)
 	return sum

@@ -81,6 +81,8 @@ type instanceConfig struct {
 	// Replicas: the exact mode (see Options.Replicas).
 	Replicas int   `json:"replicas,omitempty"`
 	Base     int64 `json:"base"` // the history's Base, Unix µs
+	// Instances is the fleet's size, the engines' Config.Instances.
+	Instances int `json:"instances"`
 }
 
 // instance is one application instance: its client, store and engines.
@@ -140,6 +142,7 @@ func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient f
 			Timeout:       cfg.Timeout,
 			OnError:       engine.Fallback,
 			ProbeInterval: 100 * time.Millisecond,
+			Instances:     cfg.Instances,
 			RefundWindow:  10 * time.Second,
 			OnDecision:    in.onDecision,
 			Logger:        discardLogger,

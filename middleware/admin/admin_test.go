@@ -97,6 +97,7 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 		OnDecision:    src.OnHTTP,
 		Logger:        slog.New(slog.DiscardHandler),
 		ProbeInterval: time.Hour,
+		FallbackAfter: time.Nanosecond, // the second failure switches
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -484,7 +485,8 @@ func TestDenyCacheAndFallback(t *testing.T) {
 		t.Errorf("source = %+v", s)
 	}
 	fail.set(errors.New("connection refused"))
-	f.hit("198.51.100.1:1", "")
+	f.hit("198.51.100.1:1", "") // refused: the first failure
+	f.hit("198.51.100.1:1", "") // the fallback decides
 	p, _ = f.page(t, "")
 	s := p.Sources[0]
 	if !s.OnFallback || s.LastError == nil || !strings.Contains(s.LastError.Message, "connection refused") || !s.LastError.At.Equal(t0) {

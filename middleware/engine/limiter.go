@@ -241,7 +241,7 @@ func (e *Engine) PeekInputs(ctx context.Context, in []Input, d *Decision) {
 	n := len(e.rules)
 	e.begin(d)
 	if len(in) != n {
-		e.s.policyFor(d, &algorithms.ConfigError{Field: "PeekInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
+		e.s.refuse(d, &algorithms.ConfigError{Field: "PeekInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
 		return
 	}
 	s := e.pool.Get().(*scratch)
@@ -288,7 +288,7 @@ func (s *shared) peek(ctx context.Context, sc *scratch, in []Input, d *Decision)
 	}
 	results := sc.results[:len(sc.checks)]
 	if _, err := s.ask(ctx, sc.checks, results, d, time.Time{}); err != nil {
-		s.policyFor(d, err)
+		s.backendFailed(d, err)
 		return
 	}
 	live, shadowDenied := record(d, sc.index, results)
