@@ -1,7 +1,10 @@
 package middleware
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/http"
 
 	"github.com/redlimit/redlimit/middleware/engine"
@@ -20,20 +23,10 @@ func settles(rules []Rule) bool {
 // serveSettled serves an allowed request whose rules include ResponseCost
 // rules, then settles them, also when next panics (the panic goes on).
 func (m *Middleware) serveSettled(w http.ResponseWriter, r *http.Request, next http.Handler, d *engine.Decision) {
-	rec := &recorder{ResponseWriter: w}
+	w, rec := newRecorder(w)
 	done := false
-	defer func() {
-		status := rec.status
-		switch {
-		case status != 0:
-		case done:
-			status = http.StatusOK
-		default:
-			status = http.StatusInternalServerError
-		}
-		m.settle(r, d, status, rec.written)
-	}()
-	next.ServeHTTP(rec, r)
+	defer func() { m.settle(r, d, rec.final(done), rec.written) }()
+	next.ServeHTTP(w, r)
 	done = true
 }
 
@@ -68,36 +61,168 @@ func (m *Middleware) settle(r *http.Request, d *engine.Decision, status int, wri
 	return err
 }
 
-// recorder sees the status and the body bytes of a response.
+// recorder sees the status and the body bytes of a response. It is
+// wrapped in the type of newRecorder that has the optional interfaces
+// of the ResponseWriter it records, and only those.
 type recorder struct {
-	http.ResponseWriter
-	status  int   // the final status written, 0 before
-	written int64 // body bytes
+	w        http.ResponseWriter
+	status   int   // the final status written, 0 before
+	written  int64 // body bytes written through the recorder
+	hijacked bool  // the handler took the connection over
 }
 
+// final is the status a ResponseCost sees: http.StatusSwitchingProtocols
+// once the handler hijacked the connection (what it sent there is not
+// seen); otherwise the status written, or, if none was, 200 when the
+// handler returned (net/http sends that) and 500 when it panicked.
+func (w *recorder) final(returned bool) int {
+	switch {
+	case w.hijacked:
+		return http.StatusSwitchingProtocols
+	case w.status != 0:
+		return w.status
+	case returned:
+		return http.StatusOK
+	}
+	return http.StatusInternalServerError
+}
+
+// Header returns the header map of the ResponseWriter.
+func (w *recorder) Header() http.Header { return w.w.Header() }
+
+// WriteHeader records the first final status (a 1xx but 101 is not one)
+// and writes it.
 func (w *recorder) WriteHeader(code int) {
 	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
-	w.ResponseWriter.WriteHeader(code)
+	w.w.WriteHeader(code)
 }
 
+// Write writes b, counting the bytes written.
 func (w *recorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	n, err := w.ResponseWriter.Write(b)
+	n, err := w.w.Write(b)
 	w.written += int64(n)
 	return n, err
 }
 
-// Flush flushes the response, if the ResponseWriter can.
-func (w *recorder) Flush() {
+// WriteString writes s, counting the bytes written, without copying it
+// when the ResponseWriter is an io.StringWriter.
+func (w *recorder) WriteString(s string) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	n, err := io.WriteString(w.w, s)
+	w.written += int64(n)
+	return n, err
 }
 
 // Unwrap returns the ResponseWriter, for http.ResponseController.
-func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *recorder) Unwrap() http.ResponseWriter { return w.w }
+
+func (w *recorder) flush() error {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return http.NewResponseController(w.w).Flush()
+}
+
+func (w *recorder) hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := w.w.(http.Hijacker).Hijack()
+	if err == nil {
+		w.hijacked = true
+	}
+	return c, rw, err
+}
+
+func (w *recorder) readFrom(src io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.w.(io.ReaderFrom).ReadFrom(src)
+	w.written += n
+	return n, err
+}
+
+// The recorders with the optional interfaces of their ResponseWriter: F
+// for http.Flusher (with FlushError, which http.ResponseController
+// prefers), H for http.Hijacker, R for io.ReaderFrom.
+type (
+	recorderF   struct{ recorder }
+	recorderH   struct{ recorder }
+	recorderR   struct{ recorder }
+	recorderFH  struct{ recorderF }
+	recorderFR  struct{ recorderF }
+	recorderHR  struct{ recorderH }
+	recorderFHR struct{ recorderFH }
+)
+
+// Flush flushes the response.
+func (w *recorderF) Flush() { _ = w.flush() }
+
+// FlushError flushes the response and returns its error.
+func (w *recorderF) FlushError() error { return w.flush() }
+
+// Hijack takes the connection over; the response's status is then
+// http.StatusSwitchingProtocols for a ResponseCost.
+func (w *recorderH) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }
+
+// ReadFrom writes what src holds, counting the bytes.
+func (w *recorderR) ReadFrom(src io.Reader) (int64, error) { return w.readFrom(src) }
+
+// Hijack takes the connection over (see recorderH).
+func (w *recorderFH) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }
+
+// ReadFrom writes what src holds, counting the bytes.
+func (w *recorderFR) ReadFrom(src io.Reader) (int64, error) { return w.readFrom(src) }
+
+// ReadFrom writes what src holds, counting the bytes.
+func (w *recorderHR) ReadFrom(src io.Reader) (int64, error) { return w.readFrom(src) }
+
+// ReadFrom writes what src holds, counting the bytes.
+func (w *recorderFHR) ReadFrom(src io.Reader) (int64, error) { return w.readFrom(src) }
+
+// newRecorder returns the recorder of w as a ResponseWriter with the
+// optional interfaces w has (http.Flusher, http.Hijacker, io.ReaderFrom),
+// and the recorder itself.
+func newRecorder(w http.ResponseWriter) (http.ResponseWriter, *recorder) {
+	var kind int
+	if _, ok := w.(http.Flusher); ok {
+		kind |= 1
+	}
+	if _, ok := w.(http.Hijacker); ok {
+		kind |= 2
+	}
+	if _, ok := w.(io.ReaderFrom); ok {
+		kind |= 4
+	}
+	rec := recorder{w: w} // copied into the one allocation of its kind
+	switch kind {
+	case 1:
+		x := &recorderF{rec}
+		return x, &x.recorder
+	case 2:
+		x := &recorderH{rec}
+		return x, &x.recorder
+	case 3:
+		x := &recorderFH{recorderF{rec}}
+		return x, &x.recorder
+	case 4:
+		x := &recorderR{rec}
+		return x, &x.recorder
+	case 5:
+		x := &recorderFR{recorderF{rec}}
+		return x, &x.recorder
+	case 6:
+		x := &recorderHR{recorderH{rec}}
+		return x, &x.recorder
+	case 7:
+		x := &recorderFHR{recorderFH{recorderF{rec}}}
+		return x, &x.recorder
+	}
+	x := &recorder{w: w}
+	return x, x
+}
