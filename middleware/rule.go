@@ -96,7 +96,9 @@ type Rule struct {
 	// connection) and the body bytes it wrote through the ResponseWriter
 	// (Write, WriteString, ReadFrom; not what went through a hijacked
 	// connection), and returns what the request really cost, from 0 to
-	// the reservation. The rest is given back (engine.Engine.Settle): for
+	// the reservation. It runs on the request's goroutine, once the
+	// handler has returned. The rest is given back (engine.Engine.Settle)
+	// after the response, off its path (see Middleware.Handler): for
 	// "count only failed logins", return 1 for a 401 or 403 and 0
 	// otherwise.
 	//

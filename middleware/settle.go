@@ -20,28 +20,45 @@ func settles(rules []Rule) bool {
 	return false
 }
 
-// serveSettled serves an allowed request whose rules include ResponseCost
-// rules, then settles them, also when next panics (the panic goes on).
-func (m *Middleware) serveSettled(w http.ResponseWriter, r *http.Request, next http.Handler, d *engine.Decision) {
-	w, rec := newRecorder(w)
-	done := false
-	defer func() { m.settle(r, d, rec.final(done), rec.written) }()
+// serveOwing serves an allowed request that owes work after its
+// response (slots to release; ResponseCost rules to settle when settle),
+// then hands the work over (done), also when next panics (the panic goes
+// on). The costs are computed here, on the request's goroutine, from
+// what the recorder saw: the status and body bytes are final once next
+// has returned. A ResponseCost that panics settles nothing (the
+// reservation stays); the slots are released all the same.
+func (m *Middleware) serveOwing(w http.ResponseWriter, r *http.Request, next http.Handler, s *scratch, settle bool) {
+	var rec *recorder
+	if settle {
+		w, rec = newRecorder(w)
+	}
+	returned := false
+	defer func() {
+		defer m.done(r, s)
+		if rec != nil {
+			s.costs = m.costs(s.costs[:0], &s.dec, rec.final(returned), rec.written)
+			s.settle = true
+		}
+	}()
 	next.ServeHTTP(w, r)
-	done = true
+	returned = true
 }
 
 // Settle charges the ResponseCost rules of d, a Decision that Check
 // returned and allowed, what the response cost (status and written, the
 // body bytes): what Handler does after the next handler returns (see
 // Rule.ResponseCost). Call it once per Decision, after the response.
-// Config.OnSettleError hears of its error too.
+// It makes the backend call before it returns (Config.Timeout bounds it);
+// to keep it off the response's path, call it once the response is
+// written. Config.OnSettleError hears of its error too.
 func (m *Middleware) Settle(r *http.Request, d *engine.Decision, status int, written int64) error {
-	return m.settle(r, d, status, written)
+	var buf [4]int64
+	return m.settleCosts(context.WithoutCancel(r.Context()), r, d, m.costs(buf[:0], d, status, written))
 }
 
-func (m *Middleware) settle(r *http.Request, d *engine.Decision, status int, written int64) error {
-	var buf [4]int64
-	costs := buf[:0]
+// costs appends to buf the cost of each rule for d's response: a
+// ResponseCost rule's from its func, any other rule's reservation.
+func (m *Middleware) costs(buf []int64, d *engine.Decision, status int, written int64) []int64 {
 	for i := range m.cfg.Rules {
 		c := int64(0)
 		if i < len(d.Rules) {
@@ -50,13 +67,17 @@ func (m *Middleware) settle(r *http.Request, d *engine.Decision, status int, wri
 		if f := m.cfg.Rules[i].ResponseCost; f != nil && i < len(d.Rules) && d.Rules[i].Key != "" {
 			c = f(status, written)
 		}
-		costs = append(costs, c)
+		buf = append(buf, c)
 	}
-	// The client may be gone: the refund is the service's, not the
-	// request's; Config.Timeout bounds it.
-	err := m.engine.Settle(context.WithoutCancel(r.Context()), d, costs)
-	if err != nil && m.cfg.OnSettleError != nil {
-		m.cfg.OnSettleError(r, err)
+	return buf
+}
+
+// settleCosts settles d with costs under ctx, and gives its error to
+// Config.OnSettleError.
+func (m *Middleware) settleCosts(ctx context.Context, r *http.Request, d *engine.Decision, costs []int64) error {
+	err := m.engine.Settle(ctx, d, costs)
+	if err != nil {
+		m.reportSettle(r, err)
 	}
 	return err
 }

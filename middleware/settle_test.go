@@ -50,8 +50,9 @@ func loginRules(t testing.TB, alg algorithms.Algorithm) []middleware.Rule {
 // wrong password, then wrong passwords one after another until one is
 // refused: over the run exactly 5 failed logins reach the handler, and
 // successful logins are let through far beyond the limit.
-func failedLoginsConcurrently(t *testing.T, h http.Handler) {
+func failedLoginsConcurrently(t *testing.T, mw *middleware.Middleware) {
 	t.Helper()
+	h := mw.Handler(login)
 	var failed, succeeded, refused atomic.Int64
 	attempt := func(right bool) int {
 		pw := "wrong"
@@ -80,6 +81,8 @@ func failedLoginsConcurrently(t *testing.T, h http.Handler) {
 		})
 	}
 	wg.Wait()
+	// the refunds of the successful logins are made after their responses
+	waitFor(t, "the refunds", func() bool { return middleware.Pending(mw) == 0 })
 	for attempt(false) != http.StatusTooManyRequests {
 	}
 	if got := failed.Load(); got != 5 {
@@ -98,7 +101,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 	for _, alg := range refundable {
 		t.Run("memory/"+alg.String(), func(t *testing.T) {
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: loginRules(t, alg)})
-			failedLoginsConcurrently(t, mw.Handler(login))
+			failedLoginsConcurrently(t, mw)
 		})
 	}
 	srv := redistest.Require(t)
@@ -109,7 +112,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
-			failedLoginsConcurrently(t, mw.Handler(login))
+			failedLoginsConcurrently(t, mw)
 		})
 	}
 	redistest.RequireCluster(t)
@@ -126,7 +129,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
-			failedLoginsConcurrently(t, mw.Handler(login))
+			failedLoginsConcurrently(t, mw)
 		})
 	}
 }
