@@ -43,7 +43,8 @@ func (m *Middleware) Engine() *engine.Engine { return m.engine }
 // responses is done: every slot of a concurrency rule released, every
 // ResponseCost rule settled (or its error given to Config.OnSettleError).
 // That takes at most the time of the queued calls, each bounded by
-// Config.Timeout (see Handler). They keep working: after Close, a
+// Config.Timeout (see Handler; with the Timeout disabled, as long as the
+// backend takes). They keep working: after Close, a
 // request makes its own release and settle after its handler. Close a
 // Middleware after the server that runs it has shut down
 // (http.Server.Shutdown), so that every request's work is done.
