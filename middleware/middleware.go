@@ -44,10 +44,10 @@ func (m *Middleware) Engine() *engine.Engine { return m.engine }
 // ResponseCost rule settled (or its error given to Config.OnSettleError).
 // That takes at most the time of the queued calls, each bounded by
 // Config.Timeout (see Handler; with the Timeout disabled, as long as the
-// backend takes). They keep working: after Close, a
-// request makes its own release and settle after its handler. Close a
-// Middleware after the server that runs it has shut down
-// (http.Server.Shutdown), so that every request's work is done.
+// backend takes). They keep working: after Close, a request makes its
+// own release and settle after its handler. Close a Middleware after the
+// server that runs it has shut down (http.Server.Shutdown), so that
+// every request's work is done.
 func (m *Middleware) Close() error {
 	m.after.close()
 	return m.engine.Close()
