@@ -27,13 +27,14 @@ import (
 //
 // Bounds: at most afterWorkers (16) workers, started when work arrives
 // and gone after a second without any; at most afterQueue (1024)
-// requests' calls waiting. A job waits for at most afterQueue/afterWorkers
-// (64) jobs ahead of it, each two calls bounded by Config.Timeout. When the queue is full, or after
-// Close, the request's own goroutine makes the calls after its handler,
-// as it did before the queue existed: nothing is dropped, and the client
-// of that request waits for them (Config.Timeout per call). A backend
-// that runs in process (algorithms.InProcess, memstore) has no round trip
-// to save: its calls are made at once on the request's goroutine.
+// requests' calls waiting. A job waits for about afterQueue/afterWorkers
+// (64) jobs ahead of it, each two calls bounded by Config.Timeout. When
+// the queue is full, or after Close, the request's own goroutine makes
+// the calls after its handler, as without a queue: nothing is dropped,
+// and the client of that request waits for them (Config.Timeout per
+// call). A backend that runs in process (algorithms.InProcess, memstore)
+// has no round trip to save: its calls are made at once on the request's
+// goroutine.
 const (
 	// afterWorkers bounds the goroutines that release and settle after
 	// responses, per Middleware and the Middlewares derived from it with
