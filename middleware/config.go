@@ -137,10 +137,16 @@ type Config struct {
 	// engine.Config.RefundWindow).
 	RefundWindow time.Duration
 
-	// OnSettleError, when set, hears of every error settling the
-	// ResponseCost rules of a request after its response: a cost out of
-	// range, a refund that failed or came after RefundWindow. The
-	// reservation then stays charged. The Logger hears of them too.
+	// OnSettleError, when set, hears of every error of the work done
+	// after a request's response: settling its ResponseCost rules (a
+	// cost out of range, a refund that failed or came after
+	// RefundWindow: the reservation then stays charged) and releasing
+	// the slots of its concurrency rules (a release that failed or timed
+	// out: the slots then come back when their leases expire). The
+	// Logger hears of them too. It is called once the handler has
+	// returned, usually from a worker goroutine after the response (see
+	// Middleware.Handler), when the request's context is done already;
+	// it must be safe for concurrent use. A panic in it is logged.
 	OnSettleError func(*http.Request, error)
 
 	// Logger receives backend errors (Warn), fallback switches (Warn/Info)
@@ -199,12 +205,23 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if wallNow {
 		cfg.Now = time.Now
 	}
-	return newMiddleware(e, cfg, timed, wallNow), nil
+	m := newMiddleware(e, cfg, timed, wallNow, newAfter(afterWorkers, afterQueue))
+	m.localPrimary = inProcess(backend)
+	m.localFallback = cfg.FallbackBackend == nil || inProcess(cfg.FallbackBackend)
+	return m, nil
 }
 
-// newMiddleware returns the Middleware of e, whose rules are cfg.Rules.
-func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool) *Middleware {
-	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules)}
+// inProcess reports whether b says it decides in process, without I/O
+// (algorithms.InProcess): its releases and refunds are made at once.
+func inProcess(b algorithms.Backend) bool {
+	p, ok := b.(algorithms.InProcess)
+	return ok && p.InProcess()
+}
+
+// newMiddleware returns the Middleware of e, whose rules are cfg.Rules,
+// doing its work after responses on a.
+func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool, a *after) *Middleware {
+	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules), after: a}
 	n := len(cfg.Rules)
 	m.pool.New = func() any {
 		return &scratch{
@@ -231,5 +248,7 @@ func (m *Middleware) With(rules ...Rule) (*Middleware, error) {
 	}
 	cfg := m.cfg
 	cfg.Rules = append(append([]Rule(nil), m.cfg.Rules...), rules...)
-	return newMiddleware(e, cfg, m.timed, m.wallNow), nil
+	d := newMiddleware(e, cfg, m.timed, m.wallNow, m.after)
+	d.localPrimary, d.localFallback = m.localPrimary, m.localFallback
+	return d, nil
 }

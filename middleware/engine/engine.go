@@ -322,12 +322,16 @@ func (e *Engine) LocalDenials() uint64 {
 // what every block has left, and stops the sweeper that returns blocks
 // whose time is up. The Engines keep working, without blocks: every
 // check of a rule with blocks then goes to the backend. Close an Engine
-// with blocks when done with it, or its sweeper runs on.
+// with blocks when done with it, or its sweeper runs on. Close also waits
+// (at most Config.Timeout and a second) for the background releases of
+// the concurrency slots that failed calls may have taken, and logs those
+// still running after that.
 func (e *Engine) Close() error {
 	if e.s.health != nil {
 		e.s.health.close()
 	}
 	e.s.blocks.shut()
+	e.s.waitAbandoned()
 	return nil
 }
 
