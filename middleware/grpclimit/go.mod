@@ -2,7 +2,6 @@ module github.com/redlimit/redlimit/middleware/grpclimit
 
 go 1.26.0
 
-
 require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redlimit/redlimit v0.1.0

@@ -2,7 +2,6 @@ module github.com/redlimit/redlimit/middleware/otel
 
 go 1.26.0
 
-
 require (
 	github.com/redlimit/redlimit v0.1.0
 	go.opentelemetry.io/otel v1.47.0

@@ -2,7 +2,6 @@ module github.com/redlimit/redlimit/middleware/prometheus
 
 go 1.26.0
 
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/prometheus/client_golang v1.25.0

@@ -2,7 +2,6 @@ module github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient
 
 go 1.26.0
 
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
