@@ -59,7 +59,7 @@ func (r *release) modules() ([]modEntry, error) {
 	}
 	sort.Slice(mods, func(i, j int) bool { return mods[i].Dir < mods[j].Dir })
 	if len(mods) == 0 || mods[0].Dir != "." || mods[0].Path != rootPath {
-		return nil, fmt.Errorf("go.work must use the root module %s as .", rootPath)
+		return nil, fmt.Errorf("go.work must use the root module %s as \".\"", rootPath)
 	}
 	for _, m := range mods[1:] {
 		if want := rootPath + "/" + m.Dir; m.Path != want {
