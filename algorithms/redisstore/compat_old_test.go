@@ -172,7 +172,7 @@ type oldNums struct{ alg, cap, period, r, u, cost int64 }
 
 func (n *oldNums) argv() []any { return []any{n.alg, n.cap, n.period, n.r, n.u, n.cost} }
 
-// nums returns c's numbers, a calendar check's windows around at.
+// oldCheckNums returns c's numbers, a calendar check's windows around at.
 func oldCheckNums(c *algorithms.Check, at time.Time) oldNums {
 	l := c.Limit
 	n := oldNums{cap: l.Rate, period: int64(l.Period / time.Microsecond), cost: max(c.Cost, 1)}
