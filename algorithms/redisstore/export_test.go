@@ -1,6 +1,11 @@
 package redisstore
 
-import "time"
+import (
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
 
 // MarkerKeys returns the pending marker of key and a commit marker of a
 // call's part whose first key is key.
@@ -16,3 +21,17 @@ func SetCalendarClock(b *Store, clock func() time.Time) { b.calendarNow = clock 
 // OnCancel makes b report each cancel of a part of a call spanning slots
 // that it delivers (see cancelDetached): whether it gave units back.
 func OnCancel(b *Store, fn func(gaveBack bool)) { b.onCancel = fn }
+
+// AllowQueued decides calls on b queued behind its pipeline with every
+// round trip in flight, so that one pipeline sends them together (batch
+// scripts deciding those it batches), and returns each call's Results and
+// error, and the order in which the pipeline decided them.
+func AllowQueued(t *testing.T, b *Store, calls [][]algorithms.Check) ([][]algorithms.Result, []error, []int) {
+	t.Helper()
+	q := make([]queued, len(calls))
+	for i, c := range calls {
+		q[i] = queued{checks: c}
+	}
+	results, errs := allowQueued(t, b, nil, q)
+	return results, errs, executionOrder(q)
+}
