@@ -61,7 +61,9 @@ func TestSameAsNetHTTP(t *testing.T) {
 				g := gin.New()
 				g.POST("/api/orders", ginlimit.Handler(newMW(t, b.new(t), cfg())), created)
 
-				mw := newMW(t, b.new(t), cfg())
+				std := cfg()
+				std.Prefix = prefix(t) + "-std" // its own keys on the shared redis-server
+				mw := newMW(t, b.new(t), std)
 				mux := http.NewServeMux()
 				mux.Handle("POST /api/orders", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					w.Header().Set("Content-Type", "text/plain; charset=utf-8")
