@@ -3,12 +3,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS        := ./...
 # Nested modules with their own go.mod (./... of the main module skips them).
 # bench/peerbench is left to make peerbench: it measures, it does not test.
-MODULES     := algorithms/redisstore/rueidisclient middleware/grpclimit middleware/prometheus middleware/otel middleware/admin/browser
+MODULES     := algorithms/redisstore/rueidisclient middleware/grpclimit middleware/prometheus middleware/otel middleware/ginlimit middleware/admin/browser example/echo
 
 .PHONY: test lint fmt vet tidy deps bench fuzz chaos
 
 ## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included),
-## then the nested modules' (gRPC interceptors, metrics adapters: each its own go.mod)
+## then the nested modules' (gRPC interceptors, metrics adapters, the Gin adapter, the Echo example: each its own go.mod)
 ## A Redis Cluster the harness had to start again (internal/redistest, RetriesEnv) is reported at the end.
 RETRIES := $(CURDIR)/.redistest-retries.log
 test: fmt vet deps
