@@ -69,10 +69,22 @@ func consume(dir string, env []string, m modEntry, v string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	// A BUILD file names the module's commands (an example service): the
+	// consumer builds them from the module cache instead of running a
+	// program of its own.
+	var build []string
 	for _, e := range entries {
 		data, err := consumers.ReadFile(src + "/" + e.Name())
 		if err != nil {
 			return "", err
+		}
+		if e.Name() == "BUILD" {
+			for _, line := range strings.Split(string(data), "\n") {
+				if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+					build = append(build, line)
+				}
+			}
+			continue
 		}
 		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
 			return "", err
@@ -81,6 +93,17 @@ func consume(dir string, env []string, m modEntry, v string) (string, error) {
 	gomod := "module example.com/consumer/" + m.Name + "\n\ngo 1.26.0\n"
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return "", err
+	}
+	if len(build) > 0 {
+		if _, err := output(dir, env, "go", "get", m.Path+"@"+v); err != nil {
+			return "", err
+		}
+		for _, pkg := range build {
+			if _, err := output(dir, env, "go", "build", "-o", filepath.Join(dir, "cmd"), pkg); err != nil {
+				return "", err
+			}
+		}
+		return "built " + strings.Join(build, ", "), nil
 	}
 	steps := [][]string{
 		{"get", m.Path + "@" + v},
