@@ -389,7 +389,7 @@ func (h *Handler) display(k string) string {
 	if h.cfg.MaskKey != nil {
 		v = h.cfg.MaskKey(m)
 	} else {
-		v = MaskKey(m)
+		v = MaskKey(h.cfg.MaskSecret, m)
 	}
 	if len(h.masks) >= maxMasks {
 		clear(h.masks)
