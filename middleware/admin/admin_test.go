@@ -595,3 +595,60 @@ func BenchmarkObserve(b *testing.B) {
 		_ = t
 	})
 }
+
+// TestRulesBlocks: the rule list says which rules have quota blocks (with
+// their configuration) and a calendar quota's unit and zone, as JSON and
+// on the page: the redlimit command resets a key of a rule with blocks
+// through the engine's epochs, and must know.
+func TestRulesBlocks(t *testing.T) {
+	adm, err := newHandler(Config{Authorize: Token("t"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := adm.Source("svc")
+	mem, _ := memstore.New(memstore.Config{})
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 50 * time.Millisecond}},
+		{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerDayIn(5000, berlin)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	src.Attach(e)
+	r := httptest.NewRequest("GET", "/?format=json", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	w := httptest.NewRecorder()
+	adm.ServeHTTP(w, r)
+	var p struct {
+		Sources []struct {
+			Rules []struct {
+				Name     string          `json:"name"`
+				Calendar string          `json:"calendar"`
+				Location string          `json:"location"`
+				Blocks   json.RawMessage `json:"blocks"`
+			} `json:"rules"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	rules := p.Sources[0].Rules
+	if got := string(rules[0].Blocks); got != `{"hold":"50ms","share":0.25,"max":0,"min_rate":0}` {
+		t.Errorf("rule hot: blocks %s, want its BlockConfig", got)
+	}
+	if got := string(rules[1].Blocks); got != "null" || rules[1].Calendar != "day" || rules[1].Location != "Europe/Berlin" {
+		t.Errorf("rule quota: blocks %s, calendar %q %q; want null, day, Europe/Berlin", got, rules[1].Calendar, rules[1].Location)
+	}
+	r = httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	w = httptest.NewRecorder()
+	adm.ServeHTTP(w, r)
+	if n := strings.Count(w.Body.String(), `">blocks</span>`); n != 1 {
+		t.Errorf("the page marks %d rules with blocks, want 1", n)
+	}
+}
