@@ -28,6 +28,7 @@ type keyState struct {
 	Limit      int64   `json:"limit"`
 	RetryAfter float64 `json:"retry_after_seconds"`
 	ResetAfter float64 `json:"reset_after_seconds"`
+	Blocks     bool    `json:"quota_blocks,omitempty"` // peek and reset: the rule has quota blocks
 }
 
 func (s *keyState) fill(r algorithms.Result) {
@@ -198,7 +199,7 @@ func (g *global) peek(ctx context.Context, def ruleDef, key string, e *engine.En
 		return d.Err
 	}
 	rd := d.Rules[0]
-	s := keyState{Rule: def.Name, Key: key, StorageKey: rd.Key}
+	s := keyState{Rule: def.Name, Key: key, StorageKey: rd.Key, Blocks: def.Blocks}
 	s.fill(rd.Result)
 	if g.json {
 		return g.emit(s)
@@ -226,7 +227,11 @@ func (g *global) reset(ctx context.Context, def ruleDef, key string, e *engine.E
 		return d.Err
 	}
 	if g.json {
-		return g.emit(map[string]any{"rule": def.Name, "key": key, "storage_key": d.Rules[0].Key, "reset": true})
+		out := map[string]any{"rule": def.Name, "key": key, "storage_key": d.Rules[0].Key, "reset": true}
+		if def.Blocks {
+			out["quota_blocks"] = true
+		}
+		return g.emit(out)
 	}
 	_, err := fmt.Fprintf(g.stdout, "reset %s\n", show(d.Rules[0].Key))
 	return err

@@ -155,9 +155,10 @@ func TestResetBlocks(t *testing.T) {
 	// epoch counter shows the rule has blocks; peek reads the epoch the
 	// store is at, reset moves to the next.
 	flags := []string{"-redis", "redis://" + srv.Addr, "-prefix", p}
-	want(t, `{"rule":"hot","key":"k2","storage_key":"`+p+`:hot:fw:{k2}:e2","allowed":false,"remaining":0,"limit":10000,"retry_after_seconds":`+strconv.FormatFloat(seconds(time.Minute-clk.Now().Sub(t0.Truncate(time.Minute))), 'g', -1, 64)+`,"reset_after_seconds":`+strconv.FormatFloat(seconds(time.Minute-clk.Now().Sub(t0.Truncate(time.Minute))), 'g', -1, 64)+`}`+"\n",
+	want(t, `{"rule":"hot","key":"k2","storage_key":"`+p+`:hot:fw:{k2}:e2","allowed":false,"remaining":0,"limit":10000,"retry_after_seconds":`+strconv.FormatFloat(seconds(time.Minute-clk.Now().Sub(t0.Truncate(time.Minute))), 'g', -1, 64)+`,"reset_after_seconds":`+strconv.FormatFloat(seconds(time.Minute-clk.Now().Sub(t0.Truncate(time.Minute))), 'g', -1, 64)+`,"quota_blocks":true}`+"\n",
 		append(flags, "-json", "peek", "-alg", "fixed_window", "-limit", "10000/1m", "hot", "k2")...)
-	want(t, "reset "+p+":hot:fw:{k2}:e3\n", append(flags, "reset", "-alg", "fixed_window", "-limit", "10000/1m", "hot", "k2")...)
+	want(t, `{"key":"k2","quota_blocks":true,"reset":true,"rule":"hot","storage_key":"`+p+`:hot:fw:{k2}:e3"}`+"\n",
+		append(flags, "-json", "reset", "-alg", "fixed_window", "-limit", "10000/1m", "hot", "k2")...)
 	if got := drain(e, clk, "k2", step); got != limit {
 		t.Errorf("after redlimit reset by flags, admitted %d, want the limit %d", got, limit)
 	}
