@@ -322,8 +322,8 @@ func (bs *blocks) observeLeased(s *scratch, d *Decision, sent int64) {
 		c := &s.checks[l.j]
 		r := &s.results[l.j]
 		l.br.observe(l.k, c.Limit, r, sent, l.era, true)
-		if l.br.epochs && r.Limit != 0 && !r.Allowed {
-			bs.askEpoch(l.br, l.k, c.Limit, sent)
+		if l.br.epochs && r.Limit != 0 && !r.Allowed && r.Remaining == 0 {
+			bs.askEpoch(l.br, l.k, c.Limit, sent) // maybe closed by a reset
 		}
 	}
 }
@@ -673,7 +673,9 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, n, s
 			return // taken across a reset of the key: maybe before it
 		}
 		if !r.Allowed {
-			if br.epochs && try == 0 && r.Limit != 0 && bs.refresh(ctx, br, k, limit, used) {
+			// A key a reset closed reports nothing left; one with units
+			// left (fewer than the block) is not closed: no question.
+			if br.epochs && try == 0 && r.Limit != 0 && r.Remaining == 0 && bs.refresh(ctx, br, k, limit, used) {
 				continue
 			}
 			br.observe(k, limit, r, sent, era, false)
