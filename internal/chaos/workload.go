@@ -428,8 +428,9 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 	switch n := rng.IntN(4); {
 	case n == 0:
 		// A hot pair, whose rules take quota blocks: the fixed window moves
-		// to its next epoch's key and deletes nothing (its old key counts
-		// on, for whoever has not learned of the reset: docs/leasing.md),
+		// to its next epoch's key and deletes nothing (its old key is
+		// closed: whoever has not learned of the reset is denied there and
+		// asks the epoch, docs/leasing.md),
 		// the GCRA key is deleted, and another instance may still answer
 		// from a block it took before, until the block's hold is over.
 		i := rng.IntN(len(hkeys))

@@ -104,7 +104,10 @@ type Config struct {
 	// Now is the clock of quota blocks (Rule.Blocks): their holding time
 	// and their window's end, measured from the instant a block was
 	// taken. Default time.Now, whose monotonic reading ignores steps of
-	// the wall clock. Tests that run the backend on an injected clock give
+	// the wall clock. An injected clock that steps back makes the blocks
+	// and epochs taken before the step unusable (their rest goes back):
+	// no block is used past its window (docs/leasing.md, "A clock that
+	// steps back"). Tests that run the backend on an injected clock give
 	// the same one here (and to DenyCache.Now).
 	Now func() time.Time
 
@@ -213,6 +216,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	injectedNow := cfg.Now != nil // it may step back: see blockclock.go
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -244,7 +248,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		leaser:        leaser,
 		primary:       primary,
 	}
-	s.blocks = newBlocks(s, cfg.Now)
+	s.blocks = newBlocks(s, cfg.Now, injectedNow)
 	if local {
 		s.timeout = -1
 	}
