@@ -148,12 +148,17 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart).
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
+-- (windows of one key end at least a period, a whole ms, apart). The
+-- expiry is the key's PTTL from now, the time the refund runs: on the
+-- server's clock the script's now is that clock's present, and at, the
+-- commit's instant, would put the end early by the refund's delay (a
+-- compensation or cancel more than 1 ms after its commit gave nothing
+-- back).
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, at)
+    local c, e = fixed_window_string(key, v, now)
     local d = at + reset - (e or 0)
     if not c or d < -1000 or d > 1000 then return end
     if c - cost <= 0 then
@@ -163,7 +168,7 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, at)
+  local _, e, c = fixed_window_load(key, period, now)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then

@@ -858,6 +858,11 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("FixedWindowSettles", func(t *testing.T) {
+		loadScript(t, cl)
+		testFixedWindowSettles(t, client)
+	})
+
 	t.Run("ManualFailover", func(t *testing.T) {
 		failoverUnderTraffic(t, cl, client, prefix+"manual", func(master, replica *redistest.Server) {
 			rc := replica.NodeClient()

@@ -16,7 +16,7 @@
 --   allowed, remaining (after the block), retry_after µs, reset_after µs,
 --   now µs
 --
--- SHA1 cf6363dceaf8d0bcadb62fed6dcdd6e66fa920cd (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 1340ae2b20b12227626cf8ff6940a9d11b36e779 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, token_bucket.lua, gcra.lua, now.lua, block.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -40,11 +40,12 @@
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u

@@ -17,7 +17,7 @@
 --   0 the part had not run (now it never commits), 1 it had committed and
 --   its units are given back, 2 cancelled already; then the now in µs
 --
--- SHA1 f0c5465038fe5297c3a53eb3aee93df514d58433 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 2a648e85fdb05c5ca5b555f09c70b5162e055bb7 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, cancel.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -41,11 +41,12 @@
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -413,12 +414,17 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart).
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
+-- (windows of one key end at least a period, a whole ms, apart). The
+-- expiry is the key's PTTL from now, the time the refund runs: on the
+-- server's clock the script's now is that clock's present, and at, the
+-- commit's instant, would put the end early by the refund's delay (a
+-- compensation or cancel more than 1 ms after its commit gave nothing
+-- back).
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, at)
+    local c, e = fixed_window_string(key, v, now)
     local d = at + reset - (e or 0)
     if not c or d < -1000 or d > 1000 then return end
     if c - cost <= 0 then
@@ -428,7 +434,7 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, at)
+  local _, e, c = fixed_window_load(key, period, now)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then

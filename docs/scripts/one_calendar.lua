@@ -22,7 +22,7 @@
 --   server's now lies outside both windows (nothing decided, nothing written:
 --   the Go side sends again with windows around that now)
 --
--- SHA1 4021b157a1b9cbd6a36e21facf83f7f5a107ea1f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 e9260b71fd3e41c650b989194da93f537a690d86 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -58,11 +58,12 @@ end
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 f18a08336f3ab96d4d199c3d4ec27e4c0f85aa1e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 32c6ef0298787d7183da634bd0c767366ce147bf (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: now.lua, fast.lua, token_bucket_one.lua, one_fast.lua, prelude.lua, token_bucket.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -122,11 +122,12 @@ end
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u

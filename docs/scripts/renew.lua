@@ -12,7 +12,7 @@
 --   per lease, 1 if it was held (now expiring at now+period), else 0;
 --   then the now in µs
 --
--- SHA1 cb092396e13bf28dafcbf558ba754ccc32576b60 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 b30ff3b270b09bb16d08ab928fce3297ce24efd0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, concurrency.lua, now.lua, renew.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -36,11 +36,12 @@
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it).
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
