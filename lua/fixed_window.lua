@@ -153,14 +153,21 @@ end
 -- server's clock the script's now is that clock's present, and at, the
 -- commit's instant, would put the end early by the refund's delay (a
 -- compensation or cancel more than 1 ms after its commit gave nothing
--- back).
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
     local c, e = fixed_window_string(key, v, now)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else

@@ -62,9 +62,10 @@ func (c *stepClock) config() redisstore.Config { return redisstore.Config{Now: c
 // compensation's reply.
 type settleClient struct {
 	*redis.ClusterClient
-	delay time.Duration
-	clock *stepClock
-	lose  string
+	delay  time.Duration
+	clock  *stepClock
+	lose   string
+	tamper func() // when set, run before every settling script
 
 	settled  atomic.Int64
 	advanced atomic.Bool
@@ -91,6 +92,9 @@ func (s *settleClient) EvalSha(ctx context.Context, sha string, keys []string, a
 	if isSettle(sha, args) {
 		if s.clock == nil {
 			time.Sleep(s.delay)
+		}
+		if s.tamper != nil {
+			s.tamper()
 		}
 		cmd := s.ClusterClient.EvalSha(ctx, sha, keys, args...)
 		s.settled.Add(1)
@@ -359,6 +363,67 @@ func testFixedWindowSettles(t *testing.T, client *redis.ClusterClient) {
 				}
 			})
 		}
+	}
+
+	// A compensation or cancel that finds the route's count with another
+	// TTL than its commit's window (here a PEXPIRE of 3 h) cannot tell the
+	// commit's units and gives nothing back: OnRefundError hears of it,
+	// with an error matching ErrKeyState that names the route. Before, it
+	// was silent.
+	for _, lose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NotGiven/cancel=%v", lose), func(t *testing.T) {
+			t.Parallel()
+			lim := roomyLimit()
+			p := clusterPrefix(t)
+			route := algorithms.Check{Key: p + "route:{GET /}", Algorithm: algorithms.FixedWindow, Limit: lim}
+			ip := algorithms.Check{Key: p + "ip:{exhausted}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)}
+			requireSlots(t, route.Key, ip.Key)
+			sc := &settleClient{ClusterClient: client, tamper: func() { client.PExpire(ctx, route.Key, 3*time.Hour) }}
+			reported := make(chan error, 4)
+			b, err := redisstore.New(sc, redisstore.Config{OnRefundError: func(err error) { reported <- err }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, _ := redisstore.New(client, redisstore.Config{})
+			if !lose {
+				// the IP denies: the route's commit is compensated
+				if err := plain.Allow(ctx, []algorithms.Check{ip}, make([]algorithms.Result, 1)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// the route's reply is lost: its part is cancelled, the
+				// IP's compensated (the IP's count has its own TTL)
+				ip.Key = p + "ip:{fresh}"
+				sc.lose = route.Key
+			}
+			err = b.Allow(ctx, []algorithms.Check{ip, route}, make([]algorithms.Result, 2))
+			if (err != nil) != lose {
+				t.Fatalf("Allow = %v", err)
+			}
+			select {
+			case err := <-reported:
+				var be *algorithms.BackendError
+				if !errors.Is(err, algorithms.ErrKeyState) || !errors.As(err, &be) || len(be.Keys) != 1 || be.Keys[0] != route.Key {
+					t.Errorf("OnRefundError(%v), want a BackendError matching ErrKeyState naming %s", err, route.Key)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a settling that gave nothing back was not reported within 5 s")
+			}
+			if got := fixedCount(t, plain, route.Key, lim); got != 1 {
+				t.Errorf("route holds %d units, want the 1 the settling could not give back", got)
+			}
+			if lose {
+				sc.waitSettled(t, 2)
+				if got := fixedCount(t, plain, ip.Key, lim); got != 0 {
+					t.Errorf("IP holds %d units, want 0: its compensation gave back", got)
+				}
+			}
+			select {
+			case err := <-reported:
+				t.Errorf("OnRefundError(%v): one report only, of the route", err)
+			default:
+			}
+		})
 	}
 
 	// The deny cache: instance B's call from a client over its own limit

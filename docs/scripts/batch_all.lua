@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 ff7767454bedd0fd882b7e268986729caa3aec41 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 214ebc0420b26d226ad36d76915c8fef1f08875b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -163,7 +163,12 @@ end
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -196,6 +201,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than
@@ -536,14 +542,21 @@ end
 -- server's clock the script's now is that clock's present, and at, the
 -- commit's instant, would put the end early by the refund's delay (a
 -- compensation or cancel more than 1 ms after its commit gave nothing
--- back).
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
     local c, e = fixed_window_string(key, v, now)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 7fe5d4a2c545c6890471633ffa28a08c57ee3ec7 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 07ad00e7627133f30ed0c1939f64c1ef630149be (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, prelude.lua, fast.lua, concurrency.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -81,7 +81,12 @@ end
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -114,6 +119,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than

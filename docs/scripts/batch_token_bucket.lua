@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 f9f33f3fb044eb0d8792b2ade096fb4f73071417 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 4f6861ebe1cef4315a905c8c979e1739083bba26 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -187,7 +187,12 @@ if a > #ARGV then return reply end
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -220,6 +225,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than

@@ -16,7 +16,7 @@
 --   allowed, remaining (after the block), retry_after µs, reset_after µs,
 --   now µs
 --
--- SHA1 1340ae2b20b12227626cf8ff6940a9d11b36e779 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 470bfd1be42d131d12c0957c05ae7cd276639eed (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, token_bucket.lua, gcra.lua, now.lua, block.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -45,7 +45,12 @@
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -78,6 +83,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than

@@ -17,7 +17,7 @@
 --   0 the part had not run (now it never commits), 1 it had committed and
 --   its units are given back, 2 cancelled already; then the now in µs
 --
--- SHA1 2a648e85fdb05c5ca5b555f09c70b5162e055bb7 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 a8fd8f35f393881a449fbd44a0622fc539a29acf (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, cancel.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -46,7 +46,12 @@
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -79,6 +84,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than
@@ -419,14 +425,21 @@ end
 -- server's clock the script's now is that clock's present, and at, the
 -- commit's instant, would put the end early by the refund's delay (a
 -- compensation or cancel more than 1 ms after its commit gave nothing
--- back).
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
     local c, e = fixed_window_string(key, v, now)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else
@@ -1053,7 +1066,10 @@ local undo = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding
 -- dispatch.lua, batch.lua), 1 if it had committed and its units are now
 -- given back (and the marker set to "x": at most once), 2 if it had been
 -- cancelled already or had committed before markers held its commit's
--- figures; then the now used, in µs.
+-- figures; then the now used, in µs. 3 if it had committed and some
+-- checks found a count they could not tell as its commit's while it
+-- still counts (see <name>_refund in prelude.lua): the now, then the
+-- positions (from 1) of those checks, which gave nothing back.
 --
 -- The commit marker of a part that committed holds "<at>:<reset_after
 -- 1>:...|<record 1>...": each check gives back its cost as refund.lua's
@@ -1072,9 +1088,12 @@ for r in string.gmatch(string.sub(m, #at + 1), ':(%d+)') do resets[#resets + 1] 
 if #resets ~= n then return {2, now} end
 at = tonumber(at)
 local marks = commit_marks(m)
+local reply = {1, now}
 for i = 1, n do
   local o = 3 + 6 * (i - 1)
-  undo[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i])
+  if undo[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
+      tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i]) then
+    reply[1], reply[#reply + 1] = 3, i
+  end
 end
-return {1, now}
+return reply

@@ -25,7 +25,7 @@
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
 --   calendar check's windows do not hold the server's now
 --
--- SHA1 a49b6feec05397ee72a604f09cceb0b08c1c97be (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 840c81c9d93dd33920200201393282ae718358c3 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -54,7 +54,12 @@
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -87,6 +92,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than
@@ -427,14 +433,21 @@ end
 -- server's clock the script's now is that clock's present, and at, the
 -- commit's instant, would put the end early by the refund's delay (a
 -- compensation or cancel more than 1 ms after its commit gave nothing
--- back).
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
     local c, e = fixed_window_string(key, v, now)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else
@@ -1058,7 +1071,10 @@ local checks, writes, refunds = {[1] = fixed_window, [2] = sliding_log, [3] = sl
 -- denied while the key's pending marker exists), remaining, retry_after
 -- µs, reset_after µs; then one more: the now used, in µs. A decide call
 -- with a calendar check whose windows do not hold now replies allowed 3
--- for every check, decides nothing and writes nothing.
+-- for every check, decides nothing and writes nothing. A refund then
+-- replies the positions (from 1) of the checks that found a count they
+-- could not tell as the commit's while it still counts (see
+-- <name>_refund in prelude.lua), which gave nothing back: none, usually.
 --
 -- Decide: phase 1 evaluates every check without writing. Only if all pass
 -- does phase 2 write the state each left. If any check denies, nothing is
@@ -1129,13 +1145,16 @@ if mode == '1' then
     if not args(i) then return unknown(i) end
   end
   local m = redis.call('GET', KEYS[n + 1])
+  local missed = {}
   if m then
     redis.call('DEL', KEYS[n + 1])
     local marks = commit_marks(m)
     local at = tonumber(ARGV[3 + 7 * n])
     for i = 1, n do
       local alg, cap, period, r, u, cost = args(i)
-      refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i])
+      if refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i]) then
+        missed[#missed + 1] = i
+      end
     end
   end
   for i = 1, n do
@@ -1145,6 +1164,7 @@ if mode == '1' then
     reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = 1, remaining, 0, reset
   end
   reply[4 * n + 1] = now
+  for j = 1, #missed do reply[4 * n + 1 + j] = missed[j] end
   return reply
 end
 

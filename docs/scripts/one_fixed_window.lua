@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 28339c3becc9cb2efec44852f0e92687ee31c033 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 b679cdfa031d02106f7420f0c1d90e2c38196225 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -238,7 +238,12 @@ end
 --     after the commit (Redis Cluster compensation, dispatch.lua; a
 --     cancel, cancel.lua) or later (charge after the response,
 --     refund.lua); mark is the key's refund record as the commit noted it
---     (see refund_mark below; the token bucket and GCRA use it).
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -271,6 +276,7 @@ end
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
+
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than
@@ -611,14 +617,21 @@ end
 -- server's clock the script's now is that clock's present, and at, the
 -- commit's instant, would put the end early by the refund's delay (a
 -- compensation or cancel more than 1 ms after its commit gave nothing
--- back).
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
 local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
     local c, e = fixed_window_string(key, v, now)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else
