@@ -30,6 +30,7 @@
 -- 1>:...|<record 1>...": each check gives back its cost as refund.lua's
 -- late refunds do (<name>_refund(key, cap, period, r, u, cost, at, reset,
 -- now, mark)), and a concurrency check removes its slots.
+server_clock = ARGV[1] == '0'
 local n = #KEYS - 1
 local unknown = unknown_algorithm(undo, n, 6)
 if unknown then return unknown end

@@ -48,6 +48,7 @@
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.
+server_clock = ARGV[1] == '0'
 local at = tonumber(ARGV[2])
 local n = #KEYS - 1
 local unknown = unknown_algorithm(late, n, 7)

@@ -23,11 +23,14 @@ type Config struct {
 	// of every check. Leave it nil in production: the server's clock is the
 	// one clock every application instance shares. Tests inject one. Redis
 	// still expires keys on its own clock, by the TTL each check sets (the
-	// time its state needs on the injected clock): an injected clock that
-	// runs slower than the server's lets a key expire before its time, and
-	// a check pass that the injected history refuses. Tests that stop the
-	// injected clock while they run (a slow machine may take a second) use
-	// limits whose state outlasts them, per hour rather than per second.
+	// time its state needs on the injected clock; a token bucket or GCRA
+	// key's, a second more, so that the injected clock may step back by up
+	// to a second and still find the state: see "Clocks and expiry" in
+	// docs/reliability.md): an injected clock that runs slower than the
+	// server's lets a key expire before its time, and a check pass that the
+	// injected history refuses. Tests that stop the injected clock while
+	// they run (a slow machine may take a second) use limits whose state
+	// outlasts them, per hour rather than per second.
 	Now func() time.Time
 
 	// OnRefundError, when set, hears of each refund that failed on a

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 e224d3e9da191c5a13b9c67d670bcb043caa44fb (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 07214b1205ef2c3227281e54aa72907cddb82fd1 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, fixed_window_one.lua, batch_fast.lua, prelude.lua, fixed_window.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -232,7 +232,9 @@ if a > #ARGV then return reply end
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
--- indistinguishable from a key at full capacity.
+-- indistinguishable from a key at full capacity. A token bucket or GCRA
+-- key written on a clock other than the server's (an injected now) lives
+-- expiry_margin longer: see bucket_ttl.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
@@ -240,9 +242,10 @@ if a > #ARGV then return reply end
 
 local floor = math.floor
 
--- server_clock is true while the check being decided has its now from the
--- server's clock (TIME), which is also the clock of TTLs. The entry points
--- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+-- server_clock is true while the check being decided (or refunded) has its
+-- now from the server's clock (TIME), which is also the clock of TTLs.
+-- The entry points that decide or write checks set it (one.lua,
+-- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
 local server_clock = false
 
 local function fmt(n)
@@ -258,6 +261,35 @@ local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
 end
 
+-- expiry_margin is how many ms longer than its state needs a token bucket
+-- or GCRA key lives when the now it was written at is not the server's
+-- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
+-- state is full in us µs: us rounded up to the ms on the server's clock,
+-- expiry_margin more on another.
+--
+-- A TTL is relative: Redis turns it into an instant on its own clock when
+-- the key is written, and a replica, a failover and a failback keep that
+-- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
+-- state's instants (a TAT, a ts) are on that same clock, so whatever node
+-- holds the key, whatever its clock, the key expires exactly when its
+-- state reads full there. An injected now is not the clock that turns the
+-- TTL into an instant: a key written on a clock that runs ahead of the one
+-- that later reads it (a client clock stepping back, an instance whose
+-- clock is behind another's) expires that much before its state is full
+-- on the reader's clock, whose step back then creates capacity where the
+-- state would have made it wait; a step forward afterwards refills again.
+-- The margin keeps such a key until its state is full on any clock up to
+-- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
+-- a replicated TTL into an instant on their own clock, and MIGRATE, which
+-- sends a relative TTL, do the same on the server's clock: a node whose
+-- clock is s behind lets such a key expire up to s early, at most s of
+-- refill, never more than the key's capacity.)
+local expiry_margin = 1000
+local function bucket_ttl(us)
+  local ms = ceil_div(us, 1000)
+  if not server_clock then ms = ms + expiry_margin end
+  return fmt(ms)
+end
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
 -- bucket's units gives back at now: their own, cost_debt, but no more than
@@ -794,7 +826,7 @@ local function gcra_defer(key, nxt, r, reset, now, sfx)
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
   tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
+  dirty[key] = bucket_ttl(reset)
 end
 
 -- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
