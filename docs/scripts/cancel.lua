@@ -15,9 +15,11 @@
 --            period µs, r (a concurrency check: its lease), u, cost
 -- Reply:
 --   0 the part had not run (now it never commits), 1 it had committed and
---   its units are given back, 2 cancelled already; then the now in µs
+--   its units are given back, 2 cancelled already; then the now in µs. 3 it
+--   had committed, but some checks found a count they could not tell as its
+--   commit's: the now, then their positions (nothing given back to them)
 --
--- SHA1 4b0a181d456854f984778aa9bd6f8bec1a27536c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 91a101865e5045648aa10fdcd170e51be20acfa7 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, cancel.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -337,12 +339,22 @@ end
 -- a client's clock counts until the key expires.
 
 -- fixed_window_string returns the count of a string key and its expiry in
--- µs on the server's clock (now when it is that clock, else read here:
--- TIME): the end of its window. It returns nothing for a key without a
--- TTL. A string that is not a count is an error of the key's state.
+-- µs on the server's clock: the end of its window. It returns nothing for
+-- a key without a TTL. A string that is not a count is an error of the
+-- key's state. The expiry is read as an instant (PEXPIRETIME), not as a
+-- PTTL added to a now read apart from it: a script held between the two
+-- (a loaded server, a slow refund) would put the end early by the wait,
+-- and a commit and its refund would name different windows. Redis before
+-- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
+-- server's clock, else to TIME, read here), the present of the script.
 local function fixed_window_string(key, v, now)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
+  local e = redis.pcall('PEXPIRETIME', key)
+  if type(e) == 'number' then
+    if e < 0 then return end
+    return c, (e + 1) * 1000
+  end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return end
   if not server_clock then

@@ -23,9 +23,11 @@
 -- Reply:
 --   4 integers per check (allowed, remaining, retry_after µs,
 --   reset_after µs), then the now in µs; allowed 3 for every check when a
---   calendar check's windows do not hold the server's now
+--   calendar check's windows do not hold the server's now; mode 1 then
+--   lists the positions of the checks that found a count they could not
+--   tell as the commit's (nothing given back to them)
 --
--- SHA1 d83b80d8a0217a4cefbae36bc1ae2b64d82a1fbb (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 48b3c5696aa1d1084171cabc2c65b6725b301fbf (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, dispatch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -345,12 +347,22 @@ end
 -- a client's clock counts until the key expires.
 
 -- fixed_window_string returns the count of a string key and its expiry in
--- µs on the server's clock (now when it is that clock, else read here:
--- TIME): the end of its window. It returns nothing for a key without a
--- TTL. A string that is not a count is an error of the key's state.
+-- µs on the server's clock: the end of its window. It returns nothing for
+-- a key without a TTL. A string that is not a count is an error of the
+-- key's state. The expiry is read as an instant (PEXPIRETIME), not as a
+-- PTTL added to a now read apart from it: a script held between the two
+-- (a loaded server, a slow refund) would put the end early by the wait,
+-- and a commit and its refund would name different windows. Redis before
+-- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
+-- server's clock, else to TIME, read here), the present of the script.
 local function fixed_window_string(key, v, now)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
+  local e = redis.pcall('PEXPIRETIME', key)
+  if type(e) == 'number' then
+    if e < 0 then return end
+    return c, (e + 1) * 1000
+  end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return end
   if not server_clock then

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 e6271ae5945b0c7f19b51d7e42286eb8e0351bd9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 e0b3d103bbbcff3e94cf662fc8d5145981be2ef0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -529,12 +529,22 @@ end
 -- a client's clock counts until the key expires.
 
 -- fixed_window_string returns the count of a string key and its expiry in
--- µs on the server's clock (now when it is that clock, else read here:
--- TIME): the end of its window. It returns nothing for a key without a
--- TTL. A string that is not a count is an error of the key's state.
+-- µs on the server's clock: the end of its window. It returns nothing for
+-- a key without a TTL. A string that is not a count is an error of the
+-- key's state. The expiry is read as an instant (PEXPIRETIME), not as a
+-- PTTL added to a now read apart from it: a script held between the two
+-- (a loaded server, a slow refund) would put the end early by the wait,
+-- and a commit and its refund would name different windows. Redis before
+-- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
+-- server's clock, else to TIME, read here), the present of the script.
 local function fixed_window_string(key, v, now)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
+  local e = redis.pcall('PEXPIRETIME', key)
+  if type(e) == 'number' then
+    if e < 0 then return end
+    return c, (e + 1) * 1000
+  end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return end
   if not server_clock then
