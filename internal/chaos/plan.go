@@ -112,9 +112,9 @@ func Execute(ctx context.Context, plan []Options, out io.Writer, verbose bool) T
 		for k, n := range s.FaultKinds {
 			t.Kinds[o.Topology][k] += n
 		}
-		fmt.Fprintf(out, "chaos: run %d/%d %s seed=%d%s: %d decisions %s (%d from quota blocks), %d faults %s (%d promotions seen), %d violations, lost to failover %d, capacity lost %s, refunds failed %s, max latency %v (%d slower explained by stalls of the process or its wait for a CPU), settles and releases over the bound %d (max %v)\n",
+		fmt.Fprintf(out, "chaos: run %d/%d %s seed=%d%s: %d decisions %s (%d from quota blocks), %d faults %s (%d promotions seen), %d violations, lost to failover %d, capacity lost %s, refunds failed %s, give-backs checked at %d of %d peeks, max latency %v (%d slower explained by stalls of the process or its wait for a CPU), settles and releases over the bound %d (max %v)\n",
 			i+1, len(plan), o.Topology, o.Seed, modeOf(o), s.Decisions, counts(s.Outcomes), s.FromBlocks, s.Faults, counts(s.FaultKinds), s.Observed,
-			len(s.Violations), s.LostUnits, counts64(s.CapacityLost), counts64(s.RefundsFailed), s.MaxLatency.Round(time.Millisecond), s.Stalled, s.SlowAfter, s.MaxAfter.Round(time.Millisecond))
+			len(s.Violations), s.LostUnits, counts64(s.CapacityLost), counts64(s.RefundsFailed), s.GiveBackChecked, s.GiveBackPeeks, s.MaxLatency.Round(time.Millisecond), s.Stalled, s.SlowAfter, s.MaxAfter.Round(time.Millisecond))
 		for _, v := range s.Lost {
 			fmt.Fprintf(out, "  lost to failover: %s\n", firstLine(v.String()))
 		}
