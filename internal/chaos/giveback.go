@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/chaos/world"
 )
 
@@ -35,6 +36,52 @@ const (
 	replicationLag = int64(250 * time.Millisecond / time.Microsecond)
 	fsyncLag       = int64(1100 * time.Millisecond / time.Microsecond)
 )
+
+// touches reports whether the fault f can touch the state of the keys of
+// hash slot slot: any key when f names no slots (a single node, Sentinel,
+// a promotion seen, a split brain).
+func touches(f Record, slot int) bool {
+	if len(f.Fault.Slots) == 0 {
+		return true
+	}
+	for _, r := range f.Fault.Slots {
+		if slot >= r[0] && slot <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// scoped returns loss with each promotion seen and split brain given the
+// slots of the injected faults that kill, stop or promote nodes and
+// overlap it (a pause or a failover of a cluster master promotes within
+// its shard): none (every key) when no such fault overlaps it, or when one
+// of them names no slots.
+func scoped(loss, faults []Record) []Record {
+	out := make([]Record, 0, len(loss))
+	for _, f := range loss {
+		if k := f.Fault.Kind; k == Promotion || k == SplitBrain {
+			var slots [][2]int
+			all := false
+			for _, g := range faults {
+				if g.Fault.Observed || !roleKinds[g.Fault.Kind] || g.Start > f.End || (g.End != 0 && g.End < f.Start) {
+					continue
+				}
+				if len(g.Fault.Slots) == 0 {
+					all = true
+				}
+				slots = append(slots, g.Fault.Slots...)
+			}
+			if !all && len(slots) > 0 {
+				fr := *f.Fault
+				fr.Slots = slots
+				f.Fault = &fr
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
 
 // ref names a decision: its instance and its id there.
 type ref struct {
@@ -83,6 +130,15 @@ type recRule struct{ i, j int }
 //     background), unless a refund error was reported; otherwise to the
 //     end of the window (a call in one slot that timed out after Redis
 //     committed it stays charged, by design).
+//
+// On a cluster a fault counts only for the keys of the slots it names
+// (FaultRec.Slots: the shard of its target), and a promotion seen or a
+// split brain only for those of the injected faults that kill, stop or
+// promote nodes and overlap it (every key when none does); except that a
+// master's failure (kill-master, kill-aof, a promotion seen during a pause
+// or that no injected fault explains) may put the whole cluster down
+// (CLUSTERDOWN), which sends the compensations of every slot to the
+// background.
 //
 // A peek that counts more is a give-back that replied success and gave
 // nothing back. Not violations, by construction: a refund that reached
@@ -145,19 +201,55 @@ func lostGiveBacks(base int64, recs []Record, faults, lossFaults []Record, kille
 		}
 		return false
 	}
-	roleFault := func(from, to int64) bool {
-		for _, f := range faults {
+	// A fault under which the cluster may answer a compensation of a key
+	// of slot that it did not run it (CLUSTERDOWN, TRYAGAIN, LOADING,
+	// READONLY): the store then sends it again in the background. A
+	// master that fails (killed, or stopped until the cluster fails it
+	// over: a promotion seen during a pause, or that no injected fault
+	// explains) leaves slots without a master, and the whole cluster
+	// down, until its replica is promoted; the faults that promote in
+	// order (failover, clock) or migrate touch their shard's slots. (A
+	// replica's restart, kill on a cluster, touches no master.)
+	promotions := scoped(faults, faults)
+	clusterWide := func(f Record) bool {
+		switch f.Fault.Kind {
+		case world.KillMaster, world.KillAOF:
+			return true
+		case Promotion:
+			orderly := false
+			for _, g := range faults {
+				if g.Fault.Observed || g.Start > f.End || (g.End != 0 && g.End < f.Start) {
+					continue
+				}
+				switch g.Fault.Kind {
+				case world.Failover, world.ClockBehind, world.ClockAhead, world.Migrate:
+					orderly = true
+				case world.Pause, world.KillMaster, world.KillAOF:
+					return true
+				}
+			}
+			return !orderly
+		}
+		return false
+	}
+	roleFault := func(slot int, from, to int64) bool {
+		for _, f := range promotions {
 			end := f.End
 			if end == 0 {
 				end = 1 << 62
 			}
-			if (roleKinds[f.Fault.Kind] && f.Fault.Kind != world.Kill || f.Fault.Kind == Promotion) && f.Start <= to && end >= from {
+			k := f.Fault.Kind
+			if f.Start > to || end < from || k == world.Kill || !roleKinds[k] && k != Promotion {
+				continue
+			}
+			if clusterWide(f) || touches(f, slot) {
 				return true
 			}
 		}
 		return false
 	}
 
+	lossFaults = scoped(lossFaults, faults)
 	margin := opts.Margin.Microseconds()
 	timeout := opts.Timeout.Microseconds()
 	bound := GiveBackBound.Microseconds()
@@ -178,8 +270,12 @@ func lostGiveBacks(base int64, recs []Record, faults, lossFaults []Record, kille
 		// may lose a give-back made from a little before them to their
 		// end (not yet replicated, or not yet in the append-only file):
 		// such a give-back is not counted as given back.
+		slot := redisstore.HashSlot(key)
 		var clocks []Record
 		for _, f := range lossFaults {
+			if !touches(f, slot) {
+				continue
+			}
 			if l := clockLinger(f, k.period); l > 0 {
 				if f.End != 0 {
 					f.End += l
@@ -189,6 +285,9 @@ func lostGiveBacks(base int64, recs []Record, faults, lossFaults []Record, kille
 		}
 		atRisk := func(from, to int64) bool {
 			for _, f := range lossFaults {
+				if !touches(f, slot) {
+					continue
+				}
 				switch f.Fault.Kind {
 				case world.KillAOF, world.KillMaster, world.Failover, world.Migrate, SplitBrain, Promotion:
 				default:
@@ -241,7 +340,7 @@ func lostGiveBacks(base int64, recs []Record, faults, lossFaults []Record, kille
 				// compensated before the call returned, or else in the
 				// background
 				ch.units, ch.until = crr.Cost, cr.End
-				if cr.End-cr.Start+margin >= timeout || roleFault(cr.Start-margin, cr.End+margin) {
+				if cr.End-cr.Start+margin >= timeout || roleFault(slot, cr.Start-margin, cr.End+margin) {
 					ch.until = cr.End + bound
 				}
 				if errIn(cr.Inst, cr.Start, ch.until+margin) || atRisk(cr.Start, ch.until) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/chaos/world"
 )
 
@@ -137,6 +138,22 @@ func TestCheckRefundLost(t *testing.T) {
 			b.dec(100, 105, "", late(sec, true), lateX)
 			b.peek(106, 107, sec, 998)
 		}, 0},
+		{"a call during a failover of another shard is compensated before it returns", func(b *hist) {
+			b.h.Add(Record{Kind: KindFault, Start: ms(50), End: ms(120), Fault: &FaultRec{Kind: world.Failover, Slots: otherSlots("late")}})
+			b.dec(100, 105, "", late(sec, true), lateX)
+			b.peek(106, 107, sec, 998)
+		}, 2},
+		{"a call while a master of another shard is dead meets a cluster down", func(b *hist) {
+			b.h.Add(Record{Kind: KindFault, Start: ms(50), End: ms(120), Fault: &FaultRec{Kind: world.KillMaster, Slots: otherSlots("late")}})
+			b.dec(100, 105, "", late(sec, true), lateX)
+			b.peek(106, 107, sec, 998)
+		}, 0},
+		{"a call during a promotion of another shard while paused meets a cluster down", func(b *hist) {
+			b.h.Add(Record{Kind: KindFault, Start: ms(50), End: ms(400), Fault: &FaultRec{Kind: world.Pause, Slots: otherSlots("late")}})
+			b.h.Add(Record{Kind: KindFault, Start: ms(90), End: ms(110), Fault: &FaultRec{Kind: Promotion, Observed: true, Detail: "a,b → c,b"}})
+			b.dec(100, 105, "", late(sec, true), lateX)
+			b.peek(106, 107, sec, 998)
+		}, 0},
 		// Calls that failed.
 		{"a failed call in one slot stays charged", func(b *hist) {
 			b.failed(100, 103, five, 0)
@@ -180,6 +197,38 @@ func TestCheckRefundLost(t *testing.T) {
 			b.h.Add(Record{Kind: KindFault, Start: ms(300), End: ms(400), Fault: &FaultRec{Kind: world.ClockBehind, Detail: "skew -1s: a node"}})
 			b.peek(700, 701, sec, 998)
 		}, 0},
+		{"a clock fault on another shard moves nothing of the key", func(b *hist) {
+			id := b.dec(100, 102, "", late(sec, true))
+			b.refund(id, 120, 121, ResOK)
+			b.h.Add(Record{Kind: KindFault, Start: ms(300), End: ms(400), Fault: &FaultRec{Kind: world.ClockBehind, Detail: "skew -1s: a node", Slots: otherSlots("late")}})
+			b.peek(700, 701, sec, 998)
+		}, 2},
+		{"a failover of another shard loses nothing of the key", func(b *hist) {
+			id := b.dec(100, 102, "", late(sec, true))
+			b.refund(id, 120, 121, ResOK)
+			b.h.Add(Record{Kind: KindFault, Start: ms(200), End: ms(300), Fault: &FaultRec{Kind: world.KillMaster, Slots: otherSlots("late")}})
+			b.peek(400, 401, sec, 998)
+		}, 2},
+		{"a failover of the key's shard may lose its refund", func(b *hist) {
+			id := b.dec(100, 102, "", late(sec, true))
+			b.refund(id, 120, 121, ResOK)
+			s := redisstore.HashSlot("late")
+			b.h.Add(Record{Kind: KindFault, Start: ms(200), End: ms(300), Fault: &FaultRec{Kind: world.KillMaster, Slots: [][2]int{{s, s}}}})
+			b.peek(400, 401, sec, 998)
+		}, 0},
+		{"a promotion seen during a pause of another shard loses nothing of the key", func(b *hist) {
+			id := b.dec(100, 102, "", late(sec, true))
+			b.refund(id, 120, 121, ResOK)
+			b.h.Add(Record{Kind: KindFault, Start: ms(150), End: ms(350), Fault: &FaultRec{Kind: world.Pause, Slots: otherSlots("late")}})
+			b.h.Add(Record{Kind: KindFault, Start: ms(200), End: ms(300), Fault: &FaultRec{Kind: Promotion, Observed: true, Detail: "a,b → c,b"}})
+			b.peek(400, 401, sec, 998)
+		}, 2},
+		{"a promotion seen that no injected fault explains may lose the refund", func(b *hist) {
+			id := b.dec(100, 102, "", late(sec, true))
+			b.refund(id, 120, 121, ResOK)
+			b.h.Add(Record{Kind: KindFault, Start: ms(200), End: ms(300), Fault: &FaultRec{Kind: Promotion, Observed: true, Detail: "a,b → c,b"}})
+			b.peek(400, 401, sec, 998)
+		}, 0},
 		{"a killed worker's last records may be lost", func(b *hist) {
 			id := b.dec(100, 102, "", late(sec, true))
 			b.refund(id, 120, 121, ResOK)
@@ -218,6 +267,19 @@ func TestCheckRefundLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherSlots are every hash slot but key's.
+func otherSlots(key string) [][2]int {
+	s := redisstore.HashSlot(key)
+	var r [][2]int
+	if s > 0 {
+		r = append(r, [2]int{0, s - 1})
+	}
+	if s < 16383 {
+		r = append(r, [2]int{s + 1, 16383})
+	}
+	return r
 }
 
 // TestCheckRefundLostBlocks: a key whose rule takes quota blocks is not

@@ -126,6 +126,9 @@ type FaultRec struct {
 	// a release or a refund it made may be missing from the history.
 	Killed bool `json:"killed,omitempty"`
 	Inst   int  `json:"inst,omitempty"`
+	// Slots are, on a cluster, the hash slot ranges the fault can touch
+	// (world.Event.Slots); none: every key.
+	Slots [][2]int `json:"slots,omitempty"`
 	// Observed marks a fault the harness saw but did not inject (a
 	// Promotion): not counted among the run's faults.
 	Observed bool `json:"observed,omitempty"`
