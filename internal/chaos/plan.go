@@ -19,9 +19,16 @@ func Topologies() []string { return []string{world.Single, world.Sentinel, world
 // shortSeeds are the short mode's fixed seeds, per topology: each run's
 // schedule covers every fault kind the topology's world injects (TestShort
 // checks it).
+//
+// Among the seeds that cover every kind, these draw the fewest faults that
+// take seconds to heal (failovers, clock faults, kills), so that the
+// short mode stays short: when the slow fault joined the kinds, seed 1
+// drew one more clock fault on Sentinel (18 faults, 5 of them failovers
+// or clock faults; seed 10: 16, 4) and one more kill on the single node
+// (13 faults; seed 9: 12).
 var shortSeeds = map[string]uint64{
-	world.Single:   1,
-	world.Sentinel: 1,
+	world.Single:   9,
+	world.Sentinel: 10,
 	world.Cluster:  1,
 }
 
