@@ -5,7 +5,7 @@
 //
 //	chaos -topology single|sentinel|cluster|all -duration 60s -runs 100 -seed 1
 //	chaos -short                  # the short mode `make test` runs
-//	chaos -mutate overadmit       # a broken backend: must report violations
+//	chaos -mutate overadmit       # a broken backend: must report violations (also lockout, norefund, nocompensate)
 //	chaos -check h-single-7.jsonl # check histories written by -history again, with this build's checker
 //
 // It prints each run's summary and every violation, with its history
