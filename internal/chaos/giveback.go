@@ -146,13 +146,21 @@ type recRule struct{ i, j int }
 // the peek does not read), a refund after the refund window or a second
 // refund of one reservation (ErrNotRefunded: not a success), a refund
 // after a Reset (a reset only lowers the count), a refund or compensation
-// that failed (an error, or a refund-error record). Not checked: a peek
-// whose window overlaps a fault that may lose writes or move the server's
-// clock (its aftermath included, as for over-admissions); a key whose
-// rule takes quota blocks (a block charges units that no call records),
-// or any epoch key of one; a peek after a killed worker process (whose
-// last records may be lost) that had a record of the key; a peek not
-// certainly inside one window (2 ms margin).
+// that failed (an error, or a refund-error record). A compensation is over
+// within GiveBackBound of its call, well inside the 5 s for which its
+// commit marker lives (redisstore.RefundWindow): one that came later would
+// give nothing back without an error, and is never expected to.
+//
+// A give-back that a fault may have lost (made from replicationLag before
+// a failover, a promotion, a migration or a split brain of the key's
+// shard to its end, or from fsyncLag before a kill-aof) counts as not
+// given back. Not read: a peek whose window overlaps a clock fault of the
+// key's shard or its aftermath (clockLinger: the server's windows move
+// with its clock); a key whose rule takes quota blocks (a block charges
+// units that no call records), or any epoch key of one; a peek after a
+// killed worker process (whose last records may be lost) that had a
+// record of the key; a peek not certainly inside one window (2 ms
+// margin); a peek the fallback answered.
 //
 // Each fixed window of a key with such peeks is one violation: its
 // Excess, the most units over, and the excerpt of its first peek over.
