@@ -417,7 +417,7 @@ func runNemesis(ctx context.Context, o Options, w world.World, s Schedule, h *Hi
 				ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				ev, hl, err := inject(ictx, w, ft.Kind, rng)
 				cancel()
-				rec.Target, rec.Detail = ev.Target, ev.Detail
+				rec.Target, rec.Detail, rec.Slots = ev.Target, ev.Detail, ev.Slots
 				if err != nil {
 					rec.Err = err.Error()
 				} else if ev.Err != "" {
