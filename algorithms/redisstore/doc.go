@@ -2,7 +2,7 @@
 // checks of a call with Lua scripts run by EVALSHA, on a single node, a
 // Sentinel (failover) client, a Redis Cluster or a Ring.
 //
-//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 //	store, err := redisstore.New(client, redisstore.Config{})
 //
 // Every check runs on the Redis server's clock (TIME), reads and writes its
@@ -48,11 +48,27 @@
 //
 // # Client options and deadlines
 //
-// Set ContextTimeoutEnabled (so a call returns by its context's deadline,
-// see [Store.HonoursDeadline]), short read and write timeouts, and
-// MaxRetries -1: a decide script that go-redis sends again after a lost
-// reply charges its keys twice. A queued call returns by its deadline
-// whatever the options.
+// Any client works with any options: the store sends each of its scripts
+// (decisions, refunds, cancels, blocks, lease releases and renewals) at
+// most once, whatever MaxRetries, or a cluster's MaxRedirects, says. A
+// script that go-redis sent again after its reply was lost would run
+// twice, charging its keys twice for one success; so each goes as a
+// command whose NoRetry is true, which go-redis honours alone, in
+// pipelines and on every node of a cluster or a Ring (a cluster still
+// follows MOVED and ASK: the script did not run). A script that fails is
+// an error for the caller; only one the server did not run (NOSCRIPT) is
+// sent again, as EVAL. The client's other commands (DEL of [Store.Reset])
+// keep its retries. A [redis.Scripter] of another type (a type of your
+// own that embeds a client and overrides EvalSha) is called through its
+// EvalSha and Eval, whose retries are its own; a [Batcher] sends the
+// commands of its own library (rueidis sends a script once).
+//
+// Set ContextTimeoutEnabled, so that a call returns by its context's
+// deadline ([Store.HonoursDeadline]) and the engine calls the store
+// directly. Without it, a call that sends its own script waits for its
+// reply up to the client's ReadTimeout, and the engine bounds it with a
+// goroutine of its own. A queued call returns by its deadline whatever the
+// options. docs/redis.md says what each costs.
 //
 // # Redis Cluster
 //

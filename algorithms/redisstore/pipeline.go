@@ -67,7 +67,8 @@ type Batch interface {
 
 // goRedisBatcher is a go-redis client that pipelines as a Batcher:
 // *redis.Client, and *redis.ClusterClient, whose pipelines send each node
-// its commands, concurrently, following MOVED and ASK.
+// its commands, concurrently, following MOVED and ASK. It sends every
+// script of the store at most once, alone or in a pipeline (see once).
 type goRedisBatcher struct {
 	c interface {
 		Process(ctx context.Context, cmd redis.Cmder) error
@@ -76,10 +77,20 @@ type goRedisBatcher struct {
 }
 
 func (g goRedisBatcher) Process(ctx context.Context, cmd redis.Cmder) error {
-	return g.c.Process(ctx, cmd)
+	return g.c.Process(ctx, once(cmd))
 }
 
-func (g goRedisBatcher) Batch() Batch { return g.c.Pipeline() }
+func (g goRedisBatcher) Batch() Batch { return goRedisBatch{g.c.Pipeline()} }
+
+// goRedisBatch is a go-redis pipeline whose scripts go-redis sends at
+// most once: a pipeline holding one is never sent again.
+type goRedisBatch struct{ p redis.Pipeliner }
+
+func (g goRedisBatch) Process(ctx context.Context, cmd redis.Cmder) error {
+	return g.p.Process(ctx, once(cmd))
+}
+
+func (g goRedisBatch) Exec(ctx context.Context) ([]redis.Cmder, error) { return g.p.Exec(ctx) }
 
 // call is one script waiting in the queue.
 type call struct {

@@ -83,7 +83,7 @@ type Store struct {
 	replicas       int           // Config.Replicas
 	replicaTimeout time.Duration // with replicas
 	shards         sharder       // nil: every key on one server
-	batcher        Batcher       // the client as a Batcher (pipelinable), nil if it is none
+	proc           processor     // sends a script outside a pipeline; nil: through the Scripter (see processorFor)
 	pipe           *pipeline     // nil: no pipelining on the client itself
 	nodePipes      int           // on a Ring, > 0: the Pipelines of each shard's pipeline
 	pipes          sync.Map      // on a Ring: a shard's *redis.Client -> its *pipeline
@@ -141,8 +141,8 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if max == 0 {
 		max = DefaultPipelines
 	}
+	b.proc = processorFor(client)
 	if c, ok := pipelinable(client); ok {
-		b.batcher = c
 		if max > 0 {
 			_, cluster := client.(*redis.ClusterClient)
 			b.pipe = &pipeline{client: c, max: max, cluster: cluster}
@@ -216,20 +216,30 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 		vals, err = b.runReplicated(ctx, node, s, keys, args)
 	case node != nil && b.nodePipes > 0:
 		vals, err = b.nodePipe(node).run(ctx, s, keys, args)
-	case node != nil:
-		vals, err = s.Run(ctx, node, keys, args...).Int64Slice()
-	case b.pipe != nil:
+	case node == nil && b.pipe != nil:
 		vals, err = b.pipe.run(ctx, s, keys, args)
-	case b.batcher != nil:
-		// unpipelined, the same call a pipeline sends a lone caller's
-		vals, err = runScript(ctx, b.batcher, s, keys, args)
 	default:
-		vals, err = s.Run(ctx, b.client, keys, args...).Int64Slice()
+		// unpipelined, the same call a pipeline sends a lone caller's
+		vals, err = b.runDirect(ctx, node, s, keys, args)
 	}
 	if err != nil {
 		return nil, backendErr(err, keys)
 	}
 	return vals, nil
+}
+
+// runDirect runs s on node, or on the backend's own client when node is
+// nil, outside any pipeline: through the client's processor, each script
+// sent at most once (see once), or through a Scripter the store does not
+// know, by its EvalSha and Eval.
+func (b *Store) runDirect(ctx context.Context, node *redis.Client, s *redis.Script, keys []string, args []any) ([]int64, error) {
+	switch {
+	case node != nil:
+		return runScript(ctx, goRedisProcessor{node}, s, keys, args)
+	case b.proc != nil:
+		return runScript(ctx, b.proc, s, keys, args)
+	}
+	return s.Run(ctx, b.client, keys, args...).Int64Slice()
 }
 
 // backendErr wraps err, the error of a script run on keys, as an
