@@ -46,6 +46,13 @@
 // the calls sent at once then go through it, as the library's own
 // command, without go-redis's command types.
 //
+// The queue is bounded: at most 4096 calls wait (per Ring shard on a
+// Ring), and a call that finds that many fails at once with a
+// *[algorithms.BackendError], for the engine's error policy. A queued
+// call whose context ends leaves the queue: it is neither sent nor waited
+// for. A pipeline goes with none of its callers' context values, and with
+// the earliest deadline among the callers still waiting.
+//
 // # Client options and deadlines
 //
 // Any client works with any options: the store sends each of its scripts
@@ -76,7 +83,10 @@
 // a call are grouped by slot (on a Ring, by shard); each slot decides its
 // own checks atomically, and when one slot denies, the slots that
 // committed are refunded, at most once and within [RefundWindow]. A denial
-// a refund may still undo is [algorithms.Result].Provisional.
+// a refund may still undo is [algorithms.Result].Provisional. When a slot
+// fails, the call's refunds and cancels go on in the background, at most
+// 256 at once per Store; one more is not started and goes to
+// [Config].OnRefundError, its units charged until its keys' state expires.
 //
 // # Errors
 //

@@ -16,3 +16,16 @@ func SetCalendarClock(b *Store, clock func() time.Time) { b.calendarNow = clock 
 // OnCancel makes b report each cancel of a part of a call spanning slots
 // that it delivers (see cancelDetached): whether it gave units back.
 func OnCancel(b *Store, fn func(gaveBack bool)) { b.onCancel = fn }
+
+// Dropped returns how many refunds and cancels b did not start, the most
+// it runs at once being in flight (see detach).
+func Dropped(b *Store) int64 { return b.dropped.Load() }
+
+// Settling returns how many refunds and cancels b runs in the background.
+func Settling(b *Store) int64 { return b.settling.Load() }
+
+// Limits of the background work and of the pipeline queue.
+const (
+	MaxDetached = maxDetached
+	MaxQueued   = maxQueued
+)

@@ -34,11 +34,20 @@ type Config struct {
 	// cluster or a Ring, as a *[algorithms.BackendError]: the units it
 	// should have given back stay consumed until the key's state expires.
 	// It may be called concurrently, and after Allow has returned.
+	//
+	// The refunds and cancels that a failed call spanning slots leaves
+	// to the background (see the package doc, "Redis Cluster") run at
+	// most 256 at once per Store, each for up to 2 s; one more is not
+	// started, and is reported here too: its units stay charged until its
+	// keys' state expires (a fixed window's end; a bucket's reset).
 	OnRefundError func(err error)
 
 	// Pipelines bounds the round trips in flight at once before calls
 	// queue and share a pipeline (see the package doc, "Pipelining").
 	// 0 means [DefaultPipelines]; a negative value turns pipelining off.
+	// At most 4096 calls queue (per Ring shard on a Ring): a call that
+	// finds that many fails at once, with a *[algorithms.BackendError]
+	// for the engine's error policy.
 	Pipelines int
 
 	// Replicas, when > 0, is the exact mode across failovers: a decision
@@ -95,6 +104,9 @@ type Store struct {
 	// onCancel, when set (tests), hears each cancel of a part delivered:
 	// whether it gave units back.
 	onCancel func(gaveBack bool)
+
+	settling atomic.Int64 // refunds and cancels running in the background (see detach)
+	dropped  atomic.Int64 // refunds and cancels not started, maxDetached running
 }
 
 var _ algorithms.DeadlineHonourer = (*Store)(nil)
