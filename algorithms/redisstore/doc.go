@@ -66,9 +66,10 @@
 // an error for the caller; only one the server did not run (NOSCRIPT) is
 // sent again, as EVAL. The client's other commands (DEL of [Store.Reset])
 // keep its retries. A [redis.Scripter] of another type (a type of your
-// own that embeds a client and overrides EvalSha) is called through its
-// EvalSha and Eval, whose retries are its own; a [Batcher] sends the
-// commands of its own library (rueidis sends a script once).
+// own, one that embeds a client included) is called through its EvalSha
+// and Eval, whose retries are its own: give its client MaxRetries -1. A
+// [Batcher] sends the commands of its own library (rueidis sends a script
+// once).
 //
 // Set ContextTimeoutEnabled, so that a call returns by its context's
 // deadline ([Store.HonoursDeadline]) and the engine calls the store

@@ -26,9 +26,10 @@ import (
 // failover client, [*redis.ClusterClient], [*redis.Ring],
 // [*redis.AutoPipeliner], and a [redis.UniversalClient] holding one) and
 // a [Batcher], which sends the commands of its own library (rueidis sends
-// none twice). Another [redis.Scripter] (a type of the caller's that
-// embeds a client and overrides EvalSha) is called through its EvalSha and
-// Eval, which build go-redis's own commands: its retries are its own.
+// none twice). Another [redis.Scripter] (a type of the caller's, one that
+// embeds a client included) is called through its EvalSha and Eval, which
+// may add to what they send (tests inject faults so) and build go-redis's
+// own commands: its retries are its own.
 
 // onceCmd is a store's EVALSHA or EVAL that go-redis sends at most once:
 // a [*redis.IntSliceCmd] whose NoRetry is true. It holds the command by
