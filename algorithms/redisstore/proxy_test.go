@@ -16,8 +16,9 @@ import (
 )
 
 // lossyProxy is a TCP proxy in front of one redis-server that loses the
-// reply of every every-th script it forwards (EVALSHA or EVAL, counted
-// over all its connections), after the server ran it: it reads the reply,
+// reply of every every-th run of each script it forwards (EVALSHA or EVAL
+// of one SHA1, counted over all its connections), after the server ran
+// it: it reads the reply,
 // drops it and closes the connection, as a network that fails between a
 // script's run and its reply does. The client sees its connection end
 // (EOF), the error go-redis retries by default. Other replies go through.
@@ -34,11 +35,12 @@ type lossyProxy struct {
 	scripts atomic.Int64 // script replies read from the server
 	lost    atomic.Int64 // script replies lost
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	sent   map[string]int // scripts sent, by SHA1
-	lostBy map[string]int // script replies lost, by SHA1
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	sent    map[string]int // scripts sent, by SHA1
+	replies map[string]int // script replies read, by SHA1
+	lostBy  map[string]int // script replies lost, by SHA1
+	wg      sync.WaitGroup
 }
 
 // newLossyProxy starts a proxy to target that loses one script reply in
@@ -49,7 +51,7 @@ func newLossyProxy(t testing.TB, target string, every int64) *lossyProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &lossyProxy{addr: ln.Addr().String(), target: target, ln: ln, every: every, conns: map[net.Conn]struct{}{}, sent: map[string]int{}, lostBy: map[string]int{}}
+	p := &lossyProxy{addr: ln.Addr().String(), target: target, ln: ln, every: every, conns: map[net.Conn]struct{}{}, sent: map[string]int{}, replies: map[string]int{}, lostBy: map[string]int{}}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -123,12 +125,19 @@ func (p *lossyProxy) serve(client net.Conn) {
 				return
 			}
 			if !push {
-				if cmd := <-names; (cmd[0] == "evalsha" || cmd[0] == "eval") && p.every > 0 && p.scripts.Add(1)%p.every == 0 {
-					p.lost.Add(1)
+				if cmd := <-names; cmd[0] == "evalsha" || cmd[0] == "eval" {
+					p.scripts.Add(1)
 					p.mu.Lock()
-					p.lostBy[cmd[1]]++
+					p.replies[cmd[1]]++
+					lose := p.every > 0 && p.replies[cmd[1]]%int(p.every) == 0
+					if lose {
+						p.lostBy[cmd[1]]++
+					}
 					p.mu.Unlock()
-					return // the script ran; its reply is lost with the connection
+					if lose {
+						p.lost.Add(1)
+						return // the script ran; its reply is lost with the connection
+					}
 				}
 			}
 			if _, err := client.Write(raw); err != nil {
