@@ -188,13 +188,15 @@ func TestLimitChange(t *testing.T) {
 }
 
 // ttlBound is the longest a key needs to live under l: one period, two for
-// the sliding window, one full bucket for the token bucket and GCRA.
+// the sliding window, one full bucket for the token bucket and GCRA, and a
+// second more for those on a clock that is not the server's (the
+// miniredis backend's here: see bucket_ttl in lua/prelude.lua).
 func ttlBound(a algorithms.Algorithm, l algorithms.Limit) time.Duration {
 	switch a {
 	case algorithms.SlidingWindow:
 		return 2 * l.Period
 	case algorithms.TokenBucket, algorithms.GCRA:
-		return time.Duration(l.Capacity(a)) * l.Period / time.Duration(l.Rate)
+		return time.Duration(l.Capacity(a))*l.Period/time.Duration(l.Rate) + time.Second
 	}
 	return l.Period
 }

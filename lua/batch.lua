@@ -162,7 +162,7 @@ local function gcra_defer(key, nxt, r, reset, now, sfx)
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
   tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
+  dirty[key] = bucket_ttl(reset)
 end
 
 -- gcra_call decides the call of n GCRA checks (one.lua's decision for one,

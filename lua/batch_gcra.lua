@@ -61,7 +61,11 @@ do
       s = s .. sfx
       tats[key] = s
       if not dirty[key] then order[#order + 1] = key end
-      dirty[key] = format(intf, floor((reset + 999) / 1000))
+      -- bucket_ttl (prelude.lua): on a clock not the server's, its
+      -- expiry_margin, 1000 ms, more
+      local up = 999
+      if ARGV[a + 1] ~= '0' then up = 1000999 end
+      dirty[key] = format(intf, floor((reset + up) / 1000))
     end
     if allowed == 0 and mode == '2' and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
     reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset

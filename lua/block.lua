@@ -21,6 +21,7 @@
 --
 -- Reply: allowed (0/1), remaining (after the block), retry_after µs,
 -- reset_after µs, now µs. algorithms/internal/calc/block.go is its Go twin.
+server_clock = ARGV[1] == '0'
 local cap, r, u, k = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local tb = ARGV[7] == '4'
 local check = gcra

@@ -21,12 +21,16 @@
 -- dispatch.lua, batch.lua), 1 if it had committed and its units are now
 -- given back (and the marker set to "x": at most once), 2 if it had been
 -- cancelled already or had committed before markers held its commit's
--- figures; then the now used, in µs.
+-- figures; then the now used, in µs. 3 if it had committed and some
+-- checks found a count they could not tell as its commit's while it
+-- still counts (see <name>_refund in prelude.lua): the now, then the
+-- positions (from 1) of those checks, which gave nothing back.
 --
 -- The commit marker of a part that committed holds "<at>:<reset_after
 -- 1>:...|<record 1>...": each check gives back its cost as refund.lua's
 -- late refunds do (<name>_refund(key, cap, period, r, u, cost, at, reset,
 -- now, mark)), and a concurrency check removes its slots.
+server_clock = ARGV[1] == '0'
 local n = #KEYS - 1
 local unknown = unknown_algorithm(undo, n, 6)
 if unknown then return unknown end
@@ -40,9 +44,12 @@ for r in string.gmatch(string.sub(m, #at + 1), ':(%d+)') do resets[#resets + 1] 
 if #resets ~= n then return {2, now} end
 at = tonumber(at)
 local marks = commit_marks(m)
+local reply = {1, now}
 for i = 1, n do
   local o = 3 + 6 * (i - 1)
-  undo[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i])
+  if undo[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
+      tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i]) then
+    reply[1], reply[#reply + 1] = 3, i
+  end
 end
-return {1, now}
+return reply

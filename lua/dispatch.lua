@@ -29,7 +29,10 @@
 -- denied while the key's pending marker exists), remaining, retry_after
 -- µs, reset_after µs; then one more: the now used, in µs. A decide call
 -- with a calendar check whose windows do not hold now replies allowed 3
--- for every check, decides nothing and writes nothing.
+-- for every check, decides nothing and writes nothing. A refund then
+-- replies the positions (from 1) of the checks that found a count they
+-- could not tell as the commit's while it still counts (see
+-- <name>_refund in prelude.lua), which gave nothing back: none, usually.
 --
 -- Decide: phase 1 evaluates every check without writing. Only if all pass
 -- does phase 2 write the state each left. If any check denies, nothing is
@@ -100,13 +103,16 @@ if mode == '1' then
     if not args(i) then return unknown(i) end
   end
   local m = redis.call('GET', KEYS[n + 1])
+  local missed = {}
   if m then
     redis.call('DEL', KEYS[n + 1])
     local marks = commit_marks(m)
     local at = tonumber(ARGV[3 + 7 * n])
     for i = 1, n do
       local alg, cap, period, r, u, cost = args(i)
-      refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i])
+      if refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i]) then
+        missed[#missed + 1] = i
+      end
     end
   end
   for i = 1, n do
@@ -116,6 +122,7 @@ if mode == '1' then
     reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = 1, remaining, 0, reset
   end
   reply[4 * n + 1] = now
+  for j = 1, #missed do reply[4 * n + 1 + j] = missed[j] end
   return reply
 end
 

@@ -33,12 +33,22 @@
 -- a client's clock counts until the key expires.
 
 -- fixed_window_string returns the count of a string key and its expiry in
--- µs on the server's clock (now when it is that clock, else read here:
--- TIME): the end of its window. It returns nothing for a key without a
--- TTL. A string that is not a count is an error of the key's state.
+-- µs on the server's clock: the end of its window. It returns nothing for
+-- a key without a TTL. A string that is not a count is an error of the
+-- key's state. The expiry is read as an instant (PEXPIRETIME), not as a
+-- PTTL added to a now read apart from it: a script held between the two
+-- (a loaded server, a slow refund) would put the end early by the wait,
+-- and a commit and its refund would name different windows. Redis before
+-- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
+-- server's clock, else to TIME, read here), the present of the script.
 local function fixed_window_string(key, v, now)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
+  local e = redis.pcall('PEXPIRETIME', key)
+  if type(e) == 'number' then
+    if e < 0 then return end
+    return c, (e + 1) * 1000
+  end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return end
   if not server_clock then
@@ -148,14 +158,26 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart).
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
+-- (windows of one key end at least a period, a whole ms, apart). The
+-- expiry is the key's PTTL from now, the time the refund runs: on the
+-- server's clock the script's now is that clock's present, and at, the
+-- commit's instant, would put the end early by the refund's delay (a
+-- compensation or cancel more than 1 ms after its commit gave nothing
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, at)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    local c, e = fixed_window_string(key, v, now)
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else
@@ -163,7 +185,7 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, at)
+  local _, e, c = fixed_window_load(key, period, now)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then

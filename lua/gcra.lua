@@ -32,11 +32,11 @@ local function gcra_tat(v, r)
 end
 
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
--- to expire when it is reached.
+-- to expire when it is reached (see bucket_ttl in the prelude).
 local function gcra_write(key, diff, r, now, tau)
   local a, b = fmt(now + floor(diff / r)), diff % r
   if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', bucket_ttl(floor((diff + r - 1) / r)))
 end
 
 local function gcra(key, cap, _, r, u, cost, now, commit)

@@ -2,8 +2,11 @@
 -- start with it: the one-check script (gcra_one.lua before it, which
 -- closes its block after it) and the lean script (gcra_lean.lua before
 -- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
--- value written under this limit, '/' .. tau: see gcra.lua), floor, now
--- (nil: read from TIME here, once the value is known to be decided here).
+-- value written under this limit, '/' .. tau: see gcra.lua), up (µs added
+-- to reset_after before the TTL is rounded down to the ms: 999 on the
+-- server's clock, 1000999 on another, whose key lives bucket_ttl's
+-- expiry_margin of 1000 ms longer: see prelude.lua), floor, now (nil:
+-- read from TIME here, once the value is known to be decided here).
 -- A value that is absent or a whole µs written
 -- under this limit is decided with gcra's arithmetic, inline, and replied
 -- as one.lua's fast paths reply (without the now: the Go side needs it
@@ -39,7 +42,7 @@ if not v or a then
   end
   if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)
-  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + 999) / 1000)))
+  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + up) / 1000)))
   remaining = floor((full - nxt) / u)
   if remaining < 0 then remaining = 0 end
   return {1, remaining, 0, reset}

@@ -18,7 +18,7 @@
 -- gcra_flat.lua leaves to the general code (another limit's, or not a
 -- TAT), which the algorithm's one-check script then decides.
 local floor = math.floor
-local key, cap, r, u, sfx = KEYS[1], tonumber(ARGV[1]), 1, tonumber(ARGV[2]), ARGV[3]
+local key, cap, r, u, sfx, up = KEYS[1], tonumber(ARGV[1]), 1, tonumber(ARGV[2]), ARGV[3], 999
 local cost = 1
 if ARGV[4] then cost = tonumber(ARGV[4]) end
 local now

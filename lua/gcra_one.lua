@@ -7,5 +7,7 @@
 if not KEYS[2] then
   local floor = math.floor
   local key, cap, r, u, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local up = 999 -- see gcra_flat.lua
+  if ARGV[1] ~= '0' then up = 1000999 end
   -- the value ends with this limit's full window: "<tat>/<tau>"
   local sfx = '/' .. string.format(intf, floor((cap * u + r - 1) / r))

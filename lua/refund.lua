@@ -17,7 +17,11 @@
 --
 -- Reply: 1 if the commit marker existed (deleted: the units were given
 -- back), else 0 (refunded already, or the refund window has passed:
--- nothing given back); then the now used, in µs.
+-- nothing given back); then the now used, in µs. 2 when the marker
+-- existed (deleted) but some checks found a count they could not tell as
+-- their commit's while it still counts (see <name>_refund in prelude.lua):
+-- the now, then the positions (from 1) of those checks, which gave
+-- nothing back.
 --
 -- Each <name>_refund(key, cap, period, r, u, units, at, reset, now, mark)
 -- (see prelude.lua) gives back units that the commit at at took, as they
@@ -44,6 +48,7 @@
 --
 -- algorithms/internal/calc/refund.go is the Go twin, operation for
 -- operation.
+server_clock = ARGV[1] == '0'
 local at = tonumber(ARGV[2])
 local n = #KEYS - 1
 local unknown = unknown_algorithm(late, n, 7)
@@ -53,12 +58,13 @@ local m = redis.call('GET', KEYS[n + 1])
 if not m or m == 'x' then return {0, now} end
 redis.call('DEL', KEYS[n + 1])
 local marks = commit_marks(m)
+local reply = {1, now}
 for i = 1, n do
   local o = 3 + 7 * (i - 1)
   local units = tonumber(ARGV[o + 5])
-  if units > 0 then
-    late[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-      tonumber(ARGV[o + 4]), units, at, tonumber(ARGV[o + 6]), now, marks[i])
+  if units > 0 and late[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]),
+      tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), units, at, tonumber(ARGV[o + 6]), now, marks[i]) then
+    reply[1], reply[#reply + 1] = 2, i
   end
 end
-return {1, now}
+return reply

@@ -146,7 +146,9 @@ reset_after µs its commit replied, then the now its commit replied
 (the refund gives back what the commit took as it stands at ARGV[1])`,
 			reply: `4 integers per check (allowed, remaining, retry_after µs,
 reset_after µs), then the now in µs; allowed 3 for every check when a
-calendar check's windows do not hold the server's now`,
+calendar check's windows do not hold the server's now; mode 1 then
+lists the positions of the checks that found a count they could not
+tell as the commit's (nothing given back to them)`,
 			src: lua.Multi(),
 		},
 		script{
@@ -175,7 +177,9 @@ ARGV[2]  the now the decide call replied
 ARGV[3+7(i-1)...]  per check: algorithm, capacity, period µs, r, u, the
          units to give back, the reset_after µs the commit replied`,
 			reply: `1 if the commit marker existed (the units were given back), else 0;
-then the now in µs`,
+then the now in µs. 2 when the marker existed but some checks found a
+count they could not tell as the commit's: the now, then their positions
+(nothing given back to them)`,
 			src: lua.Refund(),
 		},
 		script{
@@ -190,7 +194,9 @@ ARGV[2]  the commit marker's TTL in ms
 ARGV[3+6(i-1)...]  per check, as the part sent it: algorithm, capacity,
          period µs, r (a concurrency check: its lease), u, cost`,
 			reply: `0 the part had not run (now it never commits), 1 it had committed and
-its units are given back, 2 cancelled already; then the now in µs`,
+its units are given back, 2 cancelled already; then the now in µs. 3 it
+had committed, but some checks found a count they could not tell as its
+commit's: the now, then their positions (nothing given back to them)`,
 			src: lua.Cancel(),
 		},
 		script{

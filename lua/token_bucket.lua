@@ -14,10 +14,10 @@
 -- read under the current limit.
 
 -- token_bucket_write stores a debt of m scaled units at now, full in reset
--- µs, under a limit of full window tau.
+-- µs, under a limit of full window tau (its TTL: bucket_ttl, prelude).
 local function token_bucket_write(key, m, r, now, reset, tau)
   redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
-  pexpire(key, reset)
+  redis.call('PEXPIRE', key, bucket_ttl(reset))
 end
 
 -- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or

@@ -2,7 +2,8 @@
 -- no state, or state written under the same limit ("<r>/<tau>") at or
 -- before now. token_bucket_fast makes
 -- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
--- u, cost) at now with its arithmetic, inline, and returns allowed,
+-- u, cost) at now (on the server's clock when server is true) with its
+-- arithmetic, inline, and returns allowed,
 -- remaining, retry_after, reset_after as one.lua replies them; in any
 -- other case it returns nothing and writes nothing, and the general code
 -- decides (it defines no function, and is defined before them). intf
@@ -10,7 +11,7 @@
 -- one position b once per script: a batch's calls of the same limit share
 -- one position (batch.lua), and parsing costs.
 local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
-local function token_bucket_fast(key, b, now)
+local function token_bucket_fast(key, b, now, server)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
@@ -43,7 +44,11 @@ local function token_bucket_fast(key, b, now)
     else
       redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
     end
-    redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+    -- bucket_ttl (prelude.lua): rounded up to the ms, and on a clock not
+    -- the server's its expiry_margin, 1000 ms, more
+    local ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+    redis.call('PEXPIRE', key, string.format(intf, ttl))
     remaining = floor((full - nxt) / u)
     if remaining < 0 then remaining = 0 end
     return 1, remaining, 0, reset

@@ -173,7 +173,11 @@ func benchParallel(b *testing.B, h http.Handler) {
 //
 // DecisionInContext adds 4 (the Decision's copy, its Rules, the context
 // value and the request copy WithContext makes); Style None saves the
-// writer's 2.
+// writer's 2. A concurrency rule (a slot taken, renewed by a timer, and
+// released) and a ResponseCost rule (a reservation, the response
+// recorder, and its refund) cost more, most of it in the memory
+// backend's leases and refunds; on the memory backend both are made on
+// the request's goroutine (no queue).
 func TestHandlerAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items)")
@@ -190,11 +194,19 @@ func TestHandlerAllocs(t *testing.T) {
 		{"rules=1/none", 1, middleware.Config{Headers: headers.Writer{Style: headers.None}}, 0},
 		{"rules=1/in context", 1, middleware.Config{DecisionInContext: true}, 6},
 		{"rules=3/admin", 3, middleware.Config{}, 2},
+		{"rules=1/concurrency", 1, middleware.Config{}, 17},
+		{"rules=1/response cost", 1, middleware.Config{}, 14},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.Rules = benchRules(t, tt.rules)
+			switch {
+			case strings.HasSuffix(tt.name, "/concurrency"):
+				cfg.Rules[0].Algorithm, cfg.Rules[0].Limit = algorithms.Concurrency, algorithms.InFlight(10_000, 30*time.Second)
+			case strings.HasSuffix(tt.name, "/response cost"):
+				cfg.Rules[0].ResponseCost = failedLogins
+			}
 			h := newMW(t, newMemory(t, fixed), cfg).Handler(ok)
 			if strings.HasSuffix(tt.name, "/admin") {
 				h = adminHandler(t, newMemory(t, fixed), tt.rules)

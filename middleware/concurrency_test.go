@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +140,9 @@ func exactInFlight(t *testing.T, client func() redis.Scripter) {
 		})
 	}
 	wg.Wait()
+	for _, mw := range mws { // the last slots are released after their responses
+		waitFor(t, "the releases", func() bool { return middleware.Pending(mw) == 0 })
+	}
 	t.Logf("%d served, %d denied, at most %d in flight (limit %d)", served.Load(), denied.Load(), most.Load(), n)
 	if most.Load() > n {
 		t.Fatalf("%d requests in flight at once, limit %d", most.Load(), n)
@@ -163,4 +167,25 @@ func TestConcurrencyTransportRefused(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "engine" {
 		t.Fatalf("NewTransport = %v, want a *ConfigError naming the engine", err)
 	}
+}
+
+// BenchmarkHandlerConcurrency measures one allowed request of a
+// concurrency rule: the slot taken, the response, the slot released, on
+// the memory backend and, when a redis-server is available, on the shared
+// real one.
+func BenchmarkHandlerConcurrency(b *testing.B) {
+	rules := func(tb testing.TB) []middleware.Rule {
+		return []middleware.Rule{{Name: "exports", Key: ipFunc(tb), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}
+	}
+	b.Run("memory", func(b *testing.B) {
+		benchSerial(b, newMW(b, newMemory(b, fixed), middleware.Config{Rules: rules(b), Now: time.Now}).Handler(ok))
+	})
+	b.Run("redis", func(b *testing.B) {
+		srv := redistest.Require(b)
+		rb, err := redisstore.New(srv.Client(b), redisstore.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchSerial(b, newMW(b, rb, middleware.Config{Rules: rules(b), Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Now: time.Now}).Handler(ok))
+	})
 }

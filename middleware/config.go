@@ -53,18 +53,37 @@ type Config struct {
 
 	// OnError is the error policy (default engine.Fallback). Under
 	// engine.FailOpen the request goes through without rate-limit headers;
-	// under engine.FailClosed ErrorHandler answers. A failing key func
+	// under engine.FailClosed ErrorHandler answers (503), and so it does
+	// under engine.Fallback for a failed backend call until the instance
+	// switches to its fallback (see FallbackAfter). A failing key func
 	// (an error other than keyfunc.ErrNoKey) goes to the policy too, and
-	// passes under engine.Fallback.
+	// passes under engine.Fallback. A programmer error (a negative Cost,
+	// an invalid limit from LimitFunc) is refused under every policy:
+	// ErrorHandler answers (DefaultError: 500). See
+	// docs/failure-policies.md.
 	OnError engine.ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
 	// policy. Default: a new memstore.Store.
 	FallbackBackend algorithms.Backend
 
+	// FallbackAfter is how long, under the Fallback policy, the primary
+	// must fail every call before this instance switches to its fallback
+	// (default 1s); until then a request whose call failed is refused
+	// (ErrorHandler, 503). See [engine.Config].
+	FallbackAfter time.Duration
+
 	// ProbeInterval is how often, under the Fallback policy, a background
-	// probe checks whether the primary is back (default 1s).
+	// probe checks whether the primary is back once on the fallback
+	// (default 1s).
 	ProbeInterval time.Duration
+
+	// Instances is how many instances (processes) share the limits: on
+	// its fallback, each enforces 1/Instances of every limit, so the
+	// fleet's fallbacks admit at most the limit. 0 (default): unknown,
+	// each fallback enforces the whole limit (N instances: up to N times
+	// the limit during an outage). See [engine.Config].
+	Instances int
 
 	// Denied answers denied requests (default DefaultDenied). The Decision
 	// is in the request context (FromContext); the rate-limit headers are
@@ -79,8 +98,12 @@ type Config struct {
 	// request context (FromContext).
 	MissingKeyDenied http.Handler
 
-	// ErrorHandler answers under the FailClosed policy (default
-	// DefaultError, a 503). The Decision, with Err, is in the context.
+	// ErrorHandler answers the requests refused undecided
+	// (engine.Decision.Failed): a backend failure under FailClosed, or
+	// under Fallback before the instance switched to its fallback; and a
+	// programmer error under every policy. Default DefaultError: 500 for a
+	// programmer error, 503 otherwise. The Decision, with Err, is in the
+	// context.
 	ErrorHandler http.Handler
 
 	// Exempt, when set, reports whether the request is exempt from every
@@ -114,10 +137,16 @@ type Config struct {
 	// engine.Config.RefundWindow).
 	RefundWindow time.Duration
 
-	// OnSettleError, when set, hears of every error settling the
-	// ResponseCost rules of a request after its response: a cost out of
-	// range, a refund that failed or came after RefundWindow. The
-	// reservation then stays charged. The Logger hears of them too.
+	// OnSettleError, when set, hears of every error of the work done
+	// after a request's response: settling its ResponseCost rules (a
+	// cost out of range, a refund that failed or came after
+	// RefundWindow: the reservation then stays charged) and releasing
+	// the slots of its concurrency rules (a release that failed or timed
+	// out: the slots then come back when their leases expire). The
+	// Logger hears of them too. It is called once the handler has
+	// returned, usually from a worker goroutine after the response (see
+	// Middleware.Handler), when the request's context is done already;
+	// it must be safe for concurrent use. A panic in it is logged.
 	OnSettleError func(*http.Request, error)
 
 	// Logger receives backend errors (Warn), fallback switches (Warn/Info)
@@ -153,7 +182,9 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 		DenyCache:       cfg.DenyCache,
 		OnError:         cfg.OnError,
 		FallbackBackend: cfg.FallbackBackend,
+		FallbackAfter:   cfg.FallbackAfter,
 		ProbeInterval:   cfg.ProbeInterval,
+		Instances:       cfg.Instances,
 		Shadow:          cfg.Shadow,
 		RefundWindow:    cfg.RefundWindow,
 		Logger:          cfg.Logger,
@@ -174,12 +205,23 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if wallNow {
 		cfg.Now = time.Now
 	}
-	return newMiddleware(e, cfg, timed, wallNow), nil
+	m := newMiddleware(e, cfg, timed, wallNow, newAfter(afterWorkers, afterQueue))
+	m.localPrimary = inProcess(backend)
+	m.localFallback = cfg.FallbackBackend == nil || inProcess(cfg.FallbackBackend)
+	return m, nil
 }
 
-// newMiddleware returns the Middleware of e, whose rules are cfg.Rules.
-func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool) *Middleware {
-	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules)}
+// inProcess reports whether b says it decides in process, without I/O
+// (algorithms.InProcess): its releases and refunds are made at once.
+func inProcess(b algorithms.Backend) bool {
+	p, ok := b.(algorithms.InProcess)
+	return ok && p.InProcess()
+}
+
+// newMiddleware returns the Middleware of e, whose rules are cfg.Rules,
+// doing its work after responses on a.
+func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool, a *after) *Middleware {
+	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules), after: a}
 	n := len(cfg.Rules)
 	m.pool.New = func() any {
 		return &scratch{
@@ -206,5 +248,7 @@ func (m *Middleware) With(rules ...Rule) (*Middleware, error) {
 	}
 	cfg := m.cfg
 	cfg.Rules = append(append([]Rule(nil), m.cfg.Rules...), rules...)
-	return newMiddleware(e, cfg, m.timed, m.wallNow), nil
+	d := newMiddleware(e, cfg, m.timed, m.wallNow, m.after)
+	d.localPrimary, d.localFallback = m.localPrimary, m.localFallback
+	return d, nil
 }

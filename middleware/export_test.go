@@ -2,3 +2,12 @@ package middleware
 
 // Stalled returns how many abandoned backend calls are still running.
 func (m *Middleware) Stalled() int64 { return m.engine.Stalled() }
+
+// Pending returns how many requests' work after their response is queued
+// or being done by a worker.
+func Pending(m *Middleware) int64 { return m.after.pending.Load() }
+
+// LimitAfter gives m (and the Middlewares derived from it afterwards) a
+// queue of work after responses with at most workers workers and queue
+// requests waiting.
+func LimitAfter(m *Middleware, workers, queue int) { m.after = newAfter(workers, queue) }

@@ -193,12 +193,17 @@ func TestRedisFallback(t *testing.T) {
 	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{
 		OnError:         engine.Fallback,
 		ProbeInterval:   probe,
+		FallbackAfter:   time.Millisecond,
 		FallbackBackend: newMemory(t, fixed),
 	})
 	h := mw.Handler(ok)
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	srv.Stop()
+	// The first failure is refused; the next, FallbackAfter later,
+	// switches to the fallback.
+	checkResponse(t, "killed, first failure", serve(h, req("GET", "/", "192.0.2.1:1")), 503, map[string]string{"Retry-After": "1"})
+	time.Sleep(2 * time.Millisecond)
 	margin := latencyMargin()
 	var slowest time.Duration
 	for i, want := range threeAndDenied {
@@ -398,8 +403,8 @@ func TestAlgorithmChange(t *testing.T) {
 }
 
 // keyStateProbe is a Backend whose calls fail like a Redis that is down
-// while down is set, and whose probe key always holds unusable state
-// (ErrKeyState): a server that answers, about one bad key.
+// while down is set, and whose probe key, once it is up, holds unusable
+// state (ErrKeyState): a server that answers, about one bad key.
 type keyStateProbe struct {
 	down   atomic.Bool
 	probes atomic.Int64
@@ -407,12 +412,12 @@ type keyStateProbe struct {
 }
 
 func (b *keyStateProbe) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if b.down.Load() {
+		return &algorithms.BackendError{Backend: "stub", Err: errors.New("connection refused")}
+	}
 	if strings.Contains(checks[0].Key, ":_probe:") {
 		b.probes.Add(1)
 		return &algorithms.BackendError{Backend: "stub", Err: errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"), Keys: []string{checks[0].Key}}
-	}
-	if b.down.Load() {
-		return &algorithms.BackendError{Backend: "stub", Err: errors.New("connection refused")}
 	}
 	return b.mem.Allow(ctx, checks, results)
 }
@@ -428,6 +433,7 @@ func TestProbeKeyState(t *testing.T) {
 	mw, err := middleware.New(b, middleware.Config{
 		NoDenyCache:   true,
 		ProbeInterval: time.Millisecond,
+		FallbackAfter: time.Millisecond,
 		Logger:        quiet,
 		OnDecision:    func(_ *http.Request, d *engine.Decision) { last.Store(int32(d.Source)) },
 		Rules:         []middleware.Rule{{Name: "ip", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)}},
@@ -437,6 +443,8 @@ func TestProbeKeyState(t *testing.T) {
 	}
 	defer mw.Close()
 	h := mw.Handler(ok)
+	serve(h, req("GET", "/", "192.0.2.1:1")) // refused: the first failure
+	time.Sleep(2 * time.Millisecond)
 	serve(h, req("GET", "/", "192.0.2.1:1"))
 	if got := engine.Source(last.Load()); got != engine.SourceFallback {
 		t.Fatalf("while down: Source %v, want fallback", got)

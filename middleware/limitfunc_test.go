@@ -72,18 +72,21 @@ func TestRuleLimitFunc(t *testing.T) {
 }
 
 // TestRuleLimitFuncErrors: a failing LimitFunc or an invalid limit is
-// never replaced by a default. Under FailClosed the request gets the
-// ErrorHandler's 503 and nothing is consumed; under FailOpen and Fallback
-// the rule is left out and the other rules still apply.
+// never replaced by a default. An invalid limit is a programmer error:
+// under every policy the ErrorHandler answers 500 and nothing is consumed.
+// A failing LimitFunc goes to the policy: under FailClosed the
+// ErrorHandler's 503, nothing consumed; under FailOpen and Fallback the
+// rule is left out and the other rules still apply.
 func TestRuleLimitFuncErrors(t *testing.T) {
 	p := &planLimits{plans: map[string]algorithms.Limit{"zero": {}, "burst": algorithms.PerMinute(5).WithBurst(10)}}
 	for _, tt := range []struct {
-		plan string
-		want string
+		plan    string
+		want    string
+		invalid bool
 	}{
-		{"gold", `redlimit: rule "plan": LimitFunc failed: unknown plan`},
-		{"zero", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Rate must be > 0, got 0`},
-		{"burst", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Burst is not used by sliding_window and must be 0, got 10`},
+		{"gold", `redlimit: rule "plan": LimitFunc failed: unknown plan`, false},
+		{"zero", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Rate must be > 0, got 0`, true},
+		{"burst", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Burst is not used by sliding_window and must be 0, got 10`, true},
 	} {
 		for _, policy := range []engine.ErrorPolicy{engine.Fallback, engine.FailOpen, engine.FailClosed} {
 			var rec recorder
@@ -101,6 +104,13 @@ func TestRuleLimitFuncErrors(t *testing.T) {
 			var le *engine.LimitError
 			if !errors.As(d.Err, &le) || d.Err.Error() != tt.want || !d.Rules[1].LimitFailed || d.Rules[1].Evaluated {
 				t.Errorf("%s %v: Err %v, plan rule %+v; want the *engine.LimitError %q", tt.plan, policy, d.Err, d.Rules[1], tt.want)
+			}
+			if tt.invalid {
+				checkResponse(t, tt.plan+" "+policy.String(), w, http.StatusInternalServerError, map[string]string{})
+				if !d.Failed || d.Rules[0].Evaluated {
+					t.Errorf("%s %v: %+v, want refused, nothing decided", tt.plan, policy, d)
+				}
+				continue
 			}
 			if policy == engine.FailClosed {
 				checkResponse(t, tt.plan+" fail-closed", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})

@@ -19,6 +19,10 @@ type Middleware struct {
 	wallNow bool // cfg.Now is time.Now: reuse the time decide read
 	timed   bool // something besides debug logging reads Decision.Latency
 	settles bool // a rule has a ResponseCost: requests are settled after the response (settle.go)
+
+	after         *after // the work after responses (after.go), shared with With
+	localPrimary  bool   // the backend runs in process: no work after a response is queued
+	localFallback bool   // so does the fallback
 }
 
 // LocalDenials returns how many requests the deny cache answered without a
@@ -35,8 +39,19 @@ func (m *Middleware) LocalDenials() uint64 { return m.engine.LocalDenials() }
 func (m *Middleware) Engine() *engine.Engine { return m.engine }
 
 // Close stops the fallback probe, if one runs, for m and the Middlewares
-// derived from it with With. They keep working.
-func (m *Middleware) Close() error { return m.engine.Close() }
+// derived from it with With, and waits until the work queued after their
+// responses is done: every slot of a concurrency rule released, every
+// ResponseCost rule settled (or its error given to Config.OnSettleError).
+// That takes at most the time of the queued calls, each bounded by
+// Config.Timeout (see Handler; with the Timeout disabled, as long as the
+// backend takes). They keep working: after Close, a request makes its
+// own release and settle after its handler. Close a Middleware after the
+// server that runs it has shut down (http.Server.Shutdown), so that
+// every request's work is done.
+func (m *Middleware) Close() error {
+	m.after.close()
+	return m.engine.Close()
+}
 
 // scratch is the per-request working memory, pooled.
 type scratch struct {
@@ -44,29 +59,42 @@ type scratch struct {
 	policies []headers.Policy
 	dec      engine.Decision
 	now      time.Time // when decide finished: the wall clock for headers when Config.Now is time.Now
+	costs    []int64   // what the response cost, per rule, when settle
+	settle   bool      // the ResponseCost rules of dec are to be settled with costs (after.go)
 }
 
 // Handler returns next wrapped by the limiter. Use it as a method value:
 // r.With(mw.Handler), mw.Handler(mux).
+//
+// The slots of concurrency rules are held while next runs. Once next has
+// returned (or panicked), the slots are released and the ResponseCost
+// rules settled after the response, off the response's path: Handler
+// returns at once, so net/http sends the response without waiting for
+// either round trip, and a worker makes them. At most 16 workers run
+// (per Middleware and those derived with With), and at most 1024
+// requests' work waits for one; when the queue is full, or after Close,
+// the request makes its own after next returns (its client then waits
+// for them, at most Config.Timeout each), so nothing is dropped. On a
+// backend that runs in process (memstore) they are made at once. A
+// release or settle that fails goes to Config.OnSettleError and the
+// Logger.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := m.pool.Get().(*scratch)
-		defer m.pool.Put(s)
 		m.decide(r, s, m.timed)
 		switch d := &s.dec; {
 		case d.Allowed:
-			if d.Holds() {
-				// the slots of concurrency rules: held while next runs,
-				// freed when it returns or panics
-				defer d.Release(r.Context())
+			release, settle := m.owes(d)
+			if release {
 				d.KeepAlive(context.WithoutCancel(r.Context()))
 			}
 			m.writeHeaders(w.Header(), s)
 			if m.cfg.DecisionInContext {
 				r = r.WithContext(withDecision(r.Context(), d.Clone()))
 			}
-			if m.settles {
-				m.serveSettled(w, r, next, d)
+			if release || settle {
+				// s is the work's from here on (after.go)
+				m.serveOwing(w, r, next, s, settle)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -80,6 +108,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 			denied.ServeHTTP(w, r.WithContext(withDecision(r.Context(), d.Clone())))
 		}
+		m.pool.Put(s)
 	})
 }
 

@@ -357,9 +357,10 @@ func TestCost(t *testing.T) {
 	}
 }
 
-// TestNegativeCost: a negative cost from Rule.Cost denies that request
-// under every error policy: 429 without Retry-After, nothing consumed by
-// any rule, the decision naming the rule and the error. In shadow mode the
+// TestNegativeCost: a negative cost from Rule.Cost, a programmer error,
+// refuses that request under every error policy: the ErrorHandler's 500
+// (DefaultError), nothing consumed by any rule, the next handler not
+// called, the decision naming the rule and the error. In shadow mode the
 // rule would have denied, and the live rules decide alone.
 func TestNegativeCost(t *testing.T) {
 	cost := func(r *http.Request) int64 {
@@ -372,9 +373,9 @@ func TestNegativeCost(t *testing.T) {
 		shadow bool
 		code   int
 	}{
-		{"fallback", engine.Fallback, false, 429},
-		{"fail open", engine.FailOpen, false, 429},
-		{"fail closed", engine.FailClosed, false, 429},
+		{"fallback", engine.Fallback, false, 500},
+		{"fail open", engine.FailOpen, false, 500},
+		{"fail closed", engine.FailClosed, false, 500},
 		{"shadow", engine.Fallback, true, 200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -403,8 +404,8 @@ func TestNegativeCost(t *testing.T) {
 				checkResponse(t, "cost -1 in shadow", w, 200, xHeaders("3", "2", epoch0+20, ""))
 				return
 			}
-			checkResponse(t, "cost -1", w, 429, map[string]string{})
-			if body := "rate limit exceeded: export; this request can never be allowed (no key, invalid cost, or cost above the limit)\n"; w.Body.String() != body {
+			checkResponse(t, "cost -1", w, 500, map[string]string{})
+			if body := "rate limiter misconfigured\n"; w.Body.String() != body || !d.Failed {
 				t.Errorf("cost -1: body %q, want %q", w.Body.String(), body)
 			}
 			// Nothing was consumed: the first valid request takes the first unit.

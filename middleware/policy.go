@@ -1,9 +1,12 @@
 package middleware
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/redlimit/redlimit/algorithms"
 )
 
 // DefaultDenied answers 429 Too Many Requests. The body is an RFC 9457
@@ -12,11 +15,22 @@ import (
 // otherwise; both say which rules denied and when to retry.
 var DefaultDenied http.Handler = http.HandlerFunc(defaultDenied)
 
-// DefaultError answers 503 Service Unavailable with Retry-After: 1.
-var DefaultError http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// DefaultError answers the requests refused undecided (engine.Decision.Failed):
+// 500 Internal Server Error for a programmer error (Decision.Err matches
+// [algorithms.ErrInvalidConfig]: a negative cost, an invalid limit; no
+// retry can succeed, and a 429 would blame the client for the server's
+// bug), and 503 Service Unavailable with Retry-After: 1 otherwise (the
+// backend failed: a retry may succeed).
+var DefaultError http.Handler = http.HandlerFunc(defaultError)
+
+func defaultError(w http.ResponseWriter, r *http.Request) {
+	if d, _ := FromContext(r.Context()); d != nil && errors.Is(d.Err, algorithms.ErrInvalidConfig) {
+		http.Error(w, "rate limiter misconfigured", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
-})
+}
 
 // Unauthorized answers 401 Unauthorized, for Config.MissingKeyDenied: a
 // request that carries no key for a rule whose key is a credential (an API

@@ -177,8 +177,15 @@ func TestErrorPolicies(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
 		var rec recorder
-		mw := newMW(t, b, middleware.Config{Rules: rules, ProbeInterval: 10 * time.Millisecond,
+		mw := newMW(t, b, middleware.Config{Rules: rules, ProbeInterval: 10 * time.Millisecond, FallbackAfter: time.Millisecond,
 			FallbackBackend: newMemory(t, fixed), OnDecision: rec.hook})
+		// The first failure is refused (503); the next, FallbackAfter
+		// later, switches to the fallback.
+		checkResponse(t, "first failure", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 503, map[string]string{"Retry-After": "1"})
+		if d := rec.last(t); !d.Failed || d.Source != engine.SourceNone || !errors.Is(d.Err, errDown) {
+			t.Errorf("first failure: %+v, want refused undecided", d)
+		}
+		time.Sleep(2 * time.Millisecond)
 		for i, want := range threeAndDenied {
 			checkResponse(t, "down "+itoa(int64(i)), serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), want.code, want.headers)
 			d := rec.last(t)

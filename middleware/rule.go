@@ -92,10 +92,15 @@ type Rule struct {
 	// requests in flight count against it; once the handler has returned
 	// (or panicked), ResponseCost gets the response's status code (200
 	// when the handler wrote nothing; 500 when it panicked before writing
-	// a status) and the body bytes it wrote, and returns what the request
-	// really cost, from 0 to the reservation. The rest is given back
-	// (engine.Engine.Settle): for "count only failed logins", return 1
-	// for a 401 or 403 and 0 otherwise.
+	// a status; 101, http.StatusSwitchingProtocols, when it hijacked the
+	// connection) and the body bytes it wrote through the ResponseWriter
+	// (Write, WriteString, ReadFrom; not what went through a hijacked
+	// connection), and returns what the request really cost, from 0 to
+	// the reservation. It runs on the request's goroutine, once the
+	// handler has returned. The rest is given back (engine.Engine.Settle)
+	// after the response, off its path (see Middleware.Handler): for
+	// "count only failed logins", return 1 for a 401 or 403 and 0
+	// otherwise.
 	//
 	// What is atomic: the check and the reservation, as for any rule
 	// (one backend call with the request's other rules); the refund is a
@@ -109,8 +114,10 @@ type Rule struct {
 	// nothing is ever charged beyond what was checked.
 	//
 	// Only requests with a ResponseCost rule pay for it: their
-	// ResponseWriter is wrapped to see the status and the bytes (it
-	// keeps http.ResponseController working through Unwrap), and their
+	// ResponseWriter is wrapped to see the status and the bytes (the
+	// wrapper has http.Flusher, http.Hijacker and io.ReaderFrom when,
+	// and only when, the ResponseWriter it wraps has them, and reaches
+	// the rest through Unwrap for http.ResponseController), and their
 	// keys get refund markers in the store for the refund window. It
 	// must be safe for concurrent use.
 	ResponseCost func(status int, written int64) int64

@@ -2,11 +2,13 @@ package middleware_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,8 +50,9 @@ func loginRules(t testing.TB, alg algorithms.Algorithm) []middleware.Rule {
 // wrong password, then wrong passwords one after another until one is
 // refused: over the run exactly 5 failed logins reach the handler, and
 // successful logins are let through far beyond the limit.
-func failedLoginsConcurrently(t *testing.T, h http.Handler) {
+func failedLoginsConcurrently(t *testing.T, mw *middleware.Middleware) {
 	t.Helper()
+	h := mw.Handler(login)
 	var failed, succeeded, refused atomic.Int64
 	attempt := func(right bool) int {
 		pw := "wrong"
@@ -78,6 +81,8 @@ func failedLoginsConcurrently(t *testing.T, h http.Handler) {
 		})
 	}
 	wg.Wait()
+	// the refunds of the successful logins are made after their responses
+	waitFor(t, "the refunds", func() bool { return middleware.Pending(mw) == 0 })
 	for attempt(false) != http.StatusTooManyRequests {
 	}
 	if got := failed.Load(); got != 5 {
@@ -96,7 +101,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 	for _, alg := range refundable {
 		t.Run("memory/"+alg.String(), func(t *testing.T) {
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: loginRules(t, alg)})
-			failedLoginsConcurrently(t, mw.Handler(login))
+			failedLoginsConcurrently(t, mw)
 		})
 	}
 	srv := redistest.Require(t)
@@ -107,7 +112,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
-			failedLoginsConcurrently(t, mw.Handler(login))
+			failedLoginsConcurrently(t, mw)
 		})
 	}
 	redistest.RequireCluster(t)
@@ -124,7 +129,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
-			failedLoginsConcurrently(t, mw.Handler(login))
+			failedLoginsConcurrently(t, mw)
 		})
 	}
 }
@@ -307,3 +312,137 @@ func TestCheckSettle(t *testing.T) {
 var refundable = slices.DeleteFunc(slices.Clone(algorithms.Algorithms), func(a algorithms.Algorithm) bool {
 	return a == algorithms.Concurrency
 })
+
+// bareWriter has only the methods of http.ResponseWriter, and Unwrap.
+type bareWriter struct{ w http.ResponseWriter }
+
+func (b bareWriter) Header() http.Header         { return b.w.Header() }
+func (b bareWriter) Write(p []byte) (int, error) { return b.w.Write(p) }
+func (b bareWriter) WriteHeader(code int)        { b.w.WriteHeader(code) }
+func (b bareWriter) Unwrap() http.ResponseWriter { return b.w }
+
+// onlyReader hides every method of its Reader but Read (io.Copy then
+// uses the writer's ReadFrom).
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// TestResponseCostWriterInterfaces: the ResponseWriter a ResponseCost
+// rule wraps has the optional interfaces of the one it wraps, and only
+// those, on real servers: on HTTP/1.1 a handler hijacks the connection
+// (its ResponseCost then sees 101 and no bytes) and io.Copy goes through
+// ReadFrom (its bytes counted); on HTTP/2, and behind a writer that has
+// none of them, no Hijacker (nor ReaderFrom, nor Flusher) appears, while
+// http.ResponseController still reaches what lies below through Unwrap.
+// Before, the wrapper hid Hijacker and ReaderFrom, and showed a Flusher
+// that did nothing when the writer had none.
+func TestResponseCostWriterInterfaces(t *testing.T) {
+	type seen struct {
+		status  int
+		written int64
+	}
+	costs := make(chan seen, 1)
+	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA,
+		Limit: algorithms.PerHour(100), ResponseCost: func(status int, written int64) int64 {
+			costs <- seen{status, written}
+			return 1
+		}}}})
+	const size = 64 << 10
+	has := func(w http.ResponseWriter) string {
+		_, f := w.(http.Flusher)
+		_, h := w.(http.Hijacker)
+		_, r := w.(io.ReaderFrom)
+		return fmt.Sprintf("flusher %v hijacker %v readerfrom %v", f, h, r)
+	}
+	interfaces := make(chan string, 1)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		interfaces <- has(w)
+		switch r.URL.Path {
+		case "/hijack":
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				http.Error(w, "no Hijacker", http.StatusInternalServerError)
+				return
+			}
+			c, rw, err := hj.Hijack()
+			if err != nil {
+				t.Errorf("Hijack: %v", err)
+				return
+			}
+			defer c.Close()
+			rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nhijacked")
+			rw.Flush()
+		case "/copy":
+			if n, err := io.Copy(w, onlyReader{strings.NewReader(strings.Repeat("x", size))}); n != size || err != nil {
+				t.Errorf("io.Copy = %d, %v", n, err)
+			}
+		case "/controller":
+			rc := http.NewResponseController(w)
+			if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+				t.Errorf("SetWriteDeadline through Unwrap: %v", err)
+			}
+			io.WriteString(w, "ok")
+			if err := rc.Flush(); err != nil {
+				t.Errorf("Flush through Unwrap: %v", err)
+			}
+		}
+	})
+	check := func(t *testing.T, c *http.Client, url, wantHas string, code int, body string, cost seen) {
+		t.Helper()
+		resp, err := c.Get(url)
+		var gotBody []byte
+		if err == nil {
+			gotBody, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		// what the handler saw, and what its ResponseCost saw (after it)
+		var gotHas string
+		var gotCost seen
+		select {
+		case gotHas = <-interfaces:
+		case <-time.After(10 * time.Second):
+		}
+		select {
+		case gotCost = <-costs:
+		case <-time.After(10 * time.Second):
+		}
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		if gotHas != wantHas {
+			t.Errorf("the handler's writer: %s, want %s", gotHas, wantHas)
+		}
+		if resp.StatusCode != code || string(gotBody) != body {
+			t.Errorf("response %d %.20q (%d bytes), want %d %.20q", resp.StatusCode, gotBody, len(gotBody), code, body)
+		}
+		if gotCost != cost {
+			t.Errorf("ResponseCost saw %+v, want %+v", gotCost, cost)
+		}
+	}
+
+	h1 := httptest.NewServer(mw.Handler(handler))
+	defer h1.Close()
+	all := "flusher true hijacker true readerfrom true"
+	t.Run("http1/hijack", func(t *testing.T) {
+		check(t, h1.Client(), h1.URL+"/hijack", all, 200, "hijacked", seen{http.StatusSwitchingProtocols, 0})
+	})
+	t.Run("http1/copy", func(t *testing.T) {
+		check(t, h1.Client(), h1.URL+"/copy", all, 200, strings.Repeat("x", size), seen{200, size})
+	})
+
+	h2 := httptest.NewUnstartedServer(mw.Handler(handler))
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	defer h2.Close()
+	t.Run("http2", func(t *testing.T) {
+		check(t, h2.Client(), h2.URL+"/copy", "flusher true hijacker false readerfrom false", 200, strings.Repeat("x", size), seen{200, size})
+	})
+
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mw.Handler(handler).ServeHTTP(bareWriter{w}, r)
+	}))
+	defer bare.Close()
+	t.Run("bare", func(t *testing.T) {
+		check(t, bare.Client(), bare.URL+"/controller", "flusher false hijacker false readerfrom false", 200, "ok", seen{200, 2})
+	})
+}

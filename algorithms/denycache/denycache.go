@@ -83,8 +83,11 @@ type Config struct {
 // *[algorithms.BackendError] whose Backend is "denycache"). If the probe is
 // denied, its denial, recorded, decides them locally; if it is allowed, or
 // fails, they go on as if there had been no entry, and each is decided by
-// the wrapped Backend. Many instances competing for one key's refills thus
-// cost about one call each per period while their probes are denied.
+// the wrapped Backend. A probe whose call to the wrapped Backend panics is
+// ended too, as the panic goes on to the probe's caller: the calls waiting
+// for it go on to the wrapped Backend. Many instances competing for one
+// key's refills thus cost about one call each per period while their
+// probes are denied.
 //
 // # Why a local denial is safe
 //
@@ -320,14 +323,16 @@ func validateHit(checks []algorithms.Check, results []algorithms.Result) error {
 }
 
 // ask passes the call, which began at now, to next, learns from its
-// answer, and then ends the probe claimed, if the call makes one.
+// answer, and then ends the probe claimed, if the call makes one: also
+// when next panics (the panic goes on to the caller), so that the calls
+// waiting for the probe go on rather than wait for it forever.
 func (d *Cache) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, now time.Duration, claimed *probe, seen *seenSet) error {
+	defer d.release(claimed)
 	gen := d.resets.Load()
 	err := d.next.Allow(ctx, checks, results)
 	if err == nil {
 		d.learn(checks, results, now, seen, gen)
 	}
-	d.release(claimed)
 	return err
 }
 

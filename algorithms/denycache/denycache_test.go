@@ -847,3 +847,100 @@ func TestDenyCacheEmptiesItself(t *testing.T) {
 		t.Fatalf("Allow(abuser) after the sweep = %+v, asked next %v; want allowed by next", res[0], asked)
 	}
 }
+
+// panicOnce panics in the first call that gets through its gate, then
+// answers every check allowed.
+type panicOnce struct {
+	gate    chan struct{}
+	arrived chan struct{} // closed when the first call is in
+	calls   atomic.Int64
+}
+
+func (p *panicOnce) Allow(_ context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if p.calls.Add(1) == 1 {
+		close(p.arrived)
+		<-p.gate
+		panic("backend bug")
+	}
+	for i, c := range checks {
+		capacity := c.Limit.Capacity(c.Algorithm)
+		results[i] = algorithms.Result{Allowed: true, Limit: capacity, Remaining: capacity - 1, ResetAfter: time.Second}
+	}
+	return nil
+}
+
+// TestDenyCacheProbePanics: a wrapped Backend that panics during the probe
+// of an expired denial. The panic reaches the probe's caller, as it would
+// without the cache, and the calls waiting for that probe go on: each is
+// decided by the wrapped Backend (allowed here). Before the probe was
+// released with defer, they waited for it forever (the 30s bound below
+// detects that deadlock; it is no timing assertion).
+func TestDenyCacheProbePanics(t *testing.T) {
+	c := &backendtest.Clock{T: backendtest.T0}
+	check := algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1)}
+	p := &panicOnce{gate: make(chan struct{}), arrived: make(chan struct{})}
+	// The denial comes from denyAll through a cache whose next is then
+	// swapped for p: a Cache's entries are per key, whoever answered.
+	next := &switchBackend{}
+	next.b.Store(backendBox{denyAll{}})
+	cache, err := denycache.New(next, denycache.Config{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make([]algorithms.Result, 1)
+	if err := cache.Allow(context.Background(), []algorithms.Check{check}, res); err != nil || res[0].Allowed {
+		t.Fatalf("first call: %+v, %v; want denied for an hour", res[0], err)
+	}
+	next.b.Store(backendBox{p})
+	c.T = c.T.Add(time.Hour) // the denial has expired: the next call probes
+
+	probe := make(chan any, 1)
+	go func() {
+		defer func() { probe <- recover() }()
+		cache.Allow(context.Background(), []algorithms.Check{check}, make([]algorithms.Result, 1))
+	}()
+	<-p.arrived
+	const waiters = 8
+	type answer struct {
+		r   algorithms.Result
+		err error
+	}
+	answers := make(chan answer, waiters)
+	for range waiters {
+		go func() {
+			res := make([]algorithms.Result, 1)
+			err := cache.Allow(context.Background(), []algorithms.Check{check}, res)
+			answers <- answer{res[0], err}
+		}()
+	}
+	// The waiters queue behind the probe (a call that arrives after the
+	// panic is decided by p as well, which the assertions below allow).
+	time.Sleep(50 * time.Millisecond)
+	close(p.gate)
+	if got := <-probe; got != "backend bug" {
+		t.Fatalf("the probe's caller recovered %v, want the backend's panic", got)
+	}
+	deadlock := time.After(30 * time.Second)
+	for i := range waiters {
+		select {
+		case a := <-answers:
+			if a.err != nil || !a.r.Allowed {
+				t.Errorf("waiter %d: %+v, %v; want allowed by the wrapped Backend", i, a.r, a.err)
+			}
+		case <-deadlock:
+			t.Fatalf("%d of %d waiters still blocked 30s after the probe panicked: the probe was never released", waiters-i, waiters)
+		}
+	}
+	if got := p.calls.Load(); got != 1+waiters {
+		t.Errorf("the wrapped Backend saw %d calls, want the probe and the %d waiters", got, waiters)
+	}
+}
+
+// switchBackend forwards to the Backend it holds, which a test may swap.
+type switchBackend struct{ b atomic.Value } // backendBox
+
+type backendBox struct{ algorithms.Backend }
+
+func (s *switchBackend) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	return s.b.Load().(backendBox).Allow(ctx, checks, results)
+}

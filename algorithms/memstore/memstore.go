@@ -55,7 +55,10 @@ type Config struct {
 // The clock is [Config].Now (time.Now by default), in microseconds. As with
 // Redis TTLs, a key expires when it is back to full capacity, by the
 // store's own time, which never goes back: a key that expired stays
-// expired even if the clock steps back. A calendar quota's windows
+// expired even if the clock steps back. A token bucket or GCRA key lives a
+// second longer (calc.ExpiryMargin), as redisstore's on an injected clock
+// (bucket_ttl in lua/prelude.lua): a clock stepping back by up to a second
+// finds its state and waits for it, and both stores decide alike. A calendar quota's windows
 // ([algorithms.PerDayIn]) are computed around the same clock, in the
 // quota's time zone.
 //
@@ -247,8 +250,9 @@ func (m *Store) decide(checks []algorithms.Check, ps []calc.Params, hashes []uin
 			}
 		}
 		o := st.Eval(&ps[i], now, exists, true)
-		// The TTL Redis would get: reset rounded up to a millisecond.
-		st.expires = hw + calc.CeilDiv(o.Reset, 1000)*1000
+		// The TTL Redis would get on an injected clock: reset rounded up
+		// to a millisecond, a bucket's a second more (calc.KeyTTL).
+		st.expires = hw + calc.KeyTTL(ps[i].Alg, o.Reset)
 	}
 	m.commitRefundable(checks, hashes, shards, results, now, hw)
 }
@@ -264,7 +268,7 @@ func evalOrAbsent(st, absent *slot, p *calc.Params, now, hw int64) calc.Outcome 
 	if o.TTL > 0 {
 		// the evaluation set the key's TTL, as the script does (a cut
 		// time-debt, a denied sliding log)
-		st.expires = hw + calc.CeilDiv(o.TTL, 1000)*1000
+		st.expires = hw + calc.KeyTTL(p.Alg, o.TTL)
 	}
 	return o
 }
@@ -436,7 +440,7 @@ func (m *Store) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Dur
 			st = sh.insert(h, c.Key, hw, m.perShard, []algorithms.Check{c})
 			st.State = fresh.State
 		}
-		st.expires = hw + calc.CeilDiv(ttl, 1000)*1000
+		st.expires = hw + calc.KeyTTL(p.Alg, ttl)
 	}
 	return result(o, p.Cap), nil
 }

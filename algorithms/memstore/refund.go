@@ -235,7 +235,7 @@ func (m *Store) refundGroup(refunds []algorithms.Refund, group []int, now, hw in
 		case o.Gone:
 			sh.remove(hashes[k], c.Key)
 		case o.TTL > 0:
-			st.expires = hw + calc.CeilDiv(o.TTL, 1000)*1000
+			st.expires = hw + calc.KeyTTL(p.Alg, o.TTL)
 		}
 	}
 	return true

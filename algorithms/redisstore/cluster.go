@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -338,11 +339,18 @@ func (b *Store) compensate(ctx context.Context, parts []part) error {
 // denied, and replaces its results with its checks' state after the
 // refund. A refund that fails leaves the commit's results. One that the
 // caller's context ended, or that the cluster did not run, goes on in the
-// background.
+// background. One that ran but gave nothing back to some keys (errNotGiven)
+// keeps the state it read, and is reported.
 func (b *Store) refundPart(ctx context.Context, p *part) {
 	res := p.res
 	p.res = slices.Clone(res)
 	if err := b.refund(ctx, p.node, p.checks, p.ps, p.res, p.now, p.commit); err != nil {
+		if errors.Is(err, errNotGiven) {
+			if b.onRefundError != nil {
+				b.onRefundError(err)
+			}
+			return
+		}
 		p.res = res
 		if ctx.Err() != nil || notRun(err) {
 			b.detach(func() { b.refundDetached(ctx, p) })
@@ -380,11 +388,15 @@ func (b *Store) cancelDetached(ctx context.Context, p *part) {
 		if err != nil {
 			return err
 		}
-		if len(vals) != 2 || vals[0] < 0 || vals[0] > 2 {
-			return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("cancel script reply %v, want [0|1|2 now]", vals)}
+		if len(vals) < 2 || vals[0] < 0 || vals[0] > 3 || (vals[0] == 3) != (len(vals) > 2) {
+			return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("cancel script reply %v, want [0|1|2 now] or [3 now position...]", vals)}
 		}
 		if b.onCancel != nil {
-			b.onCancel(vals[0] == 1)
+			b.onCancel(vals[0] == 1 || vals[0] == 3)
+		}
+		if vals[0] == 3 {
+			// it had committed: the keys named gave nothing back
+			return notGiven(p.commit, keys[:len(p.checks)], vals[2:])
 		}
 		return nil
 	})

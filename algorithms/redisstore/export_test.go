@@ -1,6 +1,11 @@
 package redisstore
 
-import "time"
+import (
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
 
 // MarkerKeys returns the pending marker of key and a commit marker of a
 // call's part whose first key is key.
@@ -29,3 +34,17 @@ const (
 	MaxDetached = maxDetached
 	MaxQueued   = maxQueued
 )
+
+// AllowQueued decides calls on b queued behind its pipeline with every
+// round trip in flight, so that one pipeline sends them together (batch
+// scripts deciding those it batches), and returns each call's Results and
+// error, and the order in which the pipeline decided them.
+func AllowQueued(t *testing.T, b *Store, calls [][]algorithms.Check) ([][]algorithms.Result, []error, []int) {
+	t.Helper()
+	q := make([]queued, len(calls))
+	for i, c := range calls {
+		q[i] = queued{checks: c}
+	}
+	results, errs := allowQueued(t, b, nil, q)
+	return results, errs, executionOrder(q)
+}

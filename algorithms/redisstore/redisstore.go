@@ -23,16 +23,23 @@ type Config struct {
 	// of every check. Leave it nil in production: the server's clock is the
 	// one clock every application instance shares. Tests inject one. Redis
 	// still expires keys on its own clock, by the TTL each check sets (the
-	// time its state needs on the injected clock): an injected clock that
-	// runs slower than the server's lets a key expire before its time, and
-	// a check pass that the injected history refuses. Tests that stop the
-	// injected clock while they run (a slow machine may take a second) use
-	// limits whose state outlasts them, per hour rather than per second.
+	// time its state needs on the injected clock; a token bucket or GCRA
+	// key's, a second more, so that the injected clock may step back by up
+	// to a second and still find the state: see "Clocks and expiry" in
+	// docs/reliability.md): an injected clock that runs slower than the
+	// server's lets a key expire before its time, and a check pass that the
+	// injected history refuses. Tests that stop the injected clock while
+	// they run (a slow machine may take a second) use limits whose state
+	// outlasts them, per hour rather than per second.
 	Now func() time.Time
 
 	// OnRefundError, when set, hears of each refund that failed on a
 	// cluster or a Ring, as a *[algorithms.BackendError]: the units it
 	// should have given back stay consumed until the key's state expires.
+	// So does a refund or cancel that ran but gave nothing back to some
+	// keys, each holding a fixed window's count on the server's clock
+	// whose TTL (which names its window) was changed since the commit:
+	// its error matches [algorithms.ErrKeyState] and names them.
 	// It may be called concurrently, and after Allow has returned.
 	//
 	// The refunds and cancels that a failed call spanning slots leaves
@@ -440,8 +447,12 @@ func (b *Store) refund(ctx context.Context, node *redis.Client, checks []algorit
 	if err != nil {
 		return err
 	}
-	_, err = decode(vals, ps, results)
-	return err
+	// after the now: the checks that gave nothing back (lua/dispatch.lua)
+	n := min(len(vals), 4*len(ps)+1)
+	if _, err = decode(vals[:n], ps, results); err != nil || len(vals) == n {
+		return err
+	}
+	return notGiven(commit, keys[:len(checks)], vals[n:])
 }
 
 // scriptArgs builds KEYS and ARGV of the dispatch (see lua/dispatch.lua), with room for

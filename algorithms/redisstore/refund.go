@@ -61,6 +61,14 @@ func receipts(results []algorithms.Result, marker string, at int64) {
 // time. The script gives back only if it deletes the marker, so a refund
 // sent again, by go-redis after a lost reply or by the caller, gives
 // nothing back. Refunds whose Units are all 0 are not sent.
+//
+// A refund that took its marker but found a fixed window's count on the
+// server's clock whose TTL (which names its window) was changed since the
+// commit (a PEXPIRE of the key, a MIGRATE to a node whose clock is off)
+// cannot tell the commit's units in it and gives that key nothing back,
+// its window still current: Refund then returns a
+// *[algorithms.BackendError] naming those keys, which matches
+// [algorithms.ErrKeyState], after every other refund was made.
 func (b *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
 	if err := algorithms.ValidateRefunds(refunds); err != nil {
 		return err
@@ -112,11 +120,38 @@ func (b *Store) refundLate(ctx context.Context, refunds []algorithms.Refund, gro
 		}
 		return err
 	}
-	if len(vals) != 2 || vals[0] < 0 || vals[0] > 1 {
-		return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("refund script reply %v, want [0|1 now]", vals)}
+	if len(vals) < 2 || vals[0] < 0 || vals[0] > 2 || (vals[0] == 2) != (len(vals) > 2) {
+		return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("refund script reply %v, want [0|1 now] or [2 now position...]", vals)}
 	}
-	if vals[0] == 0 {
+	switch vals[0] {
+	case 0:
 		return fmt.Errorf("%w (commit %s)", algorithms.ErrNotRefunded, r0.Result.Receipt.Marker)
+	case 2:
+		return notGiven(r0.Result.Receipt.Marker, keys[:len(group)], vals[2:])
 	}
 	return nil
+}
+
+// errNotGiven is the cause of the error of a refund (or cancel) that ran,
+// taking its commit marker, and gave nothing back to some of its checks:
+// each found its key holding a count it could not tell as its commit's
+// while that count still counts (a fixed window's count on the server's
+// clock whose TTL, which names its window, was changed since the commit:
+// see fixed_window_refund in lua/fixed_window.lua). Their units stay
+// charged until the key's window ends.
+var errNotGiven = errors.New("refund found a count it could not tell as its commit's (the key's TTL changed since the commit): nothing given back")
+
+// notGiven returns the error of a refund of commit whose script replied
+// the positions (from 1) among keys of the checks that gave nothing
+// back: a *[algorithms.BackendError] naming their keys, which matches
+// [algorithms.ErrKeyState] and errNotGiven.
+func notGiven(commit string, keys []string, positions []int64) error {
+	named := make([]string, 0, len(positions))
+	for _, p := range positions {
+		if p < 1 || p > int64(len(keys)) {
+			return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("refund script reply names check %d of %d", p, len(keys))}
+		}
+		named = append(named, keys[p-1])
+	}
+	return &algorithms.BackendError{Backend: "redis", Err: fmt.Errorf("%w (commit %s)", errNotGiven, commit), Keys: named}
 }

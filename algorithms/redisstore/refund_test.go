@@ -3,7 +3,10 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +118,112 @@ func TestConcurrencyResent(t *testing.T) {
 	}
 	if n, err := client.Exists(ctx, check.Key).Result(); err != nil || n != 0 {
 		t.Fatalf("after the release the key exists (%d, %v): want every slot free", n, err)
+	}
+}
+
+// TestRefundNotGiven: on a real redis-server and the server's clock, a
+// fixed window's count names its window by its key's TTL; a refund that
+// finds that TTL changed since its commit, while the commit's
+// window is current, cannot tell the commit's units and gives nothing
+// back. Refund reports it: an error matching ErrKeyState that names the
+// key (before, it returned nil, the units silently kept). The marker is
+// taken all the same: a second refund gives nothing (ErrNotRefunded).
+func TestRefundNotGiven(t *testing.T) {
+	ctx := context.Background()
+	client := redistest.Require(t).Client(t)
+	b, err := redisstore.New(client, redisstore.Config{Pipelines: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		tamper func(key string) error
+	}{
+		{"PEXPIRE", func(key string) error { return client.PExpire(ctx, key, 3*time.Hour).Err() }},
+		{"RESTORE a second early", func(key string) error {
+			// as a MIGRATE to a node whose clock is a second ahead
+			// leaves it: the TTL sent relative, turned into an instant
+			// on the other clock
+			ttl, err := client.PTTL(ctx, key).Result()
+			if err != nil {
+				return err
+			}
+			v, err := client.Dump(ctx, key).Result()
+			if err != nil {
+				return err
+			}
+			return client.RestoreReplace(ctx, key, ttl-time.Second, v).Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := roomyLimit()
+			check := algorithms.Check{Key: redistest.Prefix(t) + "{k}", Algorithm: algorithms.FixedWindow, Limit: lim, Cost: 2, RefundWindow: time.Minute}
+			res := make([]algorithms.Result, 1)
+			if err := b.Allow(ctx, []algorithms.Check{check}, res); err != nil || !res[0].Allowed {
+				t.Fatalf("Allow = %+v, %v", res[0], err)
+			}
+			if err := tc.tamper(check.Key); err != nil {
+				t.Fatal(err)
+			}
+			refund := []algorithms.Refund{{Check: check, Result: res[0], Units: 2}}
+			err := b.Refund(ctx, refund)
+			var be *algorithms.BackendError
+			if !errors.Is(err, algorithms.ErrKeyState) || !errors.As(err, &be) || !slices.Equal(be.Keys, []string{check.Key}) {
+				t.Fatalf("Refund after %s of the key = %v, want a BackendError matching ErrKeyState naming %s", tc.name, err, check.Key)
+			}
+			if got := fixedCount(t, b, check.Key, lim); got != 2 {
+				t.Errorf("the key holds %d units, want the 2 the refund could not give back", got)
+			}
+			if err := b.Refund(ctx, refund); !errors.Is(err, algorithms.ErrNotRefunded) {
+				t.Errorf("Refund again = %v, want ErrNotRefunded", err)
+			}
+		})
+	}
+}
+
+// TestFixedWindowEndIsAnInstant: on the server's clock a fixed window's
+// count names its window by its key's expiry, which a commit and its
+// refund must read alike. Read as a PTTL added to the script's now, it
+// came out early by however long the script was held between reading its
+// now and the PTTL (a loaded server: a compensation 4 s after its commit
+// once found the route's window 1 ms off and gave nothing back). It is
+// read as an instant: fixed_window_string, given a now 5 ms older than
+// the server's present, as a script held 5 ms would have, returns the
+// key's expiry exactly (before: 5 ms early).
+func TestFixedWindowEndIsAnInstant(t *testing.T) {
+	ctx := context.Background()
+	client := redistest.Require(t).Client(t)
+	var src strings.Builder
+	for _, f := range []string{"prelude", "fixed_window"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "lua", f+".lua"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	src.WriteString(`server_clock = true
+local _, e = fixed_window_string(KEYS[1], redis.call('GET', KEYS[1]), tonumber(ARGV[1]))
+return e
+`)
+	key := redistest.Prefix(t) + "{k}"
+	end := time.Now().Add(time.Hour).Truncate(time.Hour)
+	if err := client.Set(ctx, key, "3", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// as the scripts set it: the window's last ms
+	if err := client.PExpireAt(ctx, key, end.Add(-time.Millisecond)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	server, err := client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := server.Add(-5 * time.Millisecond).UnixMicro()
+	got, err := redis.NewScript(src.String()).Run(ctx, client, []string{key}, held).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != end.UnixMicro() {
+		t.Errorf("fixed_window_string(now 5 ms before the present) = end %d µs, want the key's expiry + 1 ms, %d (%v off)", got, end.UnixMicro(), time.Duration(got-end.UnixMicro())*time.Microsecond)
 	}
 }

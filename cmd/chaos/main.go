@@ -5,7 +5,7 @@
 //
 //	chaos -topology single|sentinel|cluster|all -duration 60s -runs 100 -seed 1
 //	chaos -short                  # the short mode `make test` runs
-//	chaos -mutate overadmit       # a broken backend: must report violations
+//	chaos -mutate overadmit       # a broken backend: must report violations (also lockout, norefund, nocompensate)
 //	chaos -check h-single-7.jsonl # check histories written by -history again, with this build's checker
 //
 // It prints each run's summary and every violation, with its history
@@ -50,7 +50,7 @@ func run() int {
 	duration := flag.Duration("duration", 60*time.Second, "length of each run (faults, then a fault-free quarter)")
 	runs := flag.Int("runs", 1, "runs per topology, seeds seed, seed+1, ...")
 	seed := flag.Uint64("seed", 1, "seed of the first run")
-	mutate := flag.String("mutate", "", `"", overadmit or lockout: a broken backend the checker must catch`)
+	mutate := flag.String("mutate", "", `"", overadmit, lockout, norefund or nocompensate: a broken backend the checker must catch`)
 	short := flag.Bool("short", false, "the short mode: fixed seeds covering every fault kind on every topology (ignores -runs, -seed, -duration)")
 	processes := flag.Bool("processes", false, "run the application instances as separate OS processes")
 	verbose := flag.Bool("v", false, "print each run's schedule and faults as they are injected")
@@ -64,10 +64,8 @@ func run() int {
 		return checkFiles(flag.Args(), *short, *verbose)
 	}
 
-	switch *mutate {
-	case "", chaos.MutateOveradmit, chaos.MutateLockout:
-	default:
-		fmt.Fprintf(os.Stderr, "chaos: -mutate %q: want overadmit or lockout\n", *mutate)
+	if *mutate != "" && !slices.Contains(chaos.Mutations, *mutate) {
+		fmt.Fprintf(os.Stderr, "chaos: -mutate %q: want one of %s\n", *mutate, strings.Join(chaos.Mutations, ", "))
 		return 2
 	}
 	tops := []string{*topology}
@@ -163,7 +161,7 @@ func checkFiles(files []string, short, verbose bool) int {
 		t.Faults += s.Faults
 		t.Violations += len(s.Violations)
 		t.Lost += s.LostUnits
-		fmt.Printf("chaos: check %s: %d decisions, %d faults, %d violations, lost to failover %d\n", f, s.Decisions, s.Faults, len(s.Violations), s.LostUnits)
+		fmt.Printf("chaos: check %s: %d decisions, %d faults, %d violations, lost to failover %d, give-backs checked at %d of %d peeks\n", f, s.Decisions, s.Faults, len(s.Violations), s.LostUnits, s.GiveBackChecked, s.GiveBackPeeks)
 		for _, v := range s.Violations {
 			fmt.Printf("VIOLATION %s\n", v)
 		}

@@ -8,9 +8,10 @@
 //
 // Global flags:
 //
-//	-redis URL     Redis (default $REDIS_URL, else redis://127.0.0.1:6379/0);
-//	               with -cluster, a cluster: redis://host:port?addr=host2:port2
-//	-cluster       the Redis is a cluster
+//	-redis URL     Redis (default $REDIS_URL, else redis://127.0.0.1:6379/0); a
+//	               cluster is detected (INFO cluster) and every master scanned;
+//	               more seed nodes: redis://host:port?addr=host2:port2
+//	-cluster       the Redis is a cluster (detected without it)
 //	-prefix P      the services' key prefix (default "rate", engine.Config.Prefix)
 //	-admin URLS    admin endpoints (middleware/admin), comma-separated: the rules'
 //	               algorithms and limits for peek, reset and top; what watch polls
@@ -21,7 +22,14 @@
 // read a key, peek and top need the rule's algorithm and limit. They come
 // from the admin endpoint's rule list (-admin), or from the command's
 // -alg and -limit flags ("-alg gcra -limit 100/1m -burst 20"), which take
-// precedence. reset needs only the algorithm. See docs/admin.md.
+// precedence. reset needs the algorithm, and for a fixed window rule
+// whether it has quota blocks (-blocks or -blocks=false; the admin
+// endpoint says): its keys are then reset through the engine's epochs,
+// with the limit. See docs/admin.md.
+//
+// Keys are printed as they are stored, quoted (Go syntax) when they hold
+// a byte that is not printable. Exit codes: 0 done, 1 failed (Redis, an
+// endpoint), 2 bad usage.
 package main
 
 import (
@@ -33,8 +41,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -97,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var admins string
 	fs.StringVar(&g.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL, else redis://127.0.0.1:6379/0)")
-	fs.BoolVar(&g.cluster, "cluster", false, "the Redis is a cluster (-redis redis://host:port?addr=host2:port2)")
+	fs.BoolVar(&g.cluster, "cluster", false, "the Redis is a cluster (detected without it; seeds: -redis redis://host:port?addr=host2:port2)")
 	fs.StringVar(&g.prefix, "prefix", "rate", "the key prefix of the services (engine.Config.Prefix)")
 	fs.StringVar(&admins, "admin", "", "admin endpoint URLs, comma-separated: rule definitions, and what watch polls")
 	fs.StringVar(&g.token, "token", os.Getenv("REDLIMIT_ADMIN_TOKEN"), "token of the admin endpoints (default $REDLIMIT_ADMIN_TOKEN)")
@@ -117,12 +127,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if g.prefix == "" || strings.ContainsAny(g.prefix, "{} \t\r\n") {
+		fmt.Fprintf(stderr, "redlimit: -prefix %s: must be non-empty, without braces or spaces\n", strconv.Quote(g.prefix))
+		return 2
+	}
 	cmds := map[string]func(context.Context, *global, []string) error{
 		"peek": cmdPeek, "reset": cmdReset, "top": cmdTop, "watch": cmdWatch,
 	}
 	cmd, ok := cmds[fs.Arg(0)]
 	if !ok {
-		fmt.Fprintf(stderr, "redlimit: unknown command %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "redlimit: unknown command %s\n", strconv.Quote(fs.Arg(0)))
 		fs.Usage()
 		return 2
 	}
@@ -134,10 +148,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "redlimit "+fs.Arg(0)+":", err)
+		fmt.Fprintln(stderr, "redlimit "+fs.Arg(0)+":", show(err.Error()))
 		return 2
 	default:
-		fmt.Fprintln(stderr, "redlimit "+fs.Arg(0)+":", err)
+		fmt.Fprintln(stderr, "redlimit "+fs.Arg(0)+":", show(err.Error()))
 		return 1
 	}
 }
@@ -149,24 +163,70 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// client returns the Redis client of g.
-func (g *global) client() (redis.UniversalClient, error) {
+// parseFlags parses a command's flags: a mistake is bad usage (the flag
+// package has printed it and the command's usage), -h is not.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err.Error()}
+}
+
+// client returns the Redis client of g: a cluster client when -cluster
+// says so, when the URL names several seeds, or when the node it names
+// says it is in a cluster (INFO cluster: cluster_enabled:1), so that
+// commands reach every master, and keys in any slot, without -cluster.
+func (g *global) client(ctx context.Context) (redis.UniversalClient, error) {
 	url := g.redisURL
 	if url == "" {
 		url = "redis://127.0.0.1:6379/0"
 	}
-	if g.cluster {
-		opt, err := redis.ParseClusterURL(url)
-		if err != nil {
-			return nil, fmt.Errorf("-redis: %w", err)
-		}
-		return redis.NewClusterClient(opt), nil
+	copt, err := redis.ParseClusterURL(url)
+	if err != nil {
+		return nil, usagef("-redis %s: %v", strconv.Quote(url), err)
 	}
 	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("-redis: %w", err)
+	if g.cluster || err != nil && len(copt.Addrs) > 1 {
+		return redis.NewClusterClient(copt), nil
 	}
-	return redis.NewClient(opt), nil
+	if err != nil {
+		return nil, usagef("-redis %s: %v", strconv.Quote(url), err)
+	}
+	c := redis.NewClient(opt)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", opt.Addr, err)
+	}
+	if infoField(info, "cluster_enabled") != "1" {
+		return c, nil
+	}
+	c.Close()
+	return redis.NewClusterClient(copt), nil
+}
+
+// infoField returns the value of field in the reply of INFO.
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// show returns s as the terminal may print it: as it is when every rune is
+// printable (and it does not start with a quote), else quoted in Go
+// syntax, so that no control byte (an escape sequence) reaches the
+// terminal and two keys never look alike.
+func show(s string) string {
+	if s != "" && s[0] != '"' && utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // emit writes v as one line of JSON.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -135,7 +136,13 @@ func TestPeekReset(t *testing.T) {
 		"login  alice  denied  0          5      40s          40s\n",
 		append(g, "-admin", s.url, "-token", "tok", "peek", "svc/login", "alice")...)
 
-	want(t, "reset "+p+":login:fw:{alice}\n", append(g, "reset", "-alg", "fixed_window", "login", "alice")...)
+	// a fixed window rule given by flags: the command must be told
+	// whether it has quota blocks (its key has no epoch counter to say)
+	code, out, errs := cli(t, append(g, "reset", "-alg", "fixed_window", "login", "alice")...)
+	if code != 2 || out != "" || !strings.Contains(errs, "say whether it has quota blocks (-blocks, or -blocks=false)") {
+		t.Errorf("reset of a fixed window key without -blocks: exit %d, stdout %q, stderr %q; want exit 2 asking for -blocks", code, out, errs)
+	}
+	want(t, "reset "+p+":login:fw:{alice}\n", append(g, "reset", "-alg", "fixed_window", "-blocks=false", "login", "alice")...)
 	want(t, ""+
 		"RULE   KEY    NEXT     REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n"+
 		"login  alice  allowed  5          5      0s           0s\n",
@@ -165,6 +172,27 @@ func TestUsage(t *testing.T) {
 		{[]string{"top"}, 2, "top needs the rules' limits"},
 		{[]string{"watch"}, 2, "watch polls admin endpoints"},
 		{[]string{"-admin", "http://127.0.0.1:1/", "peek", "login", "alice"}, 1, "connection refused"},
+		// every other mistake on the command line: 2, as the help says
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"peek", "-bogus", "login", "alice"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"top", "-n", "abc"}, 2, `invalid value "abc" for flag -n`},
+		{[]string{"-admin", "http://127.0.0.1:1/", "watch", "-interval", "xyz"}, 2, `invalid value "xyz" for flag -interval`},
+		{[]string{"-redis", "nope://x", "peek", "-alg", "gcra", "-limit", "1/s", "login", "alice"}, 2, `-redis "nope://x": redis: invalid URL scheme`},
+		{[]string{"-prefix", "a{b", "peek", "-alg", "gcra", "-limit", "1/s", "login", "alice"}, 2, `-prefix "a{b": must be non-empty, without braces or spaces`},
+		{[]string{"peek", "-alg", "gcra", "-limit", "1/s", "bad!name", "alice"}, 2, `rule "bad!name": Name must be 1-64 characters`},
+		{[]string{"-admin", "http://[::1", "peek", "login", "alice"}, 2, `-admin "http://[::1": parse`},
+		{[]string{"-admin", "ftp://x/", "peek", "login", "alice"}, 2, "want an http or https URL"},
+		{[]string{"-admin", "ftp://x/", "watch"}, 2, "want an http or https URL"},
+		{[]string{"peek", "-alg", "fixed_window", "-limit", "5/day@Mars/Base", "login", "alice"}, 2, `the time zone "Mars/Base"`},
+		{[]string{"peek", "-alg", "fixed_window", "-limit", "5/1m", "login", ""}, 2, "the key is empty"},
+		{[]string{"reset", "-alg", "fixed_window", "-blocks", "login", "alice"}, 2, "has quota blocks: its keys are reset through epochs of its windows; give -limit"},
+		{[]string{"reset", "-alg", "fixed_window", "-blocks", "-limit", "1099511627776/1m", "login", "alice"}, 2, "Blocks needs a capacity below 2^39"},
+		{[]string{"top", "-rule", "login", "-alg", "gcra", "-limit", "1/s", "extra"}, 2, "top takes no arguments"},
+		{[]string{"-admin", "http://127.0.0.1:1/", "watch", "-count", "-1"}, 2, "-count >= 0"},
+		// help: 0
+		{[]string{"-h"}, 0, "usage: redlimit"},
+		{[]string{"peek", "-h"}, 0, "usage: redlimit peek"},
+		{[]string{"top", "-h"}, 0, "usage: redlimit top"},
 	}
 	for _, tt := range tests {
 		code, out, errs := cli(t, tt.args...)
@@ -183,9 +211,17 @@ func TestTop(t *testing.T) {
 	s.spend(t, "login", "carol", 6) // denied once
 	s.spend(t, "api", "k1", 9)
 	s.spend(t, "api", "k2", 2)
-	// a key of a rule the admin does not know, and a stray key
-	srv.Client(t).Set(context.Background(), p+":old:fw:{x}", "1", time.Minute)
-	srv.Client(t).Set(context.Background(), p+":notakey", "1", time.Minute)
+	// a key of a rule the admin does not know, a stray key, a sibling
+	// (an epoch counter), a key of another type and one that holds no
+	// number, under names of the login rule: each skipped and counted,
+	// the table printed all the same
+	ctx := context.Background()
+	c := srv.Client(t)
+	c.Set(ctx, p+":old:fw:{x}", "1", time.Minute)
+	c.Set(ctx, p+":notakey", "1", time.Minute)
+	c.Set(ctx, p+":login:fw:{x}:epoch", "1", time.Minute)
+	c.RPush(ctx, p+":login:fw:{mallory}", "a", "b")
+	c.Set(ctx, p+":login:fw:{eve}", "abc", time.Minute)
 	g := []string{"-redis", "redis://" + srv.Addr, "-prefix", p}
 	want(t, ""+
 		"RULE   KEY    NEXT     REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n"+
@@ -193,13 +229,57 @@ func TestTop(t *testing.T) {
 		"api    k1     allowed  1          10     0s           9s\n"+
 		"login  alice  allowed  1          5      0s           40s\n"+
 		"api    k2     allowed  8          10     0s           2s\n"+
-		"scanned 6 keys on 1 masters; 1 of rules whose limit is unknown skipped\n",
+		"scanned 10 keys on 1 masters; skipped 5: 1 of rules whose limit is unknown, 1 markers and epoch counters, 1 not rate-limit keys, 1 of another Redis type, 1 not readable as a rate-limit state (not a number)\n",
 		append(g, "-admin", s.url, "-token", "tok", "top", "-n", "4")...)
 	want(t, ""+
 		"RULE   KEY    NEXT    REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n"+
 		"login  carol  denied  0          5      40s          40s\n"+
-		"scanned 3 keys on 1 masters; 0 of rules whose limit is unknown skipped\n",
+		"scanned 6 keys on 1 masters; skipped 3: 1 markers and epoch counters, 1 of another Redis type, 1 not readable as a rate-limit state (not a number)\n",
 		append(g, "top", "-rule", "login", "-alg", "fixed_window", "-limit", "5/1m", "-n", "1")...)
+	want(t, `{"keys":[{"rule":"login","key":"carol","storage_key":"`+p+`:login:fw:{carol}","allowed":false,"remaining":0,"limit":5,"retry_after_seconds":40,"reset_after_seconds":40}],"scanned":6,"masters":1,"skipped":3,"skipped_why":{"markers and epoch counters":1,"not readable as a rate-limit state (not a number)":1,"of another Redis type":1}}`+"\n",
+		append(g, "-json", "top", "-rule", "login", "-alg", "fixed_window", "-limit", "5/1m", "-n", "1")...)
+}
+
+// TestEscapes: key material with control bytes (an escape sequence that
+// would recolour or rewrite the terminal) is printed quoted, never raw,
+// by peek, reset and top; JSON escapes it as JSON does.
+func TestEscapes(t *testing.T) {
+	srv := redistest.Require(t)
+	p := prefix(t)
+	const evil = "\x1b[31mred\x1b]0;pwned\x07"
+	store, err := redisstore.New(srv.Client(t), redisstore.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a key written raw (not by an engine, which encodes such bytes)
+	check := []algorithms.Check{{Key: p + ":login:fw:{" + evil + "}", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(5), Cost: 2}}
+	if err := store.Allow(context.Background(), check, make([]algorithms.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	g := []string{"-redis", "redis://" + srv.Addr, "-prefix", p}
+	q := strconv.Quote(evil)
+	for _, args := range [][]string{
+		{"top", "-rule", "login", "-alg", "fixed_window", "-limit", "5/1m"},
+		{"peek", "-alg", "fixed_window", "-limit", "5/1m", "login", evil},
+		{"reset", "-alg", "fixed_window", "-blocks=false", "login", evil},
+	} {
+		code, out, errs := cli(t, append(g, args...)...)
+		if code != 0 || strings.ContainsAny(out+errs, "\x1b\x07") || !strings.Contains(out, q) && !strings.Contains(out, "%1B") {
+			t.Errorf("redlimit %s: exit %d, stdout %q, stderr %q; want the key printed quoted (%s), no control byte", args[0], code, out, errs, q)
+		}
+		if args[0] == "top" && !strings.Contains(out, "login  "+q+"  allowed  3") {
+			t.Errorf("top printed %q, want the row of %s with 3 remaining", out, q)
+		}
+	}
+	if got, want := show("GET /search"), "GET /search"; got != want {
+		t.Errorf("show(%q) = %q, want it as it is", "GET /search", got)
+	}
+	if got, want := show(`"quoted"`), `"\"quoted\""`; got != want {
+		t.Errorf("show(%q) = %q, want %q: a key that looks quoted is quoted", `"quoted"`, got, want)
+	}
+	if got, want := show("\u202eevil"), `"\u202eevil"`; got != want {
+		t.Errorf("show(%q) = %q, want %q: a bidirectional override is escaped", "\u202eevil", got, want)
+	}
 }
 
 // TestCluster: every command on a real Redis Cluster; top scans every
@@ -232,13 +312,18 @@ func TestCluster(t *testing.T) {
 	}
 	url := "redis://" + cl.Addrs()[0] + "?addr=" + cl.Addrs()[1] + "&addr=" + cl.Addrs()[2]
 	g := []string{"-redis", url, "-cluster", "-prefix", p, "-admin", s.url, "-token", "tok"}
-	want(t, ""+
-		"RULE   KEY  NEXT     REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n"+
-		"login  u4   denied   0          5      40s          40s\n"+
-		"login  u3   allowed  1          5      0s           40s\n"+
-		"login  u2   allowed  2          5      0s           40s\n"+
-		"scanned 8 keys on 3 masters; 0 of rules whose limit is unknown skipped\n",
-		append(g, "top", "-n", "3")...)
+	top := "" +
+		"RULE   KEY  NEXT     REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n" +
+		"login  u4   denied   0          5      40s          40s\n" +
+		"login  u3   allowed  1          5      0s           40s\n" +
+		"login  u2   allowed  2          5      0s           40s\n" +
+		"scanned 8 keys on 3 masters; skipped 0\n"
+	want(t, top, append(g, "top", "-n", "3")...)
+	// without -cluster, from one node's address: the cluster is detected
+	// (before, top scanned that node alone and said nothing)
+	for _, addr := range cl.Addrs()[:3] {
+		want(t, top, "-redis", "redis://"+addr, "-prefix", p, "-admin", s.url, "-token", "tok", "top", "-n", "3")
+	}
 	want(t, ""+
 		"RULE   KEY  NEXT     REMAINING  LIMIT  RETRY AFTER  FULL AFTER\n"+
 		"login  u3   allowed  1          5      0s           40s\n",

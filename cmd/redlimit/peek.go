@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
@@ -26,6 +28,7 @@ type keyState struct {
 	Limit      int64   `json:"limit"`
 	RetryAfter float64 `json:"retry_after_seconds"`
 	ResetAfter float64 `json:"reset_after_seconds"`
+	Blocks     bool    `json:"quota_blocks,omitempty"` // peek and reset: the rule has quota blocks
 }
 
 func (s *keyState) fill(r algorithms.Result) {
@@ -45,10 +48,10 @@ func ruleCommand(ctx context.Context, g *global, name string, args []string, nee
 	var rf ruleFlags
 	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(g.stderr, "usage: redlimit %s [-alg ALG -limit RATE/PERIOD [-burst N]] RULE KEY\n", name)
+		fmt.Fprintf(g.stderr, "usage: redlimit %s [-alg ALG -limit RATE/PERIOD [-burst N] [-blocks|-blocks=false]] RULE KEY\n", name)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return ruleDef{}, "", err
 	}
 	if fs.NArg() != 2 {
@@ -61,25 +64,60 @@ func ruleCommand(ctx context.Context, g *global, name string, args []string, nee
 	return def, fs.Arg(1), err
 }
 
-// engineFor returns an engine with the one rule def on client: no deny
-// cache, no fallback (errors are reported, not hidden).
+// engineFor returns an engine with the one rule def on client, as the
+// service runs it (its quota blocks included: a reset of a fixed window
+// key with blocks goes through the engine's epochs): no deny cache, no
+// fallback (errors are reported, not hidden). A rule the engine refuses
+// was given on the command line: bad usage.
 func engineFor(client redis.UniversalClient, def ruleDef) (*engine.Engine, error) {
 	store, err := redisstore.New(client, redisstore.Config{Now: clock})
 	if err != nil {
 		return nil, err
 	}
+	return newEngine(store, def)
+}
+
+// checkRule reports, as bad usage, what the engine refuses in def (a rule
+// name, a limit too large for quota blocks), before any connection.
+func checkRule(def ruleDef) error {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		return err
+	}
+	e, err := newEngine(mem, def)
+	if err == nil {
+		e.Close()
+	}
+	return err
+}
+
+// newEngine returns an engine with the one rule def on store.
+func newEngine(store algorithms.Backend, def ruleDef) (*engine.Engine, error) {
 	limit := def.Limit
 	if limit.Rate == 0 {
 		limit = algorithms.PerSecond(1) // a reset needs the key, not the limit
 	}
-	return engine.New(store, engine.Config{
-		Rules:       []engine.Rule{{Name: def.Name, Algorithm: def.Algorithm, Limit: limit}},
+	rule := engine.Rule{Name: def.Name, Algorithm: def.Algorithm, Limit: limit}
+	if def.Blocks {
+		rule.Blocks = &engine.BlockConfig{}
+	}
+	cfg := engine.Config{
+		Rules:       []engine.Rule{rule},
 		Prefix:      def.Prefix,
 		NoDenyCache: true,
 		OnError:     engine.FailClosed,
 		Timeout:     5 * time.Second,
 		Logger:      slog.New(slog.DiscardHandler),
-	})
+	}
+	if clock != nil {
+		cfg.Now = clock
+	}
+	e, err := engine.New(store, cfg)
+	var ce *algorithms.ConfigError
+	if errors.As(err, &ce) {
+		return nil, usageError{err.Error()}
+	}
+	return e, err
 }
 
 // withRule parses the RULE KEY arguments of command name and runs fn with
@@ -89,17 +127,64 @@ func withRule(ctx context.Context, g *global, name string, args []string, needLi
 	if err != nil {
 		return err
 	}
-	client, err := g.client()
+	if def.Algorithm == algorithms.FixedWindow && def.Blocks && def.Limit.Rate == 0 {
+		return usagef("rule %s has quota blocks: its keys are reset through epochs of its windows; give -limit RATE/PERIOD", show(def.Name))
+	}
+	if err := checkRule(def); err != nil {
+		return err
+	}
+	client, err := g.client(ctx)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if def, err = blocksOf(ctx, client, def, key, name == "reset"); err != nil {
+		return err
+	}
 	e, err := engineFor(client, def)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
 	return fn(def, key, e)
+}
+
+// blocksOf settles whether def, a fixed window rule, has quota blocks
+// when neither the admin endpoint nor -blocks said: its key's epoch
+// counter, "<key>:epoch", exists only for a rule with blocks whose key was
+// reset in the current window. Without it, a peek reads the same key
+// either way (no reset, epoch 0), but a reset cannot be done right without
+// knowing: a DEL lets the units other instances give back count again, an
+// epoch's reset leaves a rule without blocks untouched. A rule with blocks
+// needs its limit (the counters' windows are its windows).
+func blocksOf(ctx context.Context, client redis.UniversalClient, def ruleDef, key string, reset bool) (ruleDef, error) {
+	if def.Algorithm != algorithms.FixedWindow {
+		return def, nil
+	}
+	if !def.BlocksKnown {
+		e, err := engineFor(client, def)
+		if err != nil {
+			return def, err
+		}
+		storage := e.Peek(ctx, key)
+		e.Close()
+		if storage.Err != nil {
+			return def, storage.Err
+		}
+		n, err := client.Exists(ctx, storage.Rules[0].Key+":epoch").Result()
+		switch {
+		case err != nil:
+			return def, err
+		case n > 0:
+			def.Blocks, def.BlocksKnown = true, true
+		case reset:
+			return def, usagef("rule %s is a fixed window rule: say whether it has quota blocks (-blocks, or -blocks=false), or give -admin URL", show(def.Name))
+		}
+	}
+	if def.Blocks && def.Limit.Rate == 0 {
+		return def, usagef("rule %s has quota blocks: its keys are reset through epochs of its windows; give -limit RATE/PERIOD", show(def.Name))
+	}
+	return def, nil
 }
 
 func cmdPeek(ctx context.Context, g *global, args []string) error {
@@ -114,7 +199,7 @@ func (g *global) peek(ctx context.Context, def ruleDef, key string, e *engine.En
 		return d.Err
 	}
 	rd := d.Rules[0]
-	s := keyState{Rule: def.Name, Key: key, StorageKey: rd.Key}
+	s := keyState{Rule: def.Name, Key: key, StorageKey: rd.Key, Blocks: def.Blocks}
 	s.fill(rd.Result)
 	if g.json {
 		return g.emit(s)
@@ -128,16 +213,27 @@ func cmdReset(ctx context.Context, g *global, args []string) error {
 	})
 }
 
+// reset resets key under def through the engine, as the service and its
+// admin page do (engine.Engine.ResetInputs), and prints the storage key
+// the rule now uses: after a reset of a fixed window rule with quota
+// blocks, its next epoch's key ("<key>:e<n>").
 func (g *global) reset(ctx context.Context, def ruleDef, key string, e *engine.Engine) error {
 	if err := e.Reset(ctx, key); err != nil {
 		return err
 	}
 	var d engine.Decision
 	e.PeekInputs(ctx, []engine.Input{{Material: key}}, &d) // for the storage key only
-	if g.json {
-		return g.emit(map[string]any{"rule": def.Name, "key": key, "storage_key": d.Rules[0].Key, "reset": true})
+	if d.Err != nil {
+		return d.Err
 	}
-	_, err := fmt.Fprintf(g.stdout, "reset %s\n", d.Rules[0].Key)
+	if g.json {
+		out := map[string]any{"rule": def.Name, "key": key, "storage_key": d.Rules[0].Key, "reset": true}
+		if def.Blocks {
+			out["quota_blocks"] = true
+		}
+		return g.emit(out)
+	}
+	_, err := fmt.Fprintf(g.stdout, "reset %s\n", show(d.Rules[0].Key))
 	return err
 }
 
@@ -150,7 +246,7 @@ func (g *global) table(states []keyState) error {
 		if !s.Allowed {
 			next = "denied"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%gs\t%gs\n", s.Rule, s.Key, next, s.Remaining, s.Limit, s.RetryAfter, s.ResetAfter)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%gs\t%gs\n", show(s.Rule), show(s.Key), next, s.Remaining, s.Limit, s.RetryAfter, s.ResetAfter)
 	}
 	return tw.Flush()
 }

@@ -20,22 +20,73 @@ type ruleDef struct {
 	Algorithm algorithms.Algorithm
 	Limit     algorithms.Limit // zero when unknown (a reset needs none)
 	Prefix    string           // from the admin endpoint, else -prefix
+
+	// Blocks says whether the rule has quota blocks (engine.Rule.Blocks),
+	// when BlocksKnown: a reset of a fixed window key with blocks goes
+	// through the engine's epochs, never a DEL (see docs/leasing.md).
+	Blocks, BlocksKnown bool
 }
 
 // ruleFlags are the flags that define a rule on the command line.
 type ruleFlags struct {
-	alg   string
-	limit string
-	burst int64
+	alg    string
+	limit  string
+	burst  int64
+	blocks optBool
 }
 
 func (f *ruleFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.alg, "alg", "", "the rule's algorithm: fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency")
-	fs.StringVar(&f.limit, "limit", "", `the rule's limit, "RATE/PERIOD": 100/1m, 10/1s, 5000/1h`)
+	fs.StringVar(&f.limit, "limit", "", `the rule's limit, "RATE/PERIOD": 100/1m, 10/1s, 5000/1h; a calendar quota "RATE/UNIT@ZONE": 5000/day@Europe/Berlin (day, week, month, year; UTC without @ZONE)`)
 	fs.Int64Var(&f.burst, "burst", 0, "the rule's burst (token_bucket, gcra)")
+	fs.Var(&f.blocks, "blocks", "the rule has quota blocks (engine.Rule.Blocks): -blocks, or -blocks=false")
 }
 
-// parseLimit parses "100/1m" (or "100/m", "100/minute").
+// optBool is a boolean flag that knows whether it was given.
+type optBool struct{ set, v bool }
+
+func (b *optBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.set, b.v = true, v
+	return nil
+}
+
+func (b *optBool) IsBoolFlag() bool { return true }
+
+// calendarUnits are the units of a calendar quota, by name.
+var calendarUnits = map[string]algorithms.CalendarUnit{
+	"day": algorithms.Day, "week": algorithms.Week, "month": algorithms.Month, "year": algorithms.Year,
+}
+
+// parseCalendar returns the calendar quota of rate units per unit in zone
+// ("" means UTC).
+func parseCalendar(rate int64, unit, zone string) (algorithms.Limit, error) {
+	u, ok := calendarUnits[unit]
+	if !ok {
+		return algorithms.Limit{}, fmt.Errorf("the calendar unit %q is none of day, week, month, year", unit)
+	}
+	loc := time.UTC
+	if zone != "" {
+		var err error
+		if loc, err = time.LoadLocation(zone); err != nil {
+			return algorithms.Limit{}, fmt.Errorf("the time zone %q: %v", zone, err)
+		}
+	}
+	return algorithms.Limit{Rate: rate, Calendar: u, Location: loc}, nil
+}
+
+// parseLimit parses "100/1m" (or "100/m", "100/minute"), and a calendar
+// quota "5000/day" or "5000/month@Europe/Berlin".
 func parseLimit(s string) (algorithms.Limit, error) {
 	rate, per, ok := strings.Cut(s, "/")
 	n, err := strconv.ParseInt(strings.TrimSpace(rate), 10, 64)
@@ -43,6 +94,13 @@ func parseLimit(s string) (algorithms.Limit, error) {
 		return algorithms.Limit{}, fmt.Errorf("-limit %q: want RATE/PERIOD, like 100/1m", s)
 	}
 	per = strings.TrimSpace(per)
+	if unit, zone, _ := strings.Cut(per, "@"); calendarUnits[unit] != 0 {
+		l, err := parseCalendar(n, unit, zone)
+		if err != nil {
+			return l, fmt.Errorf("-limit %q: %v", s, err)
+		}
+		return l, nil
+	}
 	switch per {
 	case "s", "sec", "second":
 		per = "1s"
@@ -69,7 +127,10 @@ type adminPage struct {
 			Rate      int64             `json:"rate"`
 			Period    string            `json:"period"`
 			Burst     int64             `json:"burst"`
+			Calendar  string            `json:"calendar"`
+			Location  string            `json:"location"`
 			Dynamic   bool              `json:"dynamic_limit"`
+			Blocks    json.RawMessage   `json:"blocks"` // absent: an endpoint that does not say
 			Totals    map[string]uint64 `json:"totals"`
 		} `json:"rules"`
 	} `json:"sources"`
@@ -81,7 +142,10 @@ func (g *global) fetchAdmin(ctx context.Context, url string) (*adminPage, error)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
-		return nil, err
+		return nil, usagef("-admin %q: %v", url, err)
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" || req.URL.Host == "" {
+		return nil, usagef("-admin %q: want an http or https URL of an admin page", url)
 	}
 	q := req.URL.Query()
 	q.Set("format", "json")
@@ -125,7 +189,16 @@ func (g *global) adminRules(ctx context.Context) (map[string]ruleDef, error) {
 					continue
 				}
 				d := ruleDef{Name: r.Name, Algorithm: alg, Prefix: s.Prefix}
-				if !r.Dynamic {
+				if r.Blocks != nil {
+					d.BlocksKnown, d.Blocks = true, string(r.Blocks) != "null"
+				}
+				switch {
+				case r.Dynamic:
+				case r.Calendar != "":
+					if l, err := parseCalendar(r.Rate, r.Calendar, r.Location); err == nil {
+						d.Limit = l
+					}
+				default:
 					period, err := time.ParseDuration(r.Period)
 					if err == nil {
 						d.Limit = algorithms.Limit{Rate: r.Rate, Period: period, Burst: r.Burst}
@@ -178,6 +251,9 @@ func (g *global) resolve(ctx context.Context, rule string, f *ruleFlags, needLim
 	}
 	if f.burst != 0 {
 		def.Limit.Burst = f.burst
+	}
+	if f.blocks.set {
+		def.Blocks, def.BlocksKnown = f.blocks.v, true
 	}
 	if !def.Algorithm.Valid() {
 		return def, usagef("rule %q: its algorithm is unknown: give -alg, or -admin URL", rule)

@@ -3,9 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,24 +24,45 @@ var tags = map[string]algorithms.Algorithm{
 	"tb": algorithms.TokenBucket, "gcra": algorithms.GCRA, "cc": algorithms.Concurrency,
 }
 
-// storageKey is a parsed "<prefix>:<rule>:<tag>:{<material>}".
+// storageKey is a parsed "<prefix>:<rule>:<tag>:{<material>}", or, for a
+// fixed window rule with quota blocks, "<...>}:e<n>", the key of epoch n
+// after n resets in the window (see docs/leasing.md).
 type storageKey struct {
 	key, rule, material string
 	alg                 algorithms.Algorithm
+	epoch               int64
 }
 
-func parseKey(prefix, k string) (storageKey, bool) {
+// What a scanned key is, when it is not a rate-limit state top reads.
+const (
+	isState   = ""
+	isSibling = "markers and epoch counters"
+	isOther   = "not rate-limit keys"
+)
+
+// parseKey parses k, a key under prefix: a rate-limit state, a sibling
+// of one (a refund's marker, an epoch counter) or another key.
+func parseKey(prefix, k string) (storageKey, string) {
 	rest, ok := strings.CutPrefix(k, prefix+":")
 	if !ok {
-		return storageKey{}, false
+		return storageKey{}, isOther
 	}
 	rule, rest, ok1 := strings.Cut(rest, ":")
 	tag, rest, ok2 := strings.Cut(rest, ":")
 	alg, known := tags[tag]
-	if !ok1 || !ok2 || !known || strings.HasPrefix(rule, "_") || len(rest) < 2 || rest[0] != '{' || rest[len(rest)-1] != '}' {
-		return storageKey{}, false
+	end := strings.LastIndex(rest, "}")
+	if !ok1 || !ok2 || !known || strings.HasPrefix(rule, "_") || !strings.HasPrefix(rest, "{") || end < 1 {
+		return storageKey{}, isOther
 	}
-	return storageKey{key: k, rule: rule, material: rest[1 : len(rest)-1], alg: alg}, true
+	sk := storageKey{key: k, rule: rule, material: rest[1:end], alg: alg}
+	if suffix := rest[end+1:]; suffix != "" {
+		n, err := strconv.ParseInt(strings.TrimPrefix(suffix, ":e"), 10, 64)
+		if !strings.HasPrefix(suffix, ":e") || err != nil || n <= 0 || alg != algorithms.FixedWindow {
+			return storageKey{}, isSibling
+		}
+		sk.epoch = n
+	}
+	return sk, isState
 }
 
 // globEscape escapes the glob characters of SCAN MATCH.
@@ -78,11 +101,23 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 }
 
 type topResult struct {
-	Keys    []keyState `json:"keys"`
-	Scanned int        `json:"scanned"`
-	Masters int        `json:"masters"`
-	Skipped int        `json:"skipped"` // keys of rules whose limit is unknown
+	Keys    []keyState     `json:"keys"`
+	Scanned int            `json:"scanned"`
+	Masters int            `json:"masters"`
+	Skipped int            `json:"skipped"`     // keys scanned and not listed
+	Why     map[string]int `json:"skipped_why"` // how many, per reason
 }
+
+// Why top skips a key it scanned, beyond parseKey's.
+const (
+	skipUnknown  = "of rules whose limit is unknown"
+	skipClosed   = "closed by a reset (an old epoch of a key with quota blocks)"
+	skipWrong    = "of another Redis type"
+	skipNoNumber = "not readable as a rate-limit state (not a number)"
+)
+
+// skipOrder is the order of the reasons in top's summary line.
+var skipOrder = []string{skipUnknown, skipClosed, isSibling, isOther, skipWrong, skipNoNumber}
 
 func cmdTop(ctx context.Context, g *global, args []string) error {
 	fs := flag.NewFlagSet("top", flag.ContinueOnError)
@@ -97,7 +132,7 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 		fmt.Fprintln(g.stderr, "usage: redlimit top [-rule RULE [-alg ALG -limit RATE/PERIOD]] [-n 20] [-rate 1000] [-max 100000]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 || *n <= 0 || *rate <= 0 || *maxKeys <= 0 {
@@ -108,6 +143,9 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 	if *rule != "" {
 		def, err := g.resolve(ctx, *rule, &rf, true)
 		if err != nil {
+			return err
+		}
+		if err := checkRule(def); err != nil {
 			return err
 		}
 		defs[def.Name] = def
@@ -126,7 +164,7 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 			}
 		}
 	}
-	client, err := g.client()
+	client, err := g.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -138,8 +176,14 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 	p := &pacer{each: time.Second / time.Duration(*rate)}
 	var (
 		mu  sync.Mutex
-		res = topResult{Keys: []keyState{}}
+		res = topResult{Keys: []keyState{}, Why: map[string]int{}}
 	)
+	skip := func(why string) {
+		mu.Lock()
+		res.Skipped++
+		res.Why[why]++
+		mu.Unlock()
+	}
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		mu.Lock()
 		res.Masters++
@@ -154,27 +198,40 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 				return err
 			}
 			for _, k := range keys {
-				sk, ok := parseKey(g.prefix, k)
-				if !ok {
-					continue
-				}
-				def, known := defs[sk.rule]
 				mu.Lock()
 				full := res.Scanned >= *maxKeys
-				res.Scanned++
-				if !known || def.Algorithm != sk.alg {
-					res.Skipped++
+				if !full {
+					res.Scanned++
 				}
 				mu.Unlock()
 				if full {
 					return nil
 				}
+				sk, what := parseKey(g.prefix, k)
+				if what != isState {
+					skip(what)
+					continue
+				}
+				def, known := defs[sk.rule]
 				if !known || def.Algorithm != sk.alg {
+					skip(skipUnknown)
 					continue
 				}
 				st, err := peekKey(ctx, store, def, sk)
-				if err != nil {
-					return fmt.Errorf("%s: %w", k, err)
+				switch {
+				case errors.Is(err, algorithms.ErrKeyState):
+					// one key's state, not Redis: count it, go on
+					if strings.Contains(err.Error(), "WRONGTYPE") {
+						skip(skipWrong)
+					} else {
+						skip(skipNoNumber)
+					}
+					continue
+				case errors.Is(err, errClosed):
+					skip(skipClosed)
+					continue
+				case err != nil:
+					return fmt.Errorf("%s: %w", show(k), err)
 				}
 				mu.Lock()
 				res.Keys = append(res.Keys, st)
@@ -210,9 +267,22 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 	if err := g.table(res.Keys); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(g.stdout, "scanned %d keys on %d masters; %d of rules whose limit is unknown skipped\n", res.Scanned, res.Masters, res.Skipped)
+	line := fmt.Sprintf("scanned %d keys on %d masters; skipped %d", res.Scanned, res.Masters, res.Skipped)
+	sep := ": "
+	for _, why := range skipOrder {
+		if n := res.Why[why]; n > 0 {
+			line += sep + strconv.Itoa(n) + " " + why
+			sep = ", "
+		}
+	}
+	_, err = fmt.Fprintln(g.stdout, line)
 	return err
 }
+
+// errClosed is a key of an epoch a reset left: closed with 2^39 units
+// (see docs/leasing.md, "Reset"), so that nothing given back to it is
+// admitted again. It is no key's current state.
+var errClosed = errors.New("closed by a reset")
 
 // peekKey reads the state of one storage key without consuming: the
 // engine's peek (see engine.Engine.PeekInputs), a check of the key with
@@ -230,5 +300,34 @@ func peekKey(ctx context.Context, store *redisstore.Store, def ruleDef, sk stora
 	}
 	s := keyState{Rule: sk.rule, Key: sk.material, StorageKey: sk.key}
 	s.fill(results[0])
+	if def.Algorithm == algorithms.FixedWindow && !results[0].Allowed && results[0].Limit != 0 {
+		// a denied fixed window key: maybe one a reset closed
+		closed, err := closedKey(ctx, store, def, sk)
+		if err != nil {
+			return keyState{}, err
+		}
+		if closed {
+			return keyState{}, errClosed
+		}
+	}
 	return s, nil
+}
+
+// closedKey reports whether the fixed window key sk holds 2^39 units or
+// more: a key a reset closed (no limit of a rule with blocks reaches 2^39).
+// It reads the count under the largest capacity, consuming nothing.
+func closedKey(ctx context.Context, store *redisstore.Store, def ruleDef, sk storageKey) (bool, error) {
+	limit := def.Limit
+	limit.Rate = 1 << 40
+	checks := []algorithms.Check{
+		{Key: sk.key, Algorithm: algorithms.FixedWindow, Limit: limit},
+		{Key: def.Prefix + ":_peek:{" + sk.material + "}", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1), Cost: 2},
+	}
+	results := make([]algorithms.Result, 2)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := store.Allow(ctx, checks, results); err != nil {
+		return false, err
+	}
+	return 1<<40-results[0].Remaining >= 1<<39, nil
 }

@@ -41,7 +41,7 @@ func cmdWatch(ctx context.Context, g *global, args []string) error {
 		fmt.Fprintln(g.stderr, "usage: redlimit -admin URL[,URL...] watch [-interval 2s] [-count N]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(g.admin) == 0 {
@@ -109,7 +109,7 @@ func (g *global) poll(ctx context.Context, first bool) (map[string]map[string]ui
 	for _, url := range g.admin {
 		p, err := g.fetchAdmin(ctx, url)
 		if err != nil {
-			fmt.Fprintln(g.stderr, "redlimit watch:", err)
+			fmt.Fprintln(g.stderr, "redlimit watch:", show(err.Error()))
 			last = err
 			continue
 		}
@@ -136,7 +136,7 @@ func (g *global) watchTable(r watchRound) error {
 	tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\tDECISIONS/S\tDENIED/S\tALLOWED\tDENIED\tLOCAL\tSHADOW\tERRORS\tFALLBACK\n", r.Time.UTC().Format("15:04:05"))
 	for _, row := range r.Rules {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\n", row.Rule, row.PerSecond, row.DeniedPS, row.Allowed, row.Denied, row.Local, row.Shadow, row.Errors, row.Fallback)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\n", show(row.Rule), row.PerSecond, row.DeniedPS, row.Allowed, row.Denied, row.Local, row.Shadow, row.Errors, row.Fallback)
 	}
 	return tw.Flush()
 }

@@ -39,6 +39,10 @@ type CheckOptions struct {
 	// GoroutineSlack is how many goroutines above the baseline are left
 	// to the runtime and the world.
 	GoroutineSlack int
+	// Instances is how many instances share the limits (the engines'
+	// Config.Instances): each fallback's admissions are checked against
+	// its share (see fallbackAdmissions). 0: unknown, the whole limit.
+	Instances int
 }
 
 func (o CheckOptions) withDefaults() CheckOptions {
@@ -100,6 +104,8 @@ func (r Record) Line() string {
 		return b.String()
 	case KindRefund, KindRelease:
 		fmt.Fprintf(&b, "inst %d %s of #%d units=%v: %s", r.Inst, r.Kind, r.Ref, r.Units, r.Result)
+	case KindRefundError:
+		fmt.Fprintf(&b, "inst %d REFUND ERROR reported by the store (OnRefundError)", r.Inst)
 	case KindReset:
 		fmt.Fprintf(&b, "inst %d #%d reset %v: %s", r.Inst, r.ID, r.Keys, r.Result)
 	case KindStall:
@@ -148,12 +154,21 @@ type Summary struct {
 	// not scheduled), or the process's threads waited that long on the
 	// OS run queue (a loaded machine) while the call ran.
 	Stalled int
+	// GiveBackPeeks counts the peeks of fixed window keys (without quota
+	// blocks); GiveBackChecked those the refund-lost check could read
+	// (decided by Redis, inside one window, no fault that may lose writes
+	// in it: see lostGiveBacks).
+	GiveBackPeeks, GiveBackChecked int
 	// MaxLatency is the longest decision or peek.
 	MaxLatency time.Duration
 	// SlowAfter counts the refunds and releases (made after the answer)
 	// that took longer than the liveness bound; MaxAfter is the longest.
 	SlowAfter int
 	MaxAfter  time.Duration
+	// FallbackUnits is what the instances' fallbacks admitted, and
+	// FallbackBound the sum of what each could per the stated bound
+	// (VFallbackShare when one went over).
+	FallbackUnits, FallbackBound int64
 }
 
 // admission is an allowed check, as the checker counts it.
@@ -180,10 +195,6 @@ func Check(h *History, opts CheckOptions) Summary {
 	recs := h.Records()
 	sum := Summary{FaultKinds: map[string]int{}, Outcomes: map[string]int{}, CapacityLost: map[string]int64{}, RefundsFailed: map[string]int64{}}
 	var faults []Record
-	type ref struct {
-		inst int
-		id   int64
-	}
 	killed := map[int]int64{} // instances killed (SIGKILL), and when
 	for _, r := range recs {
 		if r.Kind == KindFault && r.Fault.Killed {
@@ -451,6 +462,12 @@ func Check(h *History, opts CheckOptions) Summary {
 		}
 	}
 
+	var fallbackOver []Violation
+	sum.FallbackUnits, sum.FallbackBound, fallbackOver = fallbackAdmissions(recs, opts.Instances)
+	sum.Violations = append(sum.Violations, fallbackOver...)
+	lost, peeks, checked := lostGiveBacks(h.Base, recs, faults, lossFaults, killed, refunds, opts)
+	sum.Violations = append(sum.Violations, lost...)
+	sum.GiveBackPeeks, sum.GiveBackChecked = peeks, checked
 	sum.Violations = append(sum.Violations, lockouts(recs, keys, faults, opts)...)
 	sum.Violations = append(sum.Violations, staleEpochs(h.Base, recs, faults, opts)...)
 	return sum
@@ -1128,8 +1145,8 @@ func Deadlines(recs []Record, opts CheckOptions) map[string]int64 {
 	}
 	dl := map[string]int64{}
 	for _, r := range recs {
-		if (r.Kind != KindDecision && r.Kind != KindPeek) || r.Op == "probe" {
-			continue
+		if (r.Kind != KindDecision && r.Kind != KindPeek) || r.Op == "probe" || r.Op == OpLate || r.Op == OpLatePeek {
+			continue // never probed: the late compensations' keys
 		}
 		for _, rr := range r.Rules {
 			k := keyInfo{alg: rr.Alg, rate: rr.Rate, period: rr.Period, burst: rr.Burst}

@@ -24,6 +24,7 @@ type rule struct {
 	reset          time.Duration
 	evaluatedFalse bool
 	block          bool // answered from a quota block
+	receipt        bool // carries a refund's receipt
 }
 
 func (r rule) rec() RuleRec {
@@ -32,7 +33,7 @@ func (r rule) rec() RuleRec {
 		c = 1
 	}
 	return RuleRec{Rule: r.alg, Key: r.key, Alg: r.alg, Rate: r.rate, Burst: r.burst, Period: r.period.Microseconds(),
-		Cost: c, Evaluated: !r.evaluatedFalse, Allowed: r.allowed, ResetIn: r.reset.Microseconds(), Block: r.block}
+		Cost: c, Evaluated: !r.evaluatedFalse, Allowed: r.allowed, ResetIn: r.reset.Microseconds(), Block: r.block, Refund: r.receipt}
 }
 
 type hist struct {

@@ -17,17 +17,18 @@ import (
 
 // Record kinds.
 const (
-	KindDecision   = "decision"   // one Decide, as the OnDecision hook heard it
-	KindPeek       = "peek"       // one PeekInputs (consumes nothing)
-	KindReset      = "reset"      // one ResetInputs
-	KindRefund     = "refund"     // one Settle of an earlier decision
-	KindRelease    = "release"    // one Decision.Release of an earlier acquisition
-	KindFault      = "fault"      // one fault as injected and healed
-	KindGoroutines = "goroutines" // goroutine counts before and after the run
-	KindConns      = "conns"      // client connections on the data nodes before and after the run
-	KindStall      = "stall"      // the process was not scheduled: a 5 ms timer fired late by End−Start−5ms
-	KindRunqueue   = "runqueue"   // the process's threads waited Wait µs per GOMAXPROCS on the OS run queue within [Start, End]
-	KindPhase      = "phase"      // the run's phases: faults stop at At; probes start at At
+	KindDecision    = "decision"     // one Decide, as the OnDecision hook heard it
+	KindPeek        = "peek"         // one PeekInputs (consumes nothing)
+	KindReset       = "reset"        // one ResetInputs
+	KindRefund      = "refund"       // one Settle of an earlier decision
+	KindRelease     = "release"      // one Decision.Release of an earlier acquisition
+	KindRefundError = "refund-error" // the store reported a compensation or refund as failed (redisstore.Config.OnRefundError)
+	KindFault       = "fault"        // one fault as injected and healed
+	KindGoroutines  = "goroutines"   // goroutine counts before and after the run
+	KindConns       = "conns"        // client connections on the data nodes before and after the run
+	KindStall       = "stall"        // the process was not scheduled: a 5 ms timer fired late by End−Start−5ms
+	KindRunqueue    = "runqueue"     // the process's threads waited Wait µs per GOMAXPROCS on the OS run queue within [Start, End]
+	KindPhase       = "phase"        // the run's phases: faults stop at At; probes start at At
 )
 
 // Decision outcomes, as the checker counts them.
@@ -62,6 +63,10 @@ type Record struct {
 	Allowed bool      `json:"a,omitempty"`
 	Rules   []RuleRec `json:"r,omitempty"`
 	Err     string    `json:"err,omitempty"`
+	// Parts is, on a cluster, how many hash slots the decision's keys
+	// live in when more than one: the store decided one part per slot
+	// and compensates the parts that committed if another did not.
+	Parts int `json:"parts,omitempty"`
 
 	// Refunds and releases: the decision (Inst, Ref) they settle, the
 	// units per rule given back (refunds), and how it went.
@@ -106,6 +111,7 @@ type RuleRec struct {
 	ResetIn   int64  `json:"reset,omitempty"` // µs: Result.ResetAfter
 	Refund    bool   `json:"rf,omitempty"`    // the rule is refundable
 	Block     bool   `json:"blk,omitempty"`   // answered from a quota block
+	Blocks    bool   `json:"blks,omitempty"`  // the rule takes quota blocks (engine.Rule.Blocks)
 }
 
 // FaultRec is a world.Event on the history's clock.
@@ -120,6 +126,9 @@ type FaultRec struct {
 	// a release or a refund it made may be missing from the history.
 	Killed bool `json:"killed,omitempty"`
 	Inst   int  `json:"inst,omitempty"`
+	// Slots are, on a cluster, the hash slot ranges the fault can touch
+	// (world.Event.Slots); none: every key.
+	Slots [][2]int `json:"slots,omitempty"`
 	// Observed marks a fault the harness saw but did not inject (a
 	// Promotion): not counted among the run's faults.
 	Observed bool `json:"observed,omitempty"`

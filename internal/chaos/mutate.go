@@ -2,31 +2,101 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 )
 
-// Mutation modes: a backend wrapper that breaks one promise, which the
-// checker must catch.
+// Mutation modes: a backend wrapper (or, for nocompensate, a hook on the
+// instance's go-redis client) that breaks one promise, which the checker
+// must catch.
 const (
 	MutateOveradmit = "overadmit" // admits one extra per key and period
 	MutateLockout   = "lockout"   // never forgets a key it denied once
+	// MutateNoRefund: Refund (Settle's path) replies success and gives
+	// nothing back.
+	MutateNoRefund = "norefund"
+	// MutateNoCompensate: on a cluster, the compensation of a call
+	// spanning slots (lua/dispatch.lua's refund mode, which gives back
+	// what a part committed when another part denied or failed) runs
+	// against a commit marker that does not exist: it replies as usual,
+	// without error, and gives nothing back. Elsewhere nothing changes (a
+	// single node or Sentinel decides a call in one script, and
+	// compensates nothing).
+	MutateNoCompensate = "nocompensate"
 )
 
-// mutate wraps store as mode asks ("" leaves it alone). The wrappers embed
-// the store, so they forward its capabilities (deadlines, refunds, leases,
-// resets).
-func mutate(mode string, store *redisstore.Store) algorithms.Backend {
+// Mutations lists the mutation modes.
+var Mutations = []string{MutateOveradmit, MutateLockout, MutateNoRefund, MutateNoCompensate}
+
+// mutate wraps store as mode asks ("" leaves it alone), and hooks client
+// for MutateNoCompensate (a store on another client, Options.StoreClient,
+// is left alone). The wrappers embed the store, so they forward its
+// capabilities (deadlines, refunds, leases, resets).
+func mutate(mode string, client redis.UniversalClient, store *redisstore.Store) algorithms.Backend {
 	switch mode {
 	case MutateOveradmit:
 		return &overadmit{Store: store, last: map[string]time.Time{}}
 	case MutateLockout:
 		return &lockout{Store: store, locked: map[string]bool{}}
+	case MutateNoRefund:
+		return noRefund{Store: store}
+	case MutateNoCompensate:
+		client.AddHook(dropCompensation{})
 	}
 	return store
+}
+
+// noRefund reports every refund as done and sends none.
+type noRefund struct{ *redisstore.Store }
+
+func (noRefund) Refund(context.Context, []algorithms.Refund) error { return nil }
+
+// dropCompensation is a go-redis hook that points every compensation
+// (an EVAL or EVALSHA whose ARGV[2], the mode, is 1 and whose last key is
+// a commit marker) at a marker of the same slot that does not exist.
+type dropCompensation struct{}
+
+func (dropCompensation) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (dropCompensation) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		dropMarker(cmd.Args())
+		return next(ctx, cmd)
+	}
+}
+
+func (dropCompensation) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			dropMarker(cmd.Args())
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// dropMarker rewrites, in place, the commit marker of a compensation's
+// arguments ("evalsha", sha, numkeys, keys..., argv...).
+func dropMarker(args []any) {
+	if len(args) < 3 {
+		return
+	}
+	if name := fmt.Sprint(args[0]); name != "evalsha" && name != "eval" {
+		return
+	}
+	n, ok := args[2].(int)
+	if !ok || n < 2 || len(args) < 3+n+2 || fmt.Sprint(args[3+n+1]) != "1" {
+		return
+	}
+	if marker, ok := args[2+n].(string); ok && strings.Contains(marker, ":commit:") {
+		args[2+n] = marker + ":dropped"
+	}
 }
 
 // overadmit turns the first denial of each key in each of its periods into

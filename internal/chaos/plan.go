@@ -19,9 +19,16 @@ func Topologies() []string { return []string{world.Single, world.Sentinel, world
 // shortSeeds are the short mode's fixed seeds, per topology: each run's
 // schedule covers every fault kind the topology's world injects (TestShort
 // checks it).
+//
+// Among the seeds that cover every kind, these draw the fewest faults that
+// take seconds to heal (failovers, clock faults, kills), so that the
+// short mode stays short: when the slow fault joined the kinds, seed 1
+// drew one more clock fault on Sentinel (18 faults, 5 of them failovers
+// or clock faults; seed 10: 16, 4) and one more kill on the single node
+// (13 faults; seed 9: 12).
 var shortSeeds = map[string]uint64{
-	world.Single:   1,
-	world.Sentinel: 1,
+	world.Single:   9,
+	world.Sentinel: 10,
 	world.Cluster:  1,
 }
 
@@ -112,9 +119,9 @@ func Execute(ctx context.Context, plan []Options, out io.Writer, verbose bool) T
 		for k, n := range s.FaultKinds {
 			t.Kinds[o.Topology][k] += n
 		}
-		fmt.Fprintf(out, "chaos: run %d/%d %s seed=%d%s: %d decisions %s (%d from quota blocks), %d faults %s (%d promotions seen), %d violations, lost to failover %d, capacity lost %s, refunds failed %s, max latency %v (%d slower explained by stalls of the process or its wait for a CPU), settles and releases over the bound %d (max %v)\n",
+		fmt.Fprintf(out, "chaos: run %d/%d %s seed=%d%s: %d decisions %s (%d from quota blocks), %d faults %s (%d promotions seen), %d violations, lost to failover %d, capacity lost %s, refunds failed %s, give-backs checked at %d of %d peeks, fallbacks admitted %d of their bound %d, max latency %v (%d slower explained by stalls of the process or its wait for a CPU), settles and releases over the bound %d (max %v)\n",
 			i+1, len(plan), o.Topology, o.Seed, modeOf(o), s.Decisions, counts(s.Outcomes), s.FromBlocks, s.Faults, counts(s.FaultKinds), s.Observed,
-			len(s.Violations), s.LostUnits, counts64(s.CapacityLost), counts64(s.RefundsFailed), s.MaxLatency.Round(time.Millisecond), s.Stalled, s.SlowAfter, s.MaxAfter.Round(time.Millisecond))
+			len(s.Violations), s.LostUnits, counts64(s.CapacityLost), counts64(s.RefundsFailed), s.GiveBackChecked, s.GiveBackPeeks, s.FallbackUnits, s.FallbackBound, s.MaxLatency.Round(time.Millisecond), s.Stalled, s.SlowAfter, s.MaxAfter.Round(time.Millisecond))
 		for _, v := range s.Lost {
 			fmt.Fprintf(out, "  lost to failover: %s\n", firstLine(v.String()))
 		}

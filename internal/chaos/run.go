@@ -120,7 +120,7 @@ func (o Options) CheckOptions() CheckOptions {
 	if o.Short {
 		slack = ShortSlack
 	}
-	return CheckOptions{Timeout: o.Timeout, Slack: slack}
+	return CheckOptions{Timeout: o.Timeout, Slack: slack, Instances: o.Instances}
 }
 
 // Replay is the command that replays the run.
@@ -275,7 +275,7 @@ func (f *fleet) spawn(ctx context.Context) error {
 	id := f.next
 	f.next++
 	f.mu.Unlock()
-	cfg := instanceConfig{ID: id, Seed: f.o.Seed, Prefix: f.prefix, Timeout: f.o.Timeout, Workers: f.o.Workers, Mutate: f.o.Mutate, Replicas: f.o.Replicas, Base: f.base}
+	cfg := instanceConfig{ID: id, Seed: f.o.Seed, Prefix: f.prefix, Timeout: f.o.Timeout, Workers: f.o.Workers, Mutate: f.o.Mutate, Replicas: f.o.Replicas, Base: f.base, Instances: f.o.Instances}
 	var m member
 	if f.o.Processes {
 		p, err := startWorker(ctx, f.o, f.w, cfg, f.h)
@@ -417,7 +417,7 @@ func runNemesis(ctx context.Context, o Options, w world.World, s Schedule, h *Hi
 				ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				ev, hl, err := inject(ictx, w, ft.Kind, rng)
 				cancel()
-				rec.Target, rec.Detail = ev.Target, ev.Detail
+				rec.Target, rec.Detail, rec.Slots = ev.Target, ev.Detail, ev.Slots
 				if err != nil {
 					rec.Err = err.Error()
 				} else if ev.Err != "" {

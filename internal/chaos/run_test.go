@@ -105,16 +105,42 @@ func TestShort(t *testing.T) {
 }
 
 // The mutation modes break a promise: the checker must see it.
-func TestMutationOveradmitCaught(t *testing.T) { testMutation(t, MutateOveradmit, VOverAdmission) }
-func TestMutationLockoutCaught(t *testing.T)   { testMutation(t, MutateLockout, VLockout) }
+func TestMutationOveradmitCaught(t *testing.T) {
+	testMutation(t, Options{Topology: world.Single, Mutate: MutateOveradmit}, VOverAdmission)
+}
+func TestMutationLockoutCaught(t *testing.T) {
+	testMutation(t, Options{Topology: world.Single, Mutate: MutateLockout}, VLockout)
+}
 
-func testMutation(t *testing.T, mode, want string) {
+// TestMutationNoRefundCaught: refunds (Settle) that report success and
+// give nothing back are refund-lost violations.
+func TestMutationNoRefundCaught(t *testing.T) {
+	testMutation(t, Options{Topology: world.Single, Mutate: MutateNoRefund, Timeout: mutationTimeout}, VRefundLost)
+}
+
+// TestMutationNoCompensateCaught: on a cluster, compensations of calls
+// spanning slots that run, reply without error and give nothing back
+// (dispatch.lua's refund mode pointed at a commit marker that does not
+// exist) are refund-lost violations.
+func TestMutationNoCompensateCaught(t *testing.T) {
+	testMutation(t, Options{Topology: world.Cluster, Mutate: MutateNoCompensate, Timeout: mutationTimeout}, VRefundLost)
+}
+
+// mutationTimeout is the engines' Timeout in the mutation runs that look
+// for refund-lost: a loaded machine (make test beside other packages)
+// would otherwise send most calls past a 50 ms Timeout to the fallback,
+// and leave no compensation for the checker to read.
+const mutationTimeout = 500 * time.Millisecond
+
+// testMutation runs o (its topology and mutation; seed 3, 5 s) and fails
+// unless the checker reports a violation of kind want.
+func testMutation(t *testing.T, o Options, want string) {
 	t.Parallel() // with each other, after TestShort
 	requireRedis(t)
 	// Light faults only: the broken backend must be the primary that
 	// decides, most of the time.
-	o := Options{Topology: "single", Seed: 3, Duration: 5 * time.Second, Short: true, Mutate: mode,
-		Kinds: []string{world.ScriptFlush, world.ClientKill, world.InstanceCrash}}
+	o.Seed, o.Duration, o.Short = 3, 5*time.Second, true
+	o.Kinds = []string{world.ScriptFlush, world.ClientKill, world.InstanceCrash}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +187,4 @@ func TestInjectPanicIsAnError(t *testing.T) {
 
 // clusterKinds are the kinds a cluster world offers, as of this writing.
 var clusterKinds = []string{world.Kill, world.KillAOF, world.Pause, world.ScriptFlush, world.ClientKill, world.MaxMemory,
-	world.Latency, world.Stall, world.Drop, world.Reset, world.Failover, world.KillMaster, world.Migrate, world.ClockBehind, world.ClockAhead}
+	world.Latency, world.Slow, world.Stall, world.Drop, world.Reset, world.Failover, world.KillMaster, world.Migrate, world.ClockBehind, world.ClockAhead}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +71,19 @@ func ruleSets() map[string][]engine.Rule {
 	}
 }
 
+// blockRules names the workload's rules that take quota blocks.
+var blockRules = func() map[string]bool {
+	m := map[string]bool{}
+	for _, rules := range ruleSets() {
+		for _, r := range rules {
+			if r.Blocks != nil {
+				m[r.Name] = true
+			}
+		}
+	}
+	return m
+}()
+
 // instanceConfig is what one application instance needs to run, in
 // process or as a worker process.
 type instanceConfig struct {
@@ -81,6 +96,8 @@ type instanceConfig struct {
 	// Replicas: the exact mode (see Options.Replicas).
 	Replicas int   `json:"replicas,omitempty"`
 	Base     int64 `json:"base"` // the history's Base, Unix µs
+	// Instances is the fleet's size, the engines' Config.Instances.
+	Instances int `json:"instances"`
 }
 
 // instance is one application instance: its client, store and engines.
@@ -90,6 +107,7 @@ type instance struct {
 	// closeStore closes the store's own client (Options.StoreClient)
 	closeStore func()
 	engines    map[string]*engine.Engine
+	sharded    bool // the client is a Redis Cluster client: a call may span slots
 	emit       func(Record)
 	clock      func() int64 // µs since the history's base
 	nextID     atomic.Int64
@@ -118,6 +136,8 @@ func withTag(ctx context.Context, op string) (context.Context, *callTag) {
 // Options.StoreClient). emit receives every record.
 func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient func(redis.UniversalClient) (redis.Scripter, func(), error), clock func() int64, emit func(Record)) (*instance, error) {
 	in := &instance{cfg: cfg, client: client, emit: emit, clock: clock, engines: map[string]*engine.Engine{}}
+	_, in.sharded = client.(*redis.ClusterClient)
+	client.AddHook(lateSlot{})
 	var sc redis.Scripter = client
 	if storeClient != nil {
 		c, closeFn, err := storeClient(client)
@@ -127,19 +147,25 @@ func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient f
 		}
 		sc, in.closeStore = c, closeFn
 	}
-	store, err := redisstore.New(sc, redisstore.Config{Replicas: cfg.Replicas, ReplicaTimeout: cfg.Timeout / 2})
+	store, err := redisstore.New(sc, redisstore.Config{Replicas: cfg.Replicas, ReplicaTimeout: cfg.Timeout / 2, OnRefundError: in.onRefundError})
 	if err != nil {
 		in.close()
 		return nil, err
 	}
-	backend := mutate(cfg.Mutate, store)
-	for name, rules := range ruleSets() {
+	backend := mutate(cfg.Mutate, client, store)
+	sets := ruleSets()
+	late := lateSets()
+	maps.Copy(sets, late)
+	for name, rules := range sets {
+		_, noDenyCache := late[name]
 		e, err := engine.New(backend, engine.Config{
 			Rules:         rules,
+			NoDenyCache:   noDenyCache,
 			Prefix:        cfg.Prefix,
 			Timeout:       cfg.Timeout,
 			OnError:       engine.Fallback,
 			ProbeInterval: 100 * time.Millisecond,
+			Instances:     cfg.Instances,
 			RefundWindow:  10 * time.Second,
 			OnDecision:    in.onDecision,
 			Logger:        discardLogger,
@@ -167,6 +193,9 @@ func (in *instance) onDecision(ctx context.Context, d *engine.Decision) {
 		Outcome: outcomeOf(d),
 		Rules:   ruleRecs(d),
 	}
+	if in.sharded {
+		r.Parts = slotsOf(r.Rules)
+	}
 	if d.Err != nil {
 		r.Err = d.Err.Error()
 	}
@@ -175,6 +204,30 @@ func (in *instance) onDecision(ctx context.Context, d *engine.Decision) {
 		t.id.Store(r.ID)
 	}
 	in.emit(r)
+}
+
+// onRefundError records a compensation (or refund) the store reported as
+// failed (redisstore.Config.OnRefundError): the units it should have given
+// back may stay charged.
+func (in *instance) onRefundError(err error) {
+	now := in.clock()
+	in.emit(Record{Kind: KindRefundError, Inst: in.cfg.ID, Start: now, End: now, Err: errString(err)})
+}
+
+// slotsOf returns how many hash slots the rules' keys live in, when more
+// than one: the parts of a call spanning slots on a cluster, which the
+// store decides one by one and compensates (0 for one slot).
+func slotsOf(rules []RuleRec) int {
+	var slots []int
+	for _, rr := range rules {
+		if s := redisstore.HashSlot(rr.Key); !slices.Contains(slots, s) {
+			slots = append(slots, s)
+		}
+	}
+	if len(slots) < 2 {
+		return 0
+	}
+	return len(slots)
 }
 
 func outcomeOf(d *engine.Decision) string {
@@ -215,6 +268,7 @@ func ruleRecs(d *engine.Decision) []RuleRec {
 			ResetIn:   rd.Result.ResetAfter.Microseconds(),
 			Refund:    rd.Result.Receipt != (algorithms.Receipt{}),
 			Block:     rd.FromBlock,
+			Blocks:    blockRules[rd.Name],
 		})
 	}
 	return rs
@@ -229,7 +283,7 @@ func (in *instance) start(ctx context.Context) {
 		go func() {
 			defer in.wg.Done()
 			for ctx.Err() == nil && !in.crashed.Load() {
-				in.step(ctx, rng)
+				in.step(ctx, rng, w)
 				pause(ctx, time.Duration(1+rng.IntN(4))*time.Millisecond)
 			}
 		}()
@@ -286,30 +340,33 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 func pick(rng *rand.Rand, s []string) string { return s[rng.IntN(len(s))] }
 
-// step runs one operation drawn from the workload's mix.
-func (in *instance) step(ctx context.Context, rng *rand.Rand) {
+// step runs one operation drawn from the workload's mix; w is the
+// worker's number in its instance.
+func (in *instance) step(ctx context.Context, rng *rand.Rand, w int) {
 	// Operations other than Wait and Acquire do not take the worker's
 	// context: a stopped run lets the operation in flight finish.
 	bg := context.WithoutCancel(ctx)
 	switch n := rng.IntN(100); {
-	case n < 20:
+	case n < 18:
 		in.decide(bg, "hot", "decide", []engine.Input{{Material: pick(rng, hkeys)}, {Material: pick(rng, jkeys)}})
-	case n < 28:
+	case n < 26:
 		in.decide(bg, "layered1", "decide", []engine.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}})
-	case n < 50:
+	case n < 46:
 		cost := int64(1 + rng.IntN(2))
 		in.decide(bg, "layered2", "decide", []engine.Input{{Material: pick(rng, routes), Cost: cost}, {Material: pick(rng, clients), Cost: cost}})
-	case n < 62:
+	case n < 57:
 		in.decide(bg, "gcra", "allow", []engine.Input{{Material: pick(rng, gkeys)}})
-	case n < 67:
+	case n < 62:
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		wctx, _ = withTag(wctx, "wait")
 		_ = in.engines["gcra"].Wait(wctx, pick(rng, gkeys))
 		cancel()
-	case n < 79:
+	case n < 73:
 		in.refundable(ctx, bg, rng)
-	case n < 91:
+	case n < 84:
 		in.slots(ctx, bg, rng)
+	case n < 92:
+		in.late(ctx, bg, rng, w)
 	case n < 98:
 		in.peek(bg, rng)
 	default:
@@ -425,8 +482,9 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 	switch n := rng.IntN(4); {
 	case n == 0:
 		// A hot pair, whose rules take quota blocks: the fixed window moves
-		// to its next epoch's key and deletes nothing (its old key counts
-		// on, for whoever has not learned of the reset: docs/leasing.md),
+		// to its next epoch's key and deletes nothing (its old key is
+		// closed: whoever has not learned of the reset is denied there and
+		// asks the epoch, docs/leasing.md),
 		// the GCRA key is deleted, and another instance may still answer
 		// from a block it took before, until the block's hold is over.
 		i := rng.IntN(len(hkeys))

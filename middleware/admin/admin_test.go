@@ -97,6 +97,7 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 		OnDecision:    src.OnHTTP,
 		Logger:        slog.New(slog.DiscardHandler),
 		ProbeInterval: time.Hour,
+		FallbackAfter: time.Nanosecond, // the second failure switches
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +251,8 @@ func TestPageCounts(t *testing.T) {
 	if len(ip.MostDenied) != 1 || ip.MostDenied[0] != (keyView{Key: "192.0.2.0/24", Keys: 1, Count: 4}) {
 		t.Errorf("ip most denied = %+v", ip.MostDenied)
 	}
-	if len(user.Hottest) != 1 || user.Hottest[0].Key != Hash("bob") {
-		t.Errorf("user hottest = %+v, want bob hashed %s", user.Hottest, Hash("bob"))
+	if len(user.Hottest) != 1 || user.Hottest[0].Key != MaskKey(nil, "bob") {
+		t.Errorf("user hottest = %+v, want bob hashed %s", user.Hottest, MaskKey(nil, "bob"))
 	}
 	// The HTML page has the same numbers, and no unmasked key.
 	w := f.admin("GET", "/debug/redlimit/", nil)
@@ -259,7 +260,7 @@ func TestPageCounts(t *testing.T) {
 	if w.Code != 200 || !strings.Contains(w.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("HTML: %d %s", w.Code, w.Header().Get("Content-Type"))
 	}
-	for _, s := range []string{"192.0.2.0/24", "3/1m0s", "client IP", Hash("bob")} {
+	for _, s := range []string{"192.0.2.0/24", "3/1m0s", "client IP", MaskKey(nil, "bob")} {
 		if !strings.Contains(body, s) {
 			t.Errorf("HTML lacks %q", s)
 		}
@@ -484,7 +485,8 @@ func TestDenyCacheAndFallback(t *testing.T) {
 		t.Errorf("source = %+v", s)
 	}
 	fail.set(errors.New("connection refused"))
-	f.hit("198.51.100.1:1", "")
+	f.hit("198.51.100.1:1", "") // refused: the first failure
+	f.hit("198.51.100.1:1", "") // the fallback decides
 	p, _ = f.page(t, "")
 	s := p.Sources[0]
 	if !s.OnFallback || s.LastError == nil || !strings.Contains(s.LastError.Message, "connection refused") || !s.LastError.At.Equal(t0) {
@@ -594,4 +596,61 @@ func BenchmarkObserve(b *testing.B) {
 		}
 		_ = t
 	})
+}
+
+// TestRulesBlocks: the rule list says which rules have quota blocks (with
+// their configuration) and a calendar quota's unit and zone, as JSON and
+// on the page: the redlimit command resets a key of a rule with blocks
+// through the engine's epochs, and must know.
+func TestRulesBlocks(t *testing.T) {
+	adm, err := newHandler(Config{Authorize: Token("t"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := adm.Source("svc")
+	mem, _ := memstore.New(memstore.Config{})
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+		{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 50 * time.Millisecond}},
+		{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerDayIn(5000, berlin)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	src.Attach(e)
+	r := httptest.NewRequest("GET", "/?format=json", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	w := httptest.NewRecorder()
+	adm.ServeHTTP(w, r)
+	var p struct {
+		Sources []struct {
+			Rules []struct {
+				Name     string          `json:"name"`
+				Calendar string          `json:"calendar"`
+				Location string          `json:"location"`
+				Blocks   json.RawMessage `json:"blocks"`
+			} `json:"rules"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	rules := p.Sources[0].Rules
+	if got := string(rules[0].Blocks); got != `{"hold":"50ms","share":0.25,"max":0,"min_rate":0}` {
+		t.Errorf("rule hot: blocks %s, want its BlockConfig", got)
+	}
+	if got := string(rules[1].Blocks); got != "null" || rules[1].Calendar != "day" || rules[1].Location != "Europe/Berlin" {
+		t.Errorf("rule quota: blocks %s, calendar %q %q; want null, day, Europe/Berlin", got, rules[1].Calendar, rules[1].Location)
+	}
+	r = httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	w = httptest.NewRecorder()
+	adm.ServeHTTP(w, r)
+	if n := strings.Count(w.Body.String(), `">blocks</span>`); n != 1 {
+		t.Errorf("the page marks %d rules with blocks, want 1", n)
+	}
 }

@@ -34,7 +34,8 @@
 // service says who may see it. POSTs (Reset) need the page's CSRF token
 // and are refused when the browser says they come from another origin
 // (net/http.CrossOriginProtection). Key material is masked (IPv4 to its
-// /24, IPv6 to its /48, other keys hashed: see [MaskKey]) unless
+// /24, IPv6 to its /48, other keys by an HMAC under a secret random per
+// process unless Config.MaskSecret sets one: see [MaskKey]) unless
 // Config.ShowKeys; html/template escapes every value; a bad lookup gets a
 // 400 that says what is wrong; every Reset is logged through
 // Config.Logger with who asked, the rule and the key.

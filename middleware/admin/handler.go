@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,9 +38,21 @@ type Config struct {
 
 	// MaskKey, when set, replaces the default masking of key material
 	// (IPv4 addresses to their /24, IPv6 to their /48, anything else to
-	// "#" and 12 hex digits of its SHA-256). Keys with the same mask are
-	// shown as one row, their counts summed.
+	// "#" and 12 hex digits of its HMAC-SHA-256 under MaskSecret: see the
+	// function MaskKey). Keys with the same mask are shown as one row,
+	// their counts summed.
 	MaskKey func(material string) string
+
+	// MaskSecret keys the HMAC with which the default masking hides key
+	// material that is no IP address, so that a user id or an e-mail
+	// address cannot be recovered from its mask by hashing a dictionary.
+	// Empty (the default): a secret drawn at random once per process, so
+	// each instance (and each restart) shows a key under a mask of its
+	// own. Set the same secret, at least MinMaskSecret (16) bytes, on every
+	// instance to have their pages agree; keep it as secret as the keys
+	// (whoever holds it can test guesses against the masks). New copies
+	// it.
+	MaskSecret []byte
 
 	// TopKeys is how many keys the hottest and most denied lists show per
 	// rule (default 10).
@@ -108,6 +122,10 @@ func newHandler(cfg Config) (*Handler, error) {
 	if cfg.Authorize == nil {
 		return nil, &algorithms.ConfigError{Field: "admin.Config.Authorize", Reason: "must be set: the admin page serves nobody without an authorization (see admin.Token)"}
 	}
+	if n := len(cfg.MaskSecret); n != 0 && n < MinMaskSecret {
+		return nil, &algorithms.ConfigError{Field: "admin.Config.MaskSecret", Reason: "must be empty (a random secret per process) or at least 16 bytes, got " + strconv.Itoa(n)}
+	}
+	cfg.MaskSecret = bytes.Clone(cfg.MaskSecret)
 	if cfg.TopKeys < 0 || cfg.SketchSize < 0 {
 		return nil, &algorithms.ConfigError{Field: "admin.Config.TopKeys", Reason: "TopKeys and SketchSize must be >= 0"}
 	}

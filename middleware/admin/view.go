@@ -78,6 +78,9 @@ type ruleView struct {
 	MissingKey string            `json:"missing_key"`
 	Dynamic    bool              `json:"dynamic_limit"`
 	Refundable bool              `json:"refundable"`
+	Calendar   string            `json:"calendar,omitempty"` // a calendar quota's unit: day, week, month, year
+	Location   string            `json:"location,omitempty"` // and its time zone
+	Blocks     *blocksView       `json:"blocks"`             // null without quota blocks
 	Tiers      map[string]string `json:"tiers,omitempty"`
 	TierList   []tierView        `json:"-"`
 	Totals     *counts           `json:"totals"`
@@ -88,6 +91,16 @@ type ruleView struct {
 	// The page's rows of the rule, built once (one template action each
 	// instead of dozens: the page stays fast with many rules).
 	DecisionRows, HotRows, DeniedRows template.HTML `json:"-"`
+}
+
+// blocksView is a rule's quota blocks (engine.BlockConfig, defaults
+// applied): a reset of its keys goes through the engine's epochs, which
+// the CLI must know (see docs/admin.md).
+type blocksView struct {
+	Hold    string  `json:"hold"`
+	Share   float64 `json:"share"`
+	Max     int64   `json:"max"`
+	MinRate float64 `json:"min_rate"`
 }
 
 // rows renders the rule's decision rows.
@@ -325,10 +338,20 @@ func (h *Handler) ruleView(s *Source, st *ruleState, now time.Time, tick int64, 
 	if r.MissingKey == engine.SkipMissingKey {
 		rv.MissingKey = "skip"
 	}
+	if b := r.Blocks; b != nil {
+		rv.Blocks = &blocksView{Hold: b.Hold.String(), Share: b.Share, Max: b.Max, MinRate: b.MinRate}
+	}
 	if !rv.Dynamic {
 		rv.Limit = r.Limit.String()
 		rv.Rate, rv.Burst, rv.Capacity = r.Limit.Rate, r.Limit.Burst, r.Limit.Capacity(r.Algorithm)
 		rv.Period = r.Limit.Period.String()
+		if r.Limit.Calendar != 0 {
+			rv.Calendar = r.Limit.Calendar.String()
+			rv.Location = "UTC"
+			if r.Limit.Location != nil {
+				rv.Location = r.Limit.Location.String()
+			}
+		}
 	}
 	if len(r.Tiers) > 0 {
 		rv.Tiers = map[string]string{}
@@ -389,7 +412,7 @@ func (h *Handler) display(k string) string {
 	if h.cfg.MaskKey != nil {
 		v = h.cfg.MaskKey(m)
 	} else {
-		v = MaskKey(m)
+		v = MaskKey(h.cfg.MaskSecret, m)
 	}
 	if len(h.masks) >= maxMasks {
 		clear(h.masks)

@@ -95,6 +95,18 @@ func compileBlocks(r *Rule) error {
 	case b.MinRate < 0 || math.IsNaN(b.MinRate) || math.IsInf(b.MinRate, 0):
 		return fail("Blocks.MinRate", "must be >= 0 checks per second, got "+strconv.FormatFloat(b.MinRate, 'g', -1, 64))
 	}
+	if r.Algorithm == algorithms.FixedWindow {
+		// a reset closes the key it leaves with 2^39 units (see epoch.go)
+		limits := []algorithms.Limit{r.Limit}
+		for _, t := range r.Tiers {
+			limits = append(limits, t)
+		}
+		for _, l := range limits {
+			if l.Rate > maxEpochCapacity {
+				return fail("Blocks", "needs a capacity below 2^39 for a fixed window rule (a reset closes the old key with 2^39 units), got "+l.String())
+			}
+		}
+	}
 	c := *b
 	if c.Hold == 0 {
 		c.Hold = 100 * time.Millisecond
@@ -131,20 +143,23 @@ type blockRule struct {
 	alg  algorithms.Algorithm
 	cfg  BlockConfig
 	hold int64 // ns
+	bs   *blocks
 
 	epochs bool // fixed window: the key carries an epoch (see epoch.go)
 	bucket bool // token bucket, GCRA: blocks used within their hold, never given back
 
-	last atomic.Pointer[blockKey] // the key seen last: a hot key costs no map lookup
-	mu   sync.RWMutex
-	keys map[string]*blockKey
+	keys   keyTable // see blockkeys.go
+	sweeps int      // the sweeper's passes
 }
 
 // blockKey is the state of one key of a rule with blocks.
 type blockKey struct {
 	key   string                   // the rule's storage key (epoch 0)
+	clk   *blockClock              // the blocks' clock
+	gen   atomic.Uint64            // the generation of keys it was last looked up in
 	cur   atomic.Pointer[epochKey] // the key of the current epoch
 	slots [2]atomic.Pointer[block] // the block in use and the next one
+	era   atomic.Int64             // the clock's era of the instants below
 
 	arrivals atomic.Int64                  // requests seen, for the arrival rate
 	fetching atomic.Bool                   // a block is being taken (one at a time)
@@ -174,6 +189,7 @@ type blockKey struct {
 type block struct {
 	units    atomic.Int64 // left; negative once retired
 	size     int64
+	era      int64 // the clock's era of the instants below: used in it only
 	until    int64 // ns: used while now < until (its window's end, at the latest)
 	returnAt int64 // ns: its time is up; the rest goes back
 	resetAt  int64 // ns: when the key is full again (at the latest)
@@ -219,9 +235,8 @@ func (b *block) left() int64 { return max(b.units.Load(), 0) }
 // blocks is the quota-block machinery an Engine and the Engines derived
 // from it share: their rules' states, the bound on fetches, the sweeper.
 type blocks struct {
+	blockClock
 	s     *shared
-	now   func() time.Time
-	base  time.Time
 	sem   chan struct{} // fetches in flight
 	wg    sync.WaitGroup
 	mu    sync.Mutex
@@ -237,18 +252,19 @@ type blocks struct {
 // maxFetches bounds the blocks being taken at once, per Engine.
 const maxFetches = 64
 
-func newBlocks(s *shared, now func() time.Time) *blocks {
-	// base is 1ns back, so that the clock never reads 0 (no clock, to build)
-	return &blocks{s: s, now: now, base: now().Add(-time.Nanosecond), sem: make(chan struct{}, maxFetches)}
+// newBlocks returns the blocks of s on the clock now, injected when
+// Config.Now was given (it may step back: see blockclock.go).
+func newBlocks(s *shared, now func() time.Time, injected bool) *blocks {
+	bs := &blocks{s: s, sem: make(chan struct{}, maxFetches)}
+	bs.init(now, injected)
+	return bs
 }
-
-// clock is the blocks' time, in ns since base (monotonic with time.Now).
-func (bs *blocks) clock() int64 { return int64(bs.now().Sub(bs.base)) }
 
 // rule registers a rule with blocks and starts the sweeper with the first.
 func (bs *blocks) rule(r *Rule) *blockRule {
-	br := &blockRule{alg: r.Algorithm, cfg: *r.Blocks, hold: int64(r.Blocks.Hold), keys: make(map[string]*blockKey),
+	br := &blockRule{alg: r.Algorithm, cfg: *r.Blocks, hold: int64(r.Blocks.Hold), bs: bs,
 		epochs: r.Algorithm == algorithms.FixedWindow, bucket: bucketAlg(r.Algorithm)}
+	br.keys.init(&bs.blockClock)
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	bs.rules = append(bs.rules, br)
@@ -260,33 +276,13 @@ func (bs *blocks) rule(r *Rule) *blockRule {
 	return br
 }
 
-// key returns the state of key, made on first use.
-func (br *blockRule) key(key string, now int64) *blockKey {
-	if k := br.last.Load(); k != nil && k.key == key {
-		return k
-	}
-	br.mu.RLock()
-	k := br.keys[key]
-	br.mu.RUnlock()
-	if k == nil {
-		br.mu.Lock()
-		if k = br.keys[key]; k == nil {
-			k = &blockKey{key: key, lastFetch: now}
-			k.cur.Store(&epochKey{key: key})
-			br.keys[key] = k
-		}
-		br.mu.Unlock()
-	}
-	br.last.Store(k)
-	return k
-}
+// key returns the state of key, made on first use (see keyTable.get).
+func (br *blockRule) key(key string, now int64) *blockKey { return br.keys.get(key, now) }
 
 // forget drops the blocks of key without giving their units back (see
 // Engine.ResetInputs).
 func (br *blockRule) forget(key string) {
-	br.mu.RLock()
-	k := br.keys[key]
-	br.mu.RUnlock()
+	k := br.keys.lookup(key)
 	if k == nil {
 		return
 	}
@@ -308,9 +304,10 @@ type local struct {
 // leased is a check of a rule with blocks that went to the backend: its
 // answer tells how much the key has left.
 type leased struct {
-	j  int // its index in scratch.checks
-	br *blockRule
-	k  *blockKey
+	j   int // its index in scratch.checks
+	br  *blockRule
+	k   *blockKey
+	era int64 // the clock's era of the check's sending
 }
 
 // observeLeased records what the primary answered for the checks of
@@ -324,9 +321,9 @@ func (bs *blocks) observeLeased(s *scratch, d *Decision, sent int64) {
 	for _, l := range s.leased {
 		c := &s.checks[l.j]
 		r := &s.results[l.j]
-		l.br.observe(l.k, c.Limit, r, sent, true)
-		if l.br.epochs && r.Limit != 0 && !r.Allowed {
-			bs.askEpoch(l.br, l.k, c.Limit, sent)
+		l.br.observe(l.k, c.Limit, r, sent, l.era, true)
+		if l.br.epochs && r.Limit != 0 && !r.Allowed && r.Remaining == 0 {
+			bs.askEpoch(l.br, l.k, c.Limit, sent) // maybe closed by a reset
 		}
 	}
 }
@@ -348,26 +345,38 @@ const (
 // until the window ends (a denial within the refund window of a block is
 // Provisional); either way a block is fetched in the background when the
 // key runs low.
+//
+// now is Decide's reading of the blocks' clock; the era is read after it
+// (see blockclock.go). The key's instants ahead of now are trusted only as
+// far ahead as they can lie (within): after a step back of an injected
+// clock, an instant of the era before would lie further.
 func (e *Engine) takeLocal(ctx context.Context, br *blockRule, k *blockKey, c *algorithms.Check, rd *RuleDecision, s *scratch, now int64) int {
 	bs := e.s.blocks
+	era := bs.era.Load()
+	if k.era.Load() != era {
+		k.rebase(era)
+	}
 	k.arrivals.Add(1)
 	n := max(c.Cost, 1)
-	if k.take(bs, br, c, rd, s, n, now) {
+	if _, key := k.epochIn(now, era); key != c.Key {
+		c.Key, rd.Key = key, key
+	}
+	if k.take(bs, br, c, rd, s, n, now, era) {
 		return blockAllow
 	}
-	if now < k.deniedUntil.Load() {
+	if within(now, k.deniedUntil.Load(), br.hold/4) {
 		retry := time.Duration(max(k.denyRetry.Load()-now, 1))
 		rd.Evaluated = true
 		rd.Result = algorithms.Result{Limit: c.Limit.Capacity(br.alg), Remaining: max(k.remote.Load(), 0), RetryAfter: retry, ResetAfter: retry}
 		return blockDenial
 	}
-	bs.prefetch(br, k, c.Limit, now)
+	bs.prefetch(br, k, c.Limit, now, era)
 	if bs.wait(ctx, k, s) {
-		t := bs.clock()
-		if k.take(bs, br, c, rd, s, n, t) {
+		t, era := bs.instant()
+		if k.take(bs, br, c, rd, s, n, t, era) {
 			return blockAllow
 		}
-		if _, key := k.epochAt(t); key != c.Key {
+		if _, key := k.epochIn(t, era); key != c.Key {
 			c.Key, rd.Key = key, key // the block call found a new epoch
 		}
 	}
@@ -376,15 +385,31 @@ func (e *Engine) takeLocal(ctx context.Context, br *blockRule, k *blockKey, c *a
 		// Provisional only for a refundable check
 		c.RefundWindow = refundWindow(br.cfg.Hold)
 	}
-	s.leased = append(s.leased, leased{j: len(s.checks), br: br, k: k})
+	s.leased = append(s.leased, leased{j: len(s.checks), br: br, k: k, era: era})
 	return toStore
 }
 
+// rebase forgets the instants k keeps of an era before era: what the store
+// said of the key and until when. Its blocks and epoch carry their era and
+// are not used out of it (see take, epochIn). Racing with observe, a stale
+// instant may survive: takeLocal trusts none further ahead than it can lie.
+func (k *blockKey) rebase(era int64) {
+	old := k.era.Load()
+	if old >= era || !k.era.CompareAndSwap(old, era) {
+		return
+	}
+	k.remoteUntil.Store(0)
+	k.deniedUntil.Store(0)
+	k.retryAt.Store(0)
+	k.askAt.Store(0)
+	k.blockAt.Store(0)
+}
+
 // take answers the check c of n units from a block of k, if one has them.
-func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, n, now int64) bool {
+func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, n, now, era int64) bool {
 	for i := range k.slots {
 		b := k.slots[i].Load()
-		if b == nil || now >= b.until || b.refund.Check.Limit != c.Limit || !b.take(n) {
+		if b == nil || b.era != era || now >= b.until || b.refund.Check.Limit != c.Limit || !b.take(n) {
 			continue
 		}
 		s.local = append(s.local, local{b: b, n: n})
@@ -394,7 +419,7 @@ func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *Rule
 		left := k.left()
 		rem := min(remote+left, b.refund.Result.Limit)
 		if left <= b.size/2 {
-			bs.prefetch(br, k, c.Limit, now)
+			bs.prefetch(br, k, c.Limit, now, era)
 		}
 		rd.Evaluated = true
 		rd.FromBlock = true
@@ -459,15 +484,16 @@ func (k *blockKey) left() int64 {
 }
 
 // observe records what the store answered for a check of k taken at now
-// (the call began at sent).
+// (the call began at sent, in era; nothing is recorded once the clock has
+// stepped back since).
 //
 // A check (not a block) the store denied denies the key's checks locally
 // for a quarter Hold (never past the store's RetryAfter): the deny cache
 // does not hold such denials (the check is refundable, see takeLocal), so
 // that units other instances give back are found within a quarter Hold
 // rather than when the window ends.
-func (br *blockRule) observe(k *blockKey, limit algorithms.Limit, r *algorithms.Result, sent int64, check bool) {
-	if r.Limit == 0 {
+func (br *blockRule) observe(k *blockKey, limit algorithms.Limit, r *algorithms.Result, sent, era int64, check bool) {
+	if r.Limit == 0 || br.bs.era.Load() != era {
 		return
 	}
 	k.remote.Store(r.Remaining)
@@ -527,9 +553,9 @@ func (br *blockRule) windowLeft(limit algorithms.Limit, r *algorithms.Result) in
 func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 {
 	arr := k.arrivals.Load()
 	n, elapsed := arr-k.lastArrivals, now-k.lastFetch
-	if elapsed > 4*br.hold {
-		// a rate over a long quiet time says nothing of the burst now:
-		// measure afresh
+	if elapsed > 4*br.hold || elapsed < 0 {
+		// a rate over a long quiet time says nothing of the burst now
+		// (nor one over a clock that stepped back): measure afresh
 		k.lastArrivals, k.lastFetch = arr, now
 		return 0
 	}
@@ -562,9 +588,9 @@ func (br *blockRule) size(k *blockKey, limit algorithms.Limit, now int64) int64 
 }
 
 // prefetch starts taking a block of k in the background when k's blocks
-// run low and none is being taken.
-func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, now int64) {
-	if k.fetching.Load() || now < k.retryAt.Load() {
+// run low and none is being taken. now is of era.
+func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, now, era int64) {
+	if k.fetching.Load() || within(now, k.retryAt.Load(), br.hold) {
 		return
 	}
 	if until := k.remoteUntil.Load(); now < until && float64(k.remote.Load())*br.cfg.Share < 2 {
@@ -587,6 +613,12 @@ func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, n
 		k.fetching.Store(false)
 		return
 	}
+	// pinned while fetching, before the block is in: the sweeper ends it
+	if !br.keys.pin(k) {
+		<-bs.sem
+		k.fetching.Store(false)
+		return
+	}
 	bs.mu.Lock()
 	if bs.close {
 		bs.mu.Unlock()
@@ -598,7 +630,7 @@ func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, n
 	bs.mu.Unlock()
 	ready := make(chan struct{})
 	k.ready.Store(&ready)
-	go bs.fetch(br, k, limit, n, now, resets, ready)
+	go bs.fetch(br, k, limit, n, now, era, resets, ready)
 }
 
 // refundWindow is how long after it is taken a block's rest may go back:
@@ -606,10 +638,13 @@ func (bs *blocks) prefetch(br *blockRule, k *blockKey, limit algorithms.Limit, n
 // gives back (the store keeps a marker per block that long).
 func refundWindow(hold time.Duration) time.Duration { return max(4*hold, 2*time.Second) }
 
-// fetch takes a block of n units of k, sized at sent (no later than the
-// call is sent), in one backend call and installs it. resets is the
-// key's count of resets when it was sized.
-func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, n, sent, resets int64, ready chan struct{}) {
+// fetch takes a block of n units of k, sized at sent (of era, no later
+// than the call is sent), in one backend call and installs it. resets is
+// the key's count of resets when it was sized. A block the store denies
+// on a key with epochs makes it ask the store's epoch, once: on a newer
+// one (another instance reset the key, and closed the old one), the block
+// is taken there.
+func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, n, sent, era, resets int64, ready chan struct{}) {
 	defer bs.wg.Done()
 	defer func() { <-bs.sem }()
 	defer close(ready)
@@ -618,63 +653,77 @@ func (bs *blocks) fetch(br *blockRule, k *blockKey, limit algorithms.Limit, n, s
 	ctx, cancel := bs.context()
 	defer cancel()
 	if br.bucket {
-		bs.fetchBucket(ctx, br, k, limit, n, sent, resets)
+		bs.fetchBucket(ctx, br, k, limit, n, sent, era, resets)
 		return
 	}
-	used, key := k.epochAt(sent)
-	checks := []algorithms.Check{{Key: key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
-	if br.epochs {
-		ec := k.epochCheck(limit, 1)
-		ec.RefundWindow = checks[0].RefundWindow
-		checks = append(checks, ec)
-	}
-	results := make([]algorithms.Result, len(checks))
-	if s.health != nil && s.health.down.Load() {
-		return // blocks come from the primary only
-	}
-	if err := allow(ctx, s.backend, checks, results); err != nil {
-		k.retryAt.Store(sent + br.hold)
-		s.logError(err)
-		return
-	}
-	r := &results[0]
-	if k.resets.Load() != resets {
-		return // taken across a reset of the key: maybe before it
-	}
-	if br.epochs && results[1].Limit != 0 {
-		n := epochOf(&results[1])
-		k.learn(n, sent+int64(results[1].ResetAfter))
-		if n != used {
-			return // taken in an epoch that has passed: never used
+	for try := 0; ; try++ {
+		used, key := k.epochIn(sent, era)
+		checks := []algorithms.Check{{Key: key, Algorithm: br.alg, Limit: limit, Cost: n, RefundWindow: refundWindow(br.cfg.Hold)}}
+		results := make([]algorithms.Result, 1)
+		if s.health != nil && s.health.down.Load() {
+			return // blocks come from the primary only
 		}
-	}
-	if !r.Allowed {
-		br.observe(k, limit, r, sent, false)
+		if err := allow(ctx, s.backend, checks, results); err != nil {
+			k.retryAt.Store(sent + br.hold)
+			s.logError(err)
+			return
+		}
+		r := &results[0]
+		if k.resets.Load() != resets {
+			return // taken across a reset of the key: maybe before it
+		}
+		if !r.Allowed {
+			// A key a reset closed reports nothing left; one with units
+			// left (fewer than the block) is not closed: no question.
+			if br.epochs && try == 0 && r.Limit != 0 && r.Remaining == 0 && bs.refresh(ctx, br, k, limit, used) {
+				continue
+			}
+			br.observe(k, limit, r, sent, era, false)
+			return
+		}
+		b := &block{
+			size:     n,
+			era:      era,
+			until:    sent + br.windowLeft(limit, r),
+			refund:   algorithms.Refund{Check: checks[0], Result: *r},
+			giveBack: true,
+		}
+		b.units.Store(n)
+		recv, now := bs.instant()
+		if now != era {
+			// the clock stepped back meanwhile: the block's instants mean
+			// nothing in this era; its rest goes back (to its window, if
+			// the store's clock says it has not ended)
+			bs.end(k, b, recv, now)
+			return
+		}
+		b.returnAt, b.resetAt = recv+2*br.hold, recv+int64(r.ResetAfter)
+		k.blockAt.Store(recv)
+		old := bs.install(k, b)
+		br.observe(k, limit, r, sent, era, false) // after the block is in (see take)
+		if old != nil {
+			bs.end(k, old, recv, era) // its rest goes back after: remote grows by it
+		}
 		return
 	}
-	recv := bs.clock()
-	b := &block{
-		size:     n,
-		until:    sent + br.windowLeft(limit, r),
-		returnAt: recv + 2*br.hold,
-		resetAt:  recv + int64(r.ResetAfter),
-		refund:   algorithms.Refund{Check: checks[0], Result: *r},
-		giveBack: true,
+}
+
+// refresh asks the store which epoch k is at, after it denied a block of
+// k's epoch used, and reports whether it is a newer one, learnt.
+func (bs *blocks) refresh(ctx context.Context, br *blockRule, k *blockKey, limit algorithms.Limit, used int64) bool {
+	n, until, era, err := bs.s.readEpoch(ctx, k.key, limit)
+	if err != nil {
+		bs.s.logError(err)
+		return false
 	}
-	b.units.Store(n)
-	k.blockAt.Store(recv)
-	old := bs.install(k, b)
-	br.observe(k, limit, r, sent, false) // after the block is in (see take)
-	if old != nil {
-		bs.end(k, old, bs.clock()) // its rest goes back after: remote grows by it
-	}
+	return n > used && br.newer(k, n, until, era)
 }
 
 // fetchBucket takes a block of n units of k, a bucket's key, with
 // algorithms.Blocker (checkBlocks made sure the primary is one) and
 // installs it: it is used until its hold ends, from the instant the call
 // was sent, and never given back.
-func (bs *blocks) fetchBucket(ctx context.Context, br *blockRule, k *blockKey, limit algorithms.Limit, n, sent, resets int64) {
+func (bs *blocks) fetchBucket(ctx context.Context, br *blockRule, k *blockKey, limit algorithms.Limit, n, sent, era, resets int64) {
 	s := bs.s
 	if s.health != nil && s.health.down.Load() {
 		return // blocks come from the primary only
@@ -691,12 +740,16 @@ func (bs *blocks) fetchBucket(ctx context.Context, br *blockRule, k *blockKey, l
 		return // taken across a reset of the key: maybe before it
 	}
 	if !r.Allowed {
-		br.observe(k, limit, &r, sent, false)
+		br.observe(k, limit, &r, sent, era, false)
 		return
 	}
-	recv := bs.clock()
+	recv, now := bs.instant()
+	if now != era {
+		return // the clock stepped back meanwhile: never used
+	}
 	b := &block{
 		size:     n,
+		era:      era,
 		until:    sent + hold,
 		returnAt: sent + hold,
 		resetAt:  recv + int64(r.ResetAfter),
@@ -705,21 +758,21 @@ func (bs *blocks) fetchBucket(ctx context.Context, br *blockRule, k *blockKey, l
 	b.units.Store(n)
 	k.blockAt.Store(recv)
 	old := bs.install(k, b)
-	br.observe(k, limit, &r, sent, false)
+	br.observe(k, limit, &r, sent, era, false)
 	if old != nil {
 		old.retire()
 	}
 }
 
 // install puts b in a free slot of k: an empty one, or one whose block is
-// spent or over; failing that, it takes the place of the block with fewer
-// units left, which it returns: the caller ends it (its rest goes back)
-// once the reply of b is recorded.
+// spent, over or of an era before; failing that, it takes the place of
+// the block with fewer units left, which it returns: the caller ends it
+// (its rest goes back) once the reply of b is recorded.
 func (bs *blocks) install(k *blockKey, b *block) *block {
 	now := bs.clock()
 	for i := range k.slots {
 		old := k.slots[i].Load()
-		if (old == nil || old.left() == 0 || now >= old.until) && k.slots[i].CompareAndSwap(old, b) {
+		if (old == nil || old.left() == 0 || old.era != b.era || now >= old.until) && k.slots[i].CompareAndSwap(old, b) {
 			return old
 		}
 	}
@@ -730,11 +783,14 @@ func (bs *blocks) install(k *blockKey, b *block) *block {
 	return k.slots[victim].Swap(b)
 }
 
-// end retires b, a block of k, and gives its rest back when its window
-// has not ended: what k knows the store has left grows by as much.
-func (bs *blocks) end(k *blockKey, b *block, now int64) {
+// end retires b, a block of k, and gives its rest back unless its window
+// has ended by now (of era): what k knows the store has left grows by as
+// much. Of an era before now's, its end cannot be told from now: its
+// rest goes back, and the store gives it back to its window only if that
+// has not ended by the store's clock.
+func (bs *blocks) end(k *blockKey, b *block, now, era int64) {
 	n := b.retire()
-	if n == 0 || now >= b.until || !b.giveBack {
+	if n == 0 || !b.giveBack || b.era == era && now >= b.until {
 		return
 	}
 	s := bs.s
@@ -756,7 +812,7 @@ func (bs *blocks) end(k *blockKey, b *block, now int64) {
 }
 
 // sweeper gives back the blocks whose time is up, every Hold/2, and
-// forgets the keys idle for a while.
+// starts a generation of keys every rotateEvery sweeps.
 func (bs *blocks) sweeper(stop, done chan struct{}, hold time.Duration) {
 	defer close(done)
 	t := time.NewTicker(max(hold/2, time.Millisecond))
@@ -771,49 +827,55 @@ func (bs *blocks) sweeper(stop, done chan struct{}, hold time.Duration) {
 	}
 }
 
-// sweep ends the blocks whose time is up (all of them when final) and
-// forgets idle keys.
+// sweep ends the blocks whose time is up (all of them when final), of
+// the pinned keys only: O(keys holding blocks or epochs), under no lock a
+// request takes. Every rotateEvery sweeps it starts a generation of keys
+// (O(1) under each shard's lock: see keyTable.rotate), which forgets the keys
+// not looked up in the generation before.
 func (bs *blocks) sweep(final bool) {
-	bs.sweeping.Lock() // one sweep at a time: seen and idle are the sweep's
+	bs.sweeping.Lock() // one sweep at a time: seen, idle and sweeps are the sweep's
 	defer bs.sweeping.Unlock()
 	bs.mu.Lock()
 	rules := append([]*blockRule(nil), bs.rules...)
 	bs.mu.Unlock()
-	now := bs.clock()
+	now, era := bs.instant()
+	var buf []*blockKey
 	for _, br := range rules {
-		br.mu.Lock()
-		keys := make([]*blockKey, 0, len(br.keys))
-		for key, k := range br.keys {
+		if br.sweeps++; br.sweeps%rotateEvery == 0 && !final {
+			br.keys.rotate()
+		}
+		buf = br.keys.pinned(buf[:0])
+		for _, k := range buf {
+			if h := sweepHook.Load(); h != nil {
+				(*h)()
+			}
 			arr := k.arrivals.Load()
 			if arr == k.seen {
 				k.idle++
 			} else {
 				k.seen, k.idle = arr, 0
 			}
-			// A key at an epoch other than 0 is kept until the epoch's
-			// window ends: forgotten, it would start again at epoch 0 and
-			// deny on the old key once more after every idle spell, the
-			// reset ignored (the chaos harness's reset-ignored check).
-			if ek := k.cur.Load(); k.idle >= 4 && k.left() == 0 && !k.fetching.Load() && !k.asking.Load() && (ek.n == 0 || now >= ek.until) {
-				delete(br.keys, key)
-				br.last.CompareAndSwap(k, nil)
-			}
-			keys = append(keys, k)
-		}
-		br.mu.Unlock()
-		for _, k := range keys {
 			for i := range k.slots {
 				b := k.slots[i].Load()
 				if b == nil {
 					continue
 				}
-				if final || now >= b.returnAt || now >= b.until || k.idle > 0 && b.left() > 0 {
+				if final || b.era != era || now >= b.returnAt || now >= b.until || k.idle > 0 && b.left() > 0 {
 					if k.slots[i].CompareAndSwap(b, nil) {
-						bs.end(k, b, now)
+						bs.end(k, b, now, era)
 					}
 				}
 			}
+			// A key at an epoch other than 0 is kept until the epoch's
+			// window ends: forgotten, it would start again at epoch 0 and
+			// be denied on the old key once more after every idle spell
+			// (the chaos harness's reset-ignored check).
+			br.keys.unpin(k, func() bool {
+				n, _ := k.epochIn(now, era)
+				return n != 0 || k.left() > 0 || k.fetching.Load() || k.asking.Load()
+			})
 		}
+		clear(buf)
 	}
 }
 

@@ -11,36 +11,44 @@ import (
 )
 
 // blockBenchEngine returns an Engine with one rule with quota blocks on
-// memstore, whose limit a benchmark cannot exhaust.
-func blockBenchEngine(b testing.TB) *engine.Engine {
+// memstore, whose limit a benchmark cannot exhaust, on the clock now (nil:
+// time.Now, not injected).
+func blockBenchEngine(b testing.TB, now func() time.Time) *engine.Engine {
 	m, err := memstore.New(memstore.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newEngine(b, m, engine.Config{Rules: []engine.Rule{{Name: "hot", Algorithm: algorithms.FixedWindow,
-		Limit: algorithms.Limit{Rate: 1 << 40, Period: time.Hour}, Blocks: &engine.BlockConfig{}}}})
+	return newEngine(b, m, engine.Config{Now: now, Rules: []engine.Rule{{Name: "hot", Algorithm: algorithms.FixedWindow,
+		Limit: algorithms.Limit{Rate: 1 << 38, Period: time.Hour}, Blocks: &engine.BlockConfig{}}}})
 }
 
-// BenchmarkDecideBlock is Decide on a hot key answered from quota blocks.
+// BenchmarkDecideBlock is Decide on a hot key answered from quota blocks:
+// on time.Now, and on an injected clock (time.Now too), whose readings
+// are checked against the latest one (see blockclock.go).
 func BenchmarkDecideBlock(b *testing.B) {
-	e := blockBenchEngine(b)
-	in := []engine.Input{{Material: "hot"}}
-	var d engine.Decision
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			e.Decide(context.Background(), in, &d)
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			var d engine.Decision
-			for pb.Next() {
+	for _, clock := range []struct {
+		name string
+		now  func() time.Time
+	}{{"", nil}, {"/injected", func() time.Time { return time.Now() }}} {
+		e := blockBenchEngine(b, clock.now)
+		in := []engine.Input{{Material: "hot"}}
+		var d engine.Decision
+		b.Run("serial"+clock.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
 				e.Decide(context.Background(), in, &d)
 			}
 		})
-	})
+		b.Run("parallel"+clock.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var d engine.Decision
+				for pb.Next() {
+					e.Decide(context.Background(), in, &d)
+				}
+			})
+		})
+	}
 }
 
 // TestDecideBlockAllocs: a check answered from a block allocates nothing.
@@ -48,7 +56,7 @@ func TestDecideBlockAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items: allocation counts mean nothing")
 	}
-	e := blockBenchEngine(t)
+	e := blockBenchEngine(t, nil)
 	in := []engine.Input{{Material: "hot"}}
 	var d engine.Decision
 	for range 1000 {

@@ -25,13 +25,20 @@ const (
 // backend call, all-or-nothing.
 //
 // Decide stops at the first rule whose Input says the request cannot
-// proceed (Err, or Missing under DenyMissingKey, or a negative Cost, for a
-// rule not in shadow mode, or an unknown limit under FailClosed: see
-// [Engine.Stops] and [Decision.Stop]): the later Inputs are not read and
-// no later LimitFunc is called. An exempt Input
-// leaves its rule out before anything else is read. An in whose length is
-// not the number of rules is an *[algorithms.ConfigError], for the error
-// policy.
+// proceed (Err, or Missing under DenyMissingKey, or a negative Cost or an
+// invalid limit, for a rule not in shadow mode, or an unknown limit under
+// FailClosed: see [Engine.Stops] and [Decision.Stop]): the later Inputs
+// are not read and no later LimitFunc is called. An exempt Input leaves
+// its rule out before anything else is read.
+//
+// A programmer error is refused, whatever the error policy, and never
+// handed to it: Decision.Failed is set and Decision.Err, which matches
+// [algorithms.ErrInvalidConfig], says what is wrong. It is an in whose
+// length is not the number of rules (an *[algorithms.ConfigError]), a
+// negative Input.Cost, or an invalid limit for a rule (an Input.Limit, or
+// a limit Rule.LimitFunc returned, that the rule's Algorithm cannot
+// enforce: a *[LimitError]). The last two, on a shadow rule, only set
+// WouldDeny. Nothing is consumed.
 func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 	debug := e.s.logger.Enabled(ctx, slog.LevelDebug)
 	timed := debug || e.s.onDecision != nil
@@ -51,7 +58,7 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 		d.Rules[i] = RuleDecision{Name: r.Name, Shadow: r.Shadow || e.s.shadow}
 	}
 	if len(in) != n {
-		e.s.policyFor(d, &algorithms.ConfigError{Field: "Decide", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
+		e.s.refuse(d, &algorithms.ConfigError{Field: "Decide", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
 	} else {
 		s := e.pool.Get().(*scratch)
 		s.checks, s.index, s.local, s.leased = s.checks[:0], s.index[:0], s.local[:0], s.leased[:0]
@@ -85,8 +92,8 @@ func (e *Engine) Decide(ctx context.Context, in []Input, d *Decision) {
 }
 
 // build fills s.checks from in. It returns deny for a missing key under
-// DenyMissingKey and for a negative cost, and applies the error policy to
-// a failed Input and to an unknown limit. When now is not 0 (the blocks'
+// DenyMissingKey, refuses a negative cost and an invalid limit (fail),
+// and applies the error policy to a failed Input and to an unknown limit. When now is not 0 (the blocks'
 // clock of a Decide), a rule with quota blocks is answered from a block
 // that has the units, into s.local, instead of a check.
 func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision, now int64) verdict {
@@ -115,31 +122,40 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 			d.stop, d.stopWhy = i+1, OutcomeMissingKey
 			return deny
 		case troubleCost:
-			// A request the rule cannot weigh is denied, whatever the
+			// A request the rule cannot weigh is refused, whatever the
 			// error policy: failing open would let a bug (or input a
 			// client controls) bypass the limit.
 			rd.InvalidCost = true
-			d.Err = &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "must be >= 0, got " + strconv.FormatInt(x.Cost, 10)}
-			e.s.logError(d.Err)
+			err := &algorithms.ConfigError{Rule: rule.Name, Field: "Cost", Reason: "must be >= 0, got " + strconv.FormatInt(x.Cost, 10)}
 			if !e.stopsFor(i, t) {
+				d.Err = err
+				e.s.logError(err)
 				d.WouldDeny = true
 				continue
 			}
-			d.Allowed = false
 			d.stop, d.stopWhy = i+1, OutcomeInvalidCost
-			return deny
+			return e.s.refuse(d, err)
 		}
 		limit, err := rule.limitFor(ctx, x)
 		if err != nil {
-			// Never a default limit: the rule is not decided. The error
-			// policy says whether the request goes on without it.
+			// Never a default limit: the rule is not decided. An invalid
+			// limit is a programmer error, refused like a negative cost;
+			// for a limit that could not be found, the error policy says
+			// whether the request goes on without the rule.
 			rd.LimitFailed = true
-			if e.stopsFor(i, troubleLimit) {
+			t := limitTrouble(err)
+			if e.stopsFor(i, t) {
 				d.stop, d.stopWhy = i+1, OutcomeError
+				if t == troubleInvalidLimit {
+					return e.s.refuse(d, err)
+				}
 				return e.s.policyFor(d, err)
 			}
 			d.Err = err
 			e.s.logError(err)
+			if t == troubleInvalidLimit {
+				d.WouldDeny = true // a shadow rule: it would have refused
+			}
 			continue
 		}
 		rd.Key = rule.keys.key(x.Material)
@@ -179,7 +195,7 @@ func (e *Engine) build(ctx context.Context, in []Input, s *scratch, d *Decision,
 func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict {
 	backend, err := s.ask(ctx, sc.checks, sc.results, d, sc.deadline)
 	if err != nil {
-		return s.policyFor(d, err)
+		return s.backendFailed(d, err)
 	}
 	live, shadowDenied := record(d, sc.index, sc.results)
 	if shadowDenied {
@@ -200,45 +216,59 @@ func (s *shared) evaluate(ctx context.Context, sc *scratch, d *Decision) verdict
 	return pass
 }
 
-// ask asks the primary about checks, or the fallback while the primary is
-// down or when the primary fails on this call (switching to the fallback
-// unless the failure says nothing of the primary's health), and sets
-// d.Source (and d.Err to a primary failure the fallback answered). It
-// returns the backend that answered. A deadline that is not zero (a wait
-// for a quota block used part of the request's Timeout, see
-// blocks.wait) bounds the call to the primary, not the fallback's.
+// ask asks the primary about checks, or, under the Fallback policy, the
+// fallback (see onFallback) while the primary is down, and sets d.Source.
+// It returns the backend that answered. A primary failure goes to the
+// fallback, d.Err set to it, when it concerns one key's state
+// (algorithms.ErrKeyState: this call alone) or when it makes the primary
+// down (see health.failed); otherwise it is returned, for the error policy
+// to refuse. A failure of a call whose context ended first (the caller
+// gave up, or a wait for a quota block used the request's Timeout) says
+// nothing about the primary: it is returned and counts for nothing. A
+// deadline that is not zero (a wait for a quota block used part of the
+// request's Timeout, see blocks.wait) bounds the call to the primary, not
+// the fallback's.
 func (s *shared) ask(ctx context.Context, checks []algorithms.Check, results []algorithms.Result, d *Decision, deadline time.Time) (algorithms.Backend, error) {
-	backend, src := s.backend, SourcePrimary
 	if s.health != nil && s.health.down.Load() {
-		backend, src = s.fallback, SourceFallback
+		err := s.onFallback(ctx, checks, results)
+		if err == nil {
+			d.Source = SourceFallback
+		}
+		return s.fallback, err
 	}
 	pctx := ctx
-	if !deadline.IsZero() && src == SourcePrimary {
+	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		pctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	err := s.call(pctx, backend, checks, results)
-	if err != nil && src == SourcePrimary {
-		s.releaseAbandoned(checks)
-	}
-	if err != nil && src == SourcePrimary && s.health != nil {
-		// A request whose client has gone (its context canceled) says
-		// nothing about the backend, nor does unusable state under one
-		// of its keys (another algorithm's, a stray key): fall back for
-		// it alone.
-		// nor does the end of the time a wait for a block left it
-		if pctx.Err() == nil && !errors.Is(err, algorithms.ErrKeyState) {
-			s.health.failed(err)
-		}
-		backend, src = s.fallback, SourceFallback
-		d.Err = err
-		err = s.call(ctx, backend, checks, results)
-	}
+	err := s.call(pctx, s.backend, checks, results)
 	if err == nil {
-		d.Source = src
+		d.Source = SourcePrimary
+		if s.health != nil {
+			s.health.answered(results[:len(checks)])
+		}
+		return s.backend, nil
 	}
-	return backend, err
+	s.releaseAbandoned(checks)
+	if s.health == nil {
+		return s.backend, err
+	}
+	switch {
+	case errors.Is(err, algorithms.ErrKeyState):
+		// unusable state under one of its keys (another algorithm's, a
+		// stray key) says nothing about the primary's health
+	case pctx.Err() != nil:
+		return s.backend, err
+	case !s.health.failed(err):
+		return s.backend, err
+	}
+	d.Err = err
+	if err := s.onFallback(ctx, checks, results); err != nil {
+		return s.fallback, err
+	}
+	d.Source = SourceFallback
+	return s.fallback, nil
 }
 
 // record copies the results of the rules in index (results[j] is rule
@@ -278,7 +308,7 @@ func (s *shared) chargeLive(ctx context.Context, backend algorithms.Backend, sc 
 	}
 	results := make([]algorithms.Result, len(checks))
 	if err := s.call(ctx, backend, checks, results); err != nil {
-		return s.policyFor(d, err)
+		return s.backendFailed(d, err)
 	}
 	for j, i := range idx {
 		d.Rules[i].Result = results[j]
@@ -302,8 +332,44 @@ func (s *shared) call(ctx context.Context, b algorithms.Backend, checks []algori
 	return s.bounded(ctx, b, checks, results)
 }
 
-// policyFor applies the error policy to err.
+// policyFor applies the error policy to err, a failed Input or a limit
+// that could not be found: FailClosed refuses the request, FailOpen and
+// Fallback let it through undecided.
 func (s *shared) policyFor(d *Decision, err error) verdict {
+	if s.policy == FailClosed {
+		return s.refuse(d, err)
+	}
+	s.undecided(d, err)
+	d.Allowed = true
+	return pass
+}
+
+// backendFailed applies the error policy to err, the failure of a backend
+// call that the fallback did not answer: FailOpen lets the request
+// through undecided; FailClosed refuses it, and so does Fallback, whose
+// instance is not down yet (see health.failed): a call that failed once
+// is not decided by the fallback.
+func (s *shared) backendFailed(d *Decision, err error) verdict {
+	if s.policy == FailOpen {
+		s.undecided(d, err)
+		d.Allowed = true
+		return pass
+	}
+	return s.refuse(d, err)
+}
+
+// refuse refuses the request undecided, with err, whatever the policy:
+// under FailClosed, for a failed call under Fallback, and for a
+// programmer error.
+func (s *shared) refuse(d *Decision, err error) verdict {
+	s.undecided(d, err)
+	d.Allowed, d.Failed = false, true
+	return fail
+}
+
+// undecided clears what the backend answered in d, records err and logs
+// it.
+func (s *shared) undecided(d *Decision, err error) {
 	d.Err = err
 	d.Source = SourceNone
 	for i := range d.Rules {
@@ -311,12 +377,6 @@ func (s *shared) policyFor(d *Decision, err error) verdict {
 		d.Rules[i].Result = algorithms.Result{}
 	}
 	s.logError(err)
-	if s.policy == FailClosed {
-		d.Allowed, d.Failed = false, true
-		return fail
-	}
-	d.Allowed = true
-	return pass
 }
 
 // logError logs err at Warn, at most once a second, with the number of

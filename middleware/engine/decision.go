@@ -50,10 +50,10 @@ type Input struct {
 	LimitErr error
 
 	// Cost is how many units the request takes. 0 means 1, as in
-	// [algorithms.Check]. A negative cost denies the request under every
-	// error policy, nothing consumed by any rule: RuleDecision.InvalidCost
-	// is set and Decision.Err says which cost. A shadow rule only reports
-	// that it would have denied.
+	// [algorithms.Check]. A negative cost refuses the request under every
+	// error policy (Decision.Failed: a programmer error), nothing
+	// consumed: RuleDecision.InvalidCost is set and Decision.Err says
+	// which cost. A shadow rule only reports that it would have denied.
 	Cost int64
 }
 
@@ -67,9 +67,13 @@ type Decision struct {
 	// rule) would have denied the request.
 	WouldDeny bool
 
-	// Failed reports that the request was not decided and the error policy
-	// is FailClosed: Allowed is false, Err says why. A denial that is not
-	// Failed is a rate-limit denial (or a missing key, or an invalid cost).
+	// Failed reports that the request was refused without being decided:
+	// Allowed is false, Err says why. It is a backend failure under
+	// FailClosed, or under Fallback before the instance switched to its
+	// fallback (Config.FallbackAfter), or a programmer error under every
+	// policy (Err matches [algorithms.ErrInvalidConfig]: see
+	// Engine.Decide). A denial that is not Failed is a rate-limit denial
+	// (or a missing key).
 	Failed bool
 
 	// Rules holds one entry per rule of the Engine, in order.
@@ -80,8 +84,9 @@ type Decision struct {
 
 	// Err is the error the error policy handled (backend failure, timeout,
 	// Input.Err, a rule's unknown limit: a *[LimitError], see
-	// RuleDecision.LimitFailed), the negative cost that denied the request
-	// (see RuleDecision.InvalidCost), or nil. When several occur, the last
+	// RuleDecision.LimitFailed), the programmer error that refused the
+	// request (a wrong number of Inputs, a negative cost, see
+	// RuleDecision.InvalidCost, an invalid limit), or nil. When several occur, the last
 	// one the engine met.
 	Err error
 
@@ -119,8 +124,9 @@ type RuleDecision struct {
 	// no key (DenyMissingKey).
 	MissingKey bool
 	// InvalidCost reports that the rule's Input had a negative cost: the
-	// request was denied without being decided (Decision.Err says which
-	// cost), or, for a shadow rule, would have been.
+	// request was refused without being decided (Decision.Failed;
+	// Decision.Err says which cost), or, for a shadow rule, would have
+	// been.
 	InvalidCost bool
 	// FromBlock reports that the rule was answered from a quota block this
 	// Engine holds (Rule.Blocks), without a backend call: its units were

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,9 +52,33 @@ type Config struct {
 	// policy. Default: a new memstore.Store.
 	FallbackBackend algorithms.Backend
 
+	// FallbackAfter is how long, under the Fallback policy, the primary
+	// must fail every call before this instance switches to its fallback
+	// (default 1s): from a first failure, with no call the primary allowed
+	// and no probe answered since. One slow call, or a stall shorter than
+	// FallbackAfter, does not switch: each request whose call failed
+	// meanwhile is refused undecided (Decision.Failed), never admitted by
+	// the fallback. See ErrorPolicy Fallback and docs/failure-policies.md.
+	FallbackAfter time.Duration
+
 	// ProbeInterval is how often, under the Fallback policy, a background
-	// probe checks whether the primary is back (default 1s).
+	// probe checks whether the primary is back once the instance is on its
+	// fallback (default 1s). During a run of failures shorter than
+	// FallbackAfter it probes every FallbackAfter/4 (never less often than
+	// ProbeInterval).
 	ProbeInterval time.Duration
+
+	// Instances is how many instances (processes) share the limits, for
+	// the Fallback policy: while on its fallback, each instance enforces
+	// 1/Instances of every limit (rate and burst divided by Instances,
+	// rounded down, at least 1), so that the fleet's fallbacks together
+	// admit at most the limit (at most Instances units per window when
+	// the limit is smaller). 0 (the default) means unknown: each fallback
+	// enforces the whole limit, and a fleet of N instances admits up to N
+	// times the limit during an outage. Give the number of instances you
+	// run, or the largest a deploy reaches (more instances than
+	// configured admit more; fewer admit less).
+	Instances int
 
 	// Shadow puts every rule in shadow mode: decide, report, never deny.
 	Shadow bool
@@ -79,7 +104,10 @@ type Config struct {
 	// Now is the clock of quota blocks (Rule.Blocks): their holding time
 	// and their window's end, measured from the instant a block was
 	// taken. Default time.Now, whose monotonic reading ignores steps of
-	// the wall clock. Tests that run the backend on an injected clock give
+	// the wall clock. An injected clock that steps back makes the blocks
+	// and epochs taken before the step unusable (their rest goes back):
+	// no block is used past its window (docs/leasing.md, "A clock that
+	// steps back"). Tests that run the backend on an injected clock give
 	// the same one here (and to DenyCache.Now).
 	Now func() time.Time
 
@@ -88,6 +116,9 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// maxInstances bounds Config.Instances.
+const maxInstances = 1 << 20
 
 // Engine decides requests by its rules: given the key material of each
 // rule, it asks its backend about all of them in one call, under a
@@ -112,6 +143,7 @@ type shared struct {
 	peekKeys      *keyCache // "<prefix>:_peek:{<material>}", see PeekInputs
 	policy        ErrorPolicy
 	probeInterval time.Duration
+	instances     int64 // Config.Instances: the fallback enforces 1/instances of each limit
 	shadow        bool
 	onDecision    func(context.Context, *Decision)
 	sleep         func(context.Context, time.Duration) error
@@ -169,12 +201,22 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = time.Second
 	}
+	if cfg.FallbackAfter < 0 {
+		return nil, &algorithms.ConfigError{Field: "Config.FallbackAfter", Reason: "must be >= 0, got " + cfg.FallbackAfter.String()}
+	}
+	if cfg.FallbackAfter == 0 {
+		cfg.FallbackAfter = time.Second
+	}
+	if cfg.Instances < 0 || cfg.Instances > maxInstances {
+		return nil, &algorithms.ConfigError{Field: "Config.Instances", Reason: "must be between 0 and " + strconv.Itoa(maxInstances) + ", got " + strconv.Itoa(cfg.Instances)}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	injectedNow := cfg.Now != nil // it may step back: see blockclock.go
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -197,6 +239,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		peekKeys:      newKeyCache(cfg.Prefix + ":_peek:{"),
 		policy:        cfg.OnError,
 		probeInterval: cfg.ProbeInterval,
+		instances:     int64(cfg.Instances),
 		shadow:        cfg.Shadow,
 		onDecision:    cfg.OnDecision,
 		sleep:         cfg.Sleep,
@@ -205,7 +248,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 		leaser:        leaser,
 		primary:       primary,
 	}
-	s.blocks = newBlocks(s, cfg.Now)
+	s.blocks = newBlocks(s, cfg.Now, injectedNow)
 	if local {
 		s.timeout = -1
 	}
@@ -218,7 +261,7 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 			}
 			s.fallback = mem
 		}
-		s.health = newHealth(s)
+		s.health = newHealth(s, cfg.FallbackAfter)
 	}
 	return s.engine(nil, cfg.Rules)
 }
@@ -283,12 +326,16 @@ func (e *Engine) LocalDenials() uint64 {
 // what every block has left, and stops the sweeper that returns blocks
 // whose time is up. The Engines keep working, without blocks: every
 // check of a rule with blocks then goes to the backend. Close an Engine
-// with blocks when done with it, or its sweeper runs on.
+// with blocks when done with it, or its sweeper runs on. Close also waits
+// (at most Config.Timeout and a second) for the background releases of
+// the concurrency slots that failed calls may have taken, and logs those
+// still running after that.
 func (e *Engine) Close() error {
 	if e.s.health != nil {
 		e.s.health.close()
 	}
 	e.s.blocks.shut()
+	e.s.waitAbandoned()
 	return nil
 }
 

@@ -263,15 +263,18 @@ func TestWithShares(t *testing.T) {
 	}
 
 	f := &failing{}
-	parent = newEngine(t, f, engine.Config{Rules: twoPerHour, ProbeInterval: time.Hour})
+	parent = newEngine(t, f, engine.Config{Rules: twoPerHour, ProbeInterval: time.Hour, FallbackAfter: time.Nanosecond})
 	child, err = parent.With()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d := decide(parent, context.Background(), engine.Input{Material: "a"}); !d.Failed {
+		t.Fatalf("parent, first failure: %+v, want refused undecided", d)
+	}
 	if d := decide(parent, context.Background(), engine.Input{Material: "a"}); d.Source != engine.SourceFallback || !d.Allowed {
 		t.Fatalf("parent: %+v, want the fallback", d)
 	}
-	if d := decide(child, context.Background(), engine.Input{Material: "a"}); d.Source != engine.SourceFallback || f.calls.Load() != 1 || d.Rules[0].Result.Remaining != 0 {
+	if d := decide(child, context.Background(), engine.Input{Material: "a"}); d.Source != engine.SourceFallback || f.calls.Load() != 2 || d.Rules[0].Result.Remaining != 0 {
 		t.Errorf("child: %+v after %d primary calls; want the shared fallback, its key at 0 remaining, no new primary call", d, f.calls.Load())
 	}
 }
@@ -312,7 +315,7 @@ func TestDecideInputs(t *testing.T) {
 			}
 		}},
 		{"negative cost", []engine.Input{{Material: "1.2.3.7", Cost: -1}, {Material: "dave"}, {Material: "f"}}, func(t *testing.T, d engine.Decision) {
-			if d.Allowed || !d.Rules[0].InvalidCost || d.Err == nil || d.Err.Error() != `redlimit: rule "ip": Cost must be >= 0, got -1` {
+			if d.Allowed || !d.Failed || !d.Rules[0].InvalidCost || d.Err == nil || d.Err.Error() != `redlimit: rule "ip": Cost must be >= 0, got -1` {
 				t.Errorf("%+v", d)
 			}
 		}},
@@ -325,7 +328,7 @@ func TestDecideInputs(t *testing.T) {
 			}
 		}},
 		{"wrong number of inputs", []engine.Input{{Material: "1.2.3.9"}}, func(t *testing.T, d engine.Decision) {
-			if !d.Allowed || !errors.Is(d.Err, algorithms.ErrInvalidConfig) || len(d.Rules) != 3 {
+			if d.Allowed || !d.Failed || !errors.Is(d.Err, algorithms.ErrInvalidConfig) || len(d.Rules) != 3 {
 				t.Errorf("%+v", d)
 			}
 		}},

@@ -1,5 +1,7 @@
 package engine
 
+import "sync/atomic"
+
 // MaxStalled is maxStalled, for the tests of the bound on abandoned calls.
 const MaxStalled = maxStalled
 
@@ -23,7 +25,7 @@ func CrashBlocks(e *Engine) {
 		<-done
 	}
 	for _, br := range bs.rules {
-		for _, k := range br.keys {
+		for _, k := range br.keys.pinned(nil) {
 			for i := range k.slots {
 				if b := k.slots[i].Swap(nil); b != nil {
 					b.retire()
@@ -37,11 +39,34 @@ func CrashBlocks(e *Engine) {
 func BlockUnits(e *Engine, key string) int64 {
 	var n int64
 	for _, br := range e.s.blocks.rules {
-		br.mu.RLock()
-		if k := br.keys[key]; k != nil {
+		if k := br.keys.lookup(key); k != nil {
 			n += k.left()
 		}
-		br.mu.RUnlock()
 	}
 	return n
+}
+
+// SetKeyHook makes f run inside the lookup of a key of a rule with
+// blocks, between the lookup and the caching of what it found (nil: no
+// hook).
+func SetKeyHook(f func()) { setHook(&keyHook, f) }
+
+// SetSweepHook makes f run for each key a sweep of the blocks visits.
+func SetSweepHook(f func()) { setHook(&sweepHook, f) }
+
+func setHook(h *atomic.Pointer[func()], f func()) {
+	if f == nil {
+		h.Store(nil)
+		return
+	}
+	h.Store(&f)
+}
+
+// SetEpochChunk sets how many resets each epoch counter past the first
+// holds, for the tests that cross counters, and returns a func that puts
+// the stored format's back.
+func SetEpochChunk(n int64) (restore func()) {
+	old := epochChunk
+	epochChunk = n
+	return func() { epochChunk = old }
 }

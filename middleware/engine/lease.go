@@ -303,6 +303,21 @@ func (e *Engine) Concurrent() bool { return e.noLeases("") != nil }
 // lease expires.
 const maxAbandoned = 64
 
+// waitAbandoned waits until the releases releaseAbandoned runs are done,
+// for at most Config.Timeout (the bound of each) and a second more, and
+// logs how many still run after that: their slots come back when their
+// leases expire. Close calls it.
+func (s *shared) waitAbandoned() {
+	deadline := time.Now().Add(max(s.configTimeout, 0) + time.Second)
+	for s.abandoned.Load() > 0 {
+		if time.Now().After(deadline) {
+			s.logger.Warn("redlimit: Close: releases of failed calls still running: their slots come back when their leases expire", "releases", s.abandoned.Load())
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // releaseAbandoned frees, in the background, the slots that a failed call
 // to the primary may have taken anyway (a timeout after the server had
 // committed): it releases the call's concurrency leases on the primary,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -347,5 +348,58 @@ func TestConcurrencyFailedCallReleased(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		})
+	}
+}
+
+// gatedRelease is committedThenFailed whose releases wait for gate.
+type gatedRelease struct {
+	committedThenFailed
+	gate     chan struct{}
+	waiting  atomic.Int64
+	released atomic.Int64
+}
+
+func (g *gatedRelease) Release(ctx context.Context, leases []algorithms.Lease) error {
+	g.waiting.Add(1)
+	<-g.gate
+	g.released.Add(1)
+	return g.Store.Release(ctx, leases)
+}
+
+// TestCloseWaitsForAbandonedReleases: Close returns once the background
+// release of the slots a failed call took anyway is made, so that a
+// process closing its Engine and exiting does not drop it. Before, Close
+// returned at once and the release was lost with the process.
+func TestCloseWaitsForAbandonedReleases(t *testing.T) {
+	mem, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &gatedRelease{committedThenFailed: committedThenFailed{mem}, gate: make(chan struct{})}
+	e := newEngine(t, b, engine.Config{Rules: []engine.Rule{inFlightRule(1, time.Hour)}, OnError: engine.FailOpen, Timeout: 10 * time.Second})
+	d := e.Allow(context.Background(), "alice")
+	if d.Err == nil {
+		t.Fatalf("Allow = %+v: want the backend's error", d)
+	}
+	waitFor(t, "the background release", func() bool { return b.waiting.Load() == 1 })
+	closed := make(chan struct{})
+	go func() {
+		e.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned with a release of a failed call's slots pending")
+	case <-time.After(50 * time.Millisecond): // Close waits up to Timeout (10s) and a second
+	}
+	close(b.gate)
+	<-closed
+	if n := b.released.Load(); n != 1 {
+		t.Fatalf("when Close returned: %d releases made, want 1", n)
+	}
+	probe := []algorithms.Check{{Key: d.Rules[0].Key, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Hour), Lease: algorithms.NewLease()}}
+	res := make([]algorithms.Result, 1)
+	if err := mem.Allow(context.Background(), probe, res); err != nil || !res[0].Allowed {
+		t.Fatalf("after Close: %+v, %v: want the failed call's slot free", res[0], err)
 	}
 }

@@ -228,7 +228,10 @@ func (e *Engine) PeekN(ctx context.Context, material string, n int64) *Decision 
 // Decide, and the deny cache: a rule whose key is cached as denied is
 // answered locally, and the other rules are then not evaluated
 // (RuleDecision.Evaluated false), as for Decide. It is not a decision:
-// Config.OnDecision does not hear of it.
+// Config.OnDecision does not hear of it. A fixed window rule with quota
+// blocks is peeked at the epoch the backend is at (a reset by another
+// process moves it: see ResetInputs), read first with one more call (under
+// its own Timeout) per such rule.
 //
 // How: the backend is asked about the rules' checks plus, per hash tag
 // (key material), one check on a key that is never written,
@@ -241,12 +244,13 @@ func (e *Engine) PeekInputs(ctx context.Context, in []Input, d *Decision) {
 	n := len(e.rules)
 	e.begin(d)
 	if len(in) != n {
-		e.s.policyFor(d, &algorithms.ConfigError{Field: "PeekInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
+		e.s.refuse(d, &algorithms.ConfigError{Field: "PeekInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
 		return
 	}
 	s := e.pool.Get().(*scratch)
 	s.checks, s.index = s.checks[:0], s.index[:0]
 	if e.build(ctx, in, s, d, 0) == pass && len(s.checks) > 0 {
+		e.peekEpochs(ctx, in, s, d)
 		e.s.peek(ctx, s, in, d)
 	}
 	clear(s.checks)
@@ -288,7 +292,7 @@ func (s *shared) peek(ctx context.Context, sc *scratch, in []Input, d *Decision)
 	}
 	results := sc.results[:len(sc.checks)]
 	if _, err := s.ask(ctx, sc.checks, results, d, time.Time{}); err != nil {
-		s.policyFor(d, err)
+		s.backendFailed(d, err)
 		return
 	}
 	live, shadowDenied := record(d, sc.index, results)
@@ -322,14 +326,17 @@ func (e *Engine) Reset(ctx context.Context, material string) error {
 // A rule with quota blocks (Rule.Blocks) drops this process's blocks of
 // the key, without giving their units back: they were charged before the
 // reset. A fixed window rule's key then moves to its next epoch instead of
-// being deleted: other processes learn of it with their next block call,
-// or, when they take no blocks of the key (exhausted), from the first of
-// its checks the backend denies (within half a Hold), and what they give
-// back of earlier blocks goes to the abandoned key. A
+// being deleted, in one atomic call that also closes the key it leaves
+// (charges it beyond any capacity), so that nothing given back to it is
+// admitted again, by any process: other processes are denied there, read
+// the new epoch (within half a Hold) and move to it. A key may be reset
+// any number of times in a window; when another process's reset of the
+// key comes first, the call is made again at the epoch it moved to. A
 // sliding window rule's key is deleted: other processes keep answering
 // from the blocks they hold until their time is up (2 Holds, plus a
 // sweep), and what they give back then counts for the reset key. See
-// docs/leasing.md, "Reset".
+// docs/leasing.md, "Reset". The admin page and the redlimit command reset
+// keys through this method.
 //
 // The call to the backend runs under Config.Timeout (as a context
 // deadline: a backend that does not honour deadlines is waited for). It

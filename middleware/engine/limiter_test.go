@@ -390,7 +390,10 @@ func TestReset(t *testing.T) {
 	t.Run("fallback", func(t *testing.T) {
 		fb := newMemory(t)
 		f := &failing{}
-		e := newEngine(t, &resettableFailing{f}, engine.Config{Rules: rules, FallbackBackend: fb, ProbeInterval: time.Hour})
+		e := newEngine(t, &resettableFailing{f}, engine.Config{Rules: rules, FallbackBackend: fb, ProbeInterval: time.Hour, FallbackAfter: time.Nanosecond})
+		if d := e.Allow(ctx, "acme"); !d.Failed {
+			t.Fatalf("first failure: %+v, want refused undecided", d)
+		}
 		e.Allow(ctx, "acme")
 		e.Allow(ctx, "acme")
 		if d := e.Allow(ctx, "acme"); d.Allowed || d.Source != engine.SourceFallback {
@@ -499,7 +502,14 @@ func TestWaitFallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fb := newClockMemory(t)
 		e := newEngine(t, &failing{}, engine.Config{OnError: engine.Fallback, FallbackBackend: fb, ProbeInterval: time.Hour,
-			Rules: []engine.Rule{{Name: "out", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(2).WithBurst(1)}}})
+			FallbackAfter: time.Millisecond,
+			Rules:         []engine.Rule{{Name: "out", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(2).WithBurst(1)}}})
+		// the first failure is refused; the next, FallbackAfter later,
+		// switches to the fallback
+		if err := e.Wait(context.Background(), "k"); !errors.Is(err, algorithms.ErrBackend) {
+			t.Fatalf("Wait at the first failure = %v, want the backend's error", err)
+		}
+		time.Sleep(time.Millisecond)
 		start := time.Now()
 		for range 3 {
 			if err := e.Wait(context.Background(), "k"); err != nil {

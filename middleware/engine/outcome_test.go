@@ -41,7 +41,7 @@ func TestOutcome(t *testing.T) {
 		{"shadow", mem(), engine.Fallback, [][]engine.Input{{{Exempt: true}, {Exempt: true}, {Material: "x"}}, {{Material: "x"}, {Missing: true}, {Material: "x"}}},
 			engine.OutcomeShadowDenied, [3]engine.Outcome{engine.OutcomeAllowed, engine.OutcomeSkipped, engine.OutcomeShadowDenied}},
 		{"invalid cost", mem(), engine.Fallback, [][]engine.Input{{{Material: "x", Cost: -1}, {Material: "x"}, {Material: "x"}}},
-			engine.OutcomeDenied, [3]engine.Outcome{engine.OutcomeInvalidCost, engine.OutcomeUnevaluated, engine.OutcomeUnevaluated}},
+			engine.OutcomeError, [3]engine.Outcome{engine.OutcomeInvalidCost, engine.OutcomeError, engine.OutcomeError}},
 		{"fail closed", &failing{}, engine.FailClosed, [][]engine.Input{{{Material: "x"}, {Material: "x"}, {Exempt: true}}},
 			engine.OutcomeError, [3]engine.Outcome{engine.OutcomeError, engine.OutcomeError, engine.OutcomeExempt}},
 		{"fail open", &failing{}, engine.FailOpen, [][]engine.Input{{{Material: "x"}, {Material: "x"}, {Material: "x"}}},

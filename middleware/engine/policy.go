@@ -9,9 +9,15 @@ type ErrorPolicy uint8
 
 const (
 	// Fallback (the default) decides with the in-process fallback backend
-	// until the primary answers again; a background probe checks the
-	// primary every Config.ProbeInterval and switches back by itself.
-	// Limits are then per instance. An error about the state stored under
+	// once the primary has failed every call for Config.FallbackAfter
+	// (default 1s), until it answers again: a background probe checks the
+	// primary every Config.ProbeInterval and switches back by itself. A
+	// call that fails before then is refused, as under FailClosed
+	// (Decision.Failed): one slow call never switches an instance, and a
+	// stall shorter than FallbackAfter admits nothing beyond the limit.
+	// On the fallback, each instance enforces 1/Config.Instances of each
+	// limit (the whole limit when Instances is 0: N instances then admit
+	// up to N times it). An error about the state stored under
 	// one call's keys ([algorithms.ErrKeyState]: a key of another Redis
 	// type) says nothing about the primary's health: that call alone is
 	// decided with the fallback, and the others still go to the primary. A
@@ -19,6 +25,9 @@ const (
 	// and a rule whose limit is unknown (see Rule.LimitFunc) is left out,
 	// as under FailOpen.
 	Fallback ErrorPolicy = iota
+	// Programmer errors (see Engine.Decide) are refused under every
+	// policy, never handed to it.
+
 	// FailOpen allows the request, undecided. A rule whose limit is
 	// unknown (see Rule.LimitFunc) is left out and the other rules decide.
 	FailOpen

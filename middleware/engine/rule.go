@@ -89,8 +89,10 @@ type Rule struct {
 	// its hold (Hold, at most a quarter of the bucket's full window) and
 	// never given back. Not with Shadow or Refundable. A
 	// fixed window rule with blocks keeps its keys' epochs in sibling keys
-	// "<key>:epoch" and, after a reset, its state in "<key>:e<n>". See
-	// [BlockConfig] and docs/leasing.md.
+	// "<key>:epoch" (and "<key>:epoch<j>" past 63 resets in a window) and,
+	// after a reset, its state in "<key>:e<n>"; its capacity (Limit and
+	// Tiers) must be below 2^39, since a reset closes the key it leaves
+	// with 2^39 units. See [BlockConfig] and docs/leasing.md.
 	Blocks *BlockConfig
 }
 

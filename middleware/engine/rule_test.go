@@ -129,7 +129,9 @@ func TestLimitFuncErrors(t *testing.T) {
 			e2 := newEngine(t, mem, engine.Config{Rules: []engine.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}})
 			e2.Decide(context.Background(), []engine.Input{{Material: "192.0.2.1"}}, &after)
 			remaining := after.Rules[0].Result.Remaining
-			if policy == engine.FailClosed {
+			if policy == engine.FailClosed || tt.invalid {
+				// an invalid limit is a programmer error: refused under
+				// every policy
 				if d.Allowed || !d.Failed || d.Rules[0].Evaluated || remaining != 9 {
 					t.Errorf("%v %s: allowed=%v failed=%v ip evaluated=%v, ip remaining after one more %d; want refused, nothing consumed (9)",
 						policy, tt.material, d.Allowed, d.Failed, d.Rules[0].Evaluated, remaining)
@@ -148,6 +150,10 @@ func TestLimitFuncErrors(t *testing.T) {
 	}})
 	if d := decide(e, context.Background(), engine.Input{Material: "unknown"}); !d.Allowed || d.Failed || d.WouldDeny || !d.Rules[0].LimitFailed || d.Err == nil {
 		t.Errorf("shadow rule, unknown limit, FailClosed: %+v, want allowed, LimitFailed, Err set", d)
+	}
+	// A shadow rule whose limit is invalid would have refused the request.
+	if d := decide(e, context.Background(), engine.Input{Material: "zero"}); !d.Allowed || d.Failed || !d.WouldDeny || !d.Rules[0].LimitFailed || !errors.Is(d.Err, algorithms.ErrInvalidConfig) {
+		t.Errorf("shadow rule, invalid limit, FailClosed: %+v, want allowed, WouldDeny, LimitFailed, Err set", d)
 	}
 }
 
@@ -209,8 +215,8 @@ func TestInputLimit(t *testing.T) {
 		t.Errorf("%d of 5 allowed under the Input's limit, want 2", allowed)
 	}
 	d := decide(e, context.Background(), engine.Input{Material: "a", Limit: algorithms.PerHour(2).WithBurst(1)})
-	if want := `redlimit: rule "k": LimitFunc returned an invalid limit: Limit.Burst is not used by fixed_window and must be 0, got 1`; d.Err == nil || d.Err.Error() != want || !d.Rules[0].LimitFailed || !d.Allowed {
-		t.Errorf("invalid Input.Limit: Err %v, rule %+v; want %q, rule left out", d.Err, d.Rules[0], want)
+	if want := `redlimit: rule "k": LimitFunc returned an invalid limit: Limit.Burst is not used by fixed_window and must be 0, got 1`; d.Err == nil || d.Err.Error() != want || !d.Rules[0].LimitFailed || d.Allowed || !d.Failed {
+		t.Errorf("invalid Input.Limit: Err %v, rule %+v; want %q, the request refused (a programmer error, even under FailOpen)", d.Err, d.Rules[0], want)
 	}
 	d = decide(e, context.Background(), engine.Input{Material: "a", LimitErr: errNoPlan})
 	if want := `redlimit: rule "k": LimitFunc failed: plans: no plan`; d.Err == nil || d.Err.Error() != want || !errors.Is(d.Err, errNoPlan) || !d.Rules[0].LimitFailed {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -98,8 +99,9 @@ func (s slowBlocks) TakeBlock(ctx context.Context, c algorithms.Check, hold time
 // TestBlockWaitBounded: a request that waits for a quota block being
 // taken and then calls the backend answers within one Timeout, not two
 // (the chaos harness found decisions of 90–111ms against a Timeout of
-// 50ms: the wait and the call each had a Timeout of their own), and the
-// Fallback policy still has the fallback decide it.
+// 50ms: the wait and the call each had a Timeout of their own), refused
+// undecided under the Fallback policy: a call cut short by the wait says
+// nothing of the store, and the fallback does not decide it.
 func TestBlockWaitBounded(t *testing.T) {
 	m, err := memstore.New(memstore.Config{})
 	if err != nil {
@@ -133,9 +135,9 @@ func TestBlockWaitBounded(t *testing.T) {
 				longest = max(longest, took)
 				if took >= timeout/2 && !d.Rules[0].FromBlock {
 					waited = true
-					// the fallback, in process, still answers it
-					if d.Source != engine.SourceFallback || !d.Allowed {
-						t.Errorf("the check that waited: allowed %v by %v (%v), want allowed by the fallback", d.Allowed, d.Source, d.Err)
+					if d.Allowed || !d.Failed || d.Source != engine.SourceNone || !errors.Is(d.Err, context.DeadlineExceeded) || e.Status().OnFallback {
+						t.Errorf("the check that waited: allowed %v failed %v by %v (%v), on fallback %v; want refused undecided at the deadline, not on the fallback",
+							d.Allowed, d.Failed, d.Source, d.Err, e.Status().OnFallback)
 					}
 				}
 			}

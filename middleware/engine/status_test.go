@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
@@ -30,7 +31,7 @@ func TestRulesAndStatus(t *testing.T) {
 	mem, _ := memstore.New(memstore.Config{})
 	b := &outOfProcess{mem: mem}
 	tiers := map[string]algorithms.Limit{"pro": algorithms.PerSecond(10)}
-	e, err := engine.New(b, engine.Config{Shadow: false, Prefix: "p", Rules: []engine.Rule{
+	e, err := engine.New(b, engine.Config{Shadow: false, Prefix: "p", FallbackAfter: time.Nanosecond, Rules: []engine.Rule{
 		{Name: "a", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1), Tiers: tiers},
 		{Name: "b", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(5), Shadow: true},
 	}})
@@ -55,6 +56,10 @@ func TestRulesAndStatus(t *testing.T) {
 		t.Fatalf("Status() = %+v", st)
 	}
 	b.fail = true
+	e.Allow(ctx, "other")
+	if st := e.Status(); st.OnFallback {
+		t.Fatalf("Status() after one failure = %+v, want not OnFallback", st)
+	}
 	e.Allow(ctx, "other")
 	if st := e.Status(); !st.OnFallback {
 		t.Fatalf("Status() after a failure = %+v, want OnFallback", st)

@@ -1,19 +1,34 @@
 package engine
 
-import "github.com/redlimit/redlimit/algorithms"
+import (
+	"errors"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
 
 // trouble is what is wrong with a rule's Input, before its limit is
 // looked up, in the order Decide examines it.
 type trouble uint8
 
 const (
-	troubleNone    trouble = iota
-	troubleErr             // Input.Err: the error policy decides the request
-	troubleSkip            // no key material under SkipMissingKey: the rule is left out
-	troubleMissing         // no key material under DenyMissingKey
-	troubleCost            // a negative Cost
-	troubleLimit           // no limit: Input.LimitErr, a LimitFunc's error, an invalid limit
+	troubleNone         trouble = iota
+	troubleErr                  // Input.Err: the error policy decides the request
+	troubleSkip                 // no key material under SkipMissingKey: the rule is left out
+	troubleMissing              // no key material under DenyMissingKey
+	troubleCost                 // a negative Cost
+	troubleLimit                // no limit: Input.LimitErr, a LimitFunc's error
+	troubleInvalidLimit         // an invalid limit: Input.Limit's, a LimitFunc's
 )
+
+// limitTrouble is the trouble of err, the *LimitError of a rule's limit:
+// an invalid limit (a programmer error, refused) or one that could not be
+// found (for the error policy).
+func limitTrouble(err error) trouble {
+	if errors.Is(err, algorithms.ErrInvalidConfig) {
+		return troubleInvalidLimit
+	}
+	return troubleLimit
+}
 
 // troubleOf returns what is wrong with rule i's Input x, its limit left
 // aside (see [compiled.limitFor]).
@@ -34,9 +49,10 @@ func (e *Engine) troubleOf(i int, x *Input) trouble {
 
 // stopsFor reports whether Decide stops at rule i for t, deciding the
 // request there without reading a later Input: a failed Input always;
-// a missing key or a negative cost on a rule not in shadow mode (denied);
-// an unknown limit on such a rule under FailClosed (refused). This is the
-// one place that says where a request stops.
+// a missing key (denied), a negative cost or an invalid limit (refused:
+// programmer errors) on a rule not in shadow mode; an unknown limit on
+// such a rule under FailClosed (refused). This is the one place that says
+// where a request stops.
 func (e *Engine) stopsFor(i int, t trouble) bool {
 	switch t {
 	case troubleNone, troubleSkip:
@@ -51,11 +67,12 @@ func (e *Engine) stopsFor(i int, t trouble) bool {
 }
 
 // Stops reports whether [Engine.Decide], given x as rule i's Input (i in
-// rule order), stops at rule i: it then decides the request there, denied
-// or by the error policy, without reading the later Inputs. x stops when
-// it is not Exempt and it holds an Err; or, for a rule not in shadow mode,
-// no key material (Missing, or an empty Material) under DenyMissingKey, a
-// negative Cost, or, under FailClosed, a LimitErr or an invalid Limit.
+// rule order), stops at rule i: it then decides the request there, denied,
+// refused or by the error policy, without reading the later Inputs. x
+// stops when it is not Exempt and it holds an Err; or, for a rule not in
+// shadow mode, no key material (Missing, or an empty Material) under
+// DenyMissingKey, a negative Cost or an invalid Limit (programmer errors,
+// refused under every policy), or, under FailClosed, a LimitErr.
 // Stops does not call Rule.LimitFunc: a limit that only it finds is
 // examined by Decide.
 //
@@ -68,16 +85,21 @@ func (e *Engine) Stops(i int, x *Input) bool {
 		return false
 	}
 	t := e.troubleOf(i, x)
-	if t == troubleNone && (x.LimitErr != nil || x.Limit != (algorithms.Limit{}) && x.Limit.Validate(e.rules[i].Algorithm) != nil) {
-		t = troubleLimit
+	switch {
+	case t != troubleNone:
+	case x.LimitErr != nil:
+		t = limitTrouble(x.LimitErr)
+	case x.Limit != (algorithms.Limit{}) && x.Limit.Validate(e.rules[i].Algorithm) != nil:
+		t = troubleInvalidLimit
 	}
 	return e.stopsFor(i, t)
 }
 
 // Stop returns the rule at which the request stopped before any backend
-// call (see [Engine.Stops]) and why: OutcomeMissingKey or
-// OutcomeInvalidCost (denied), or OutcomeError (its Input or its limit
-// failed: the error policy decided). ok is false when no rule stopped it:
+// call (see [Engine.Stops]) and why: OutcomeMissingKey (denied),
+// OutcomeInvalidCost (refused: a programmer error), or OutcomeError (its
+// Input or its limit failed: the error policy decided, or, for an invalid
+// limit, the request was refused as a programmer error). ok is false when no rule stopped it:
 // the backend decided, or every rule was left out.
 func (d *Decision) Stop() (rule int, why Outcome, ok bool) {
 	if d.stop == 0 {

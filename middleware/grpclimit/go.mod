@@ -2,11 +2,9 @@ module github.com/redlimit/redlimit/middleware/grpclimit
 
 go 1.26.0
 
-replace github.com/redlimit/redlimit => ../..
-
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlimit/redlimit v0.0.0
+	github.com/redlimit/redlimit v0.1.0
 	google.golang.org/grpc v1.85.0
 )
 

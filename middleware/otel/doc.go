@@ -38,9 +38,10 @@
 // other slots of a denied or failed call committed, reported by
 // redisstore.Config.OnRefundError) and charges after the response (a
 // request's ResponseCost rules settled with an error: a refund refused,
-// failed or made after the refund window, a cost out of range, reported
-// by middleware.Config.OnSettleError). Either way units stay consumed
-// that the limit meant to give back.
+// failed or made after the refund window, a cost out of range; and a
+// concurrency rule's release that failed, whose slots stay taken until
+// their leases expire: both reported by middleware.Config.OnSettleError).
+// Either way units stay consumed that the limit meant to give back.
 //
 // # Cardinality
 //

@@ -171,7 +171,7 @@ func (m *Metrics) RefundError(error) { m.refunds.Add(context.Background(), 1) }
 
 // SettleError counts a request whose charge after the response failed
 // (a refund refused, failed or after the refund window, a cost out of
-// range) in the same counter as RefundError, with the request's context;
+// range; a release of concurrency slots that failed) in the same counter as RefundError, with the request's context;
 // it has the signature of middleware.Config.OnSettleError. It ignores
 // err: the middleware's Logger logs it.
 func (m *Metrics) SettleError(r *http.Request, _ error) { m.refunds.Add(r.Context(), 1) }

@@ -143,7 +143,7 @@ func TestEngineOutcomes(t *testing.T) {
 		{[]engine.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, false},        // tenant denies
 		{[]engine.Input{{Material: "acme"}, {Missing: true}, {Material: "acme"}}, false},            // user skipped
 		{[]engine.Input{{Exempt: true}, {Exempt: true}, {Exempt: true}}, true},                      // allowlisted
-		{[]engine.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost
+		{[]engine.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost: refused
 		{[]engine.Input{{Missing: true}, {Material: "bob"}, {Material: "x"}}, false},                // tenant's key missing
 	}
 	var d engine.Decision
@@ -158,12 +158,13 @@ func TestEngineOutcomes(t *testing.T) {
 		`redlimit.decisions{redlimit.outcome=shadow_denied,redlimit.source=primary}`: 2,
 		`redlimit.decisions{redlimit.outcome=denied,redlimit.source=primary}`:        2,
 		`redlimit.decisions{redlimit.outcome=allowed,redlimit.source=none}`:          1,
-		`redlimit.decisions{redlimit.outcome=denied,redlimit.source=none}`:           2,
+		`redlimit.decisions{redlimit.outcome=denied,redlimit.source=none}`:           1,
+		`redlimit.decisions{redlimit.outcome=error,redlimit.source=none}`:            1, // the invalid cost: refused
 
 		`redlimit.rule.decisions{redlimit.outcome=allowed,redlimit.rule=tenant}`:     3,
 		`redlimit.rule.decisions{redlimit.outcome=denied,redlimit.rule=tenant}`:      2,
 		`redlimit.rule.decisions{redlimit.outcome=exempt,redlimit.rule=tenant}`:      1,
-		`redlimit.rule.decisions{redlimit.outcome=unevaluated,redlimit.rule=tenant}`: 1,
+		`redlimit.rule.decisions{redlimit.outcome=error,redlimit.rule=tenant}`:       1,
 		`redlimit.rule.decisions{redlimit.outcome=missing_key,redlimit.rule=tenant}`: 1,
 
 		`redlimit.rule.decisions{redlimit.outcome=allowed,redlimit.rule=user}`:      4,
@@ -175,7 +176,8 @@ func TestEngineOutcomes(t *testing.T) {
 		`redlimit.rule.decisions{redlimit.outcome=allowed,redlimit.rule=audit}`:       1,
 		`redlimit.rule.decisions{redlimit.outcome=shadow_denied,redlimit.rule=audit}`: 4,
 		`redlimit.rule.decisions{redlimit.outcome=exempt,redlimit.rule=audit}`:        1,
-		`redlimit.rule.decisions{redlimit.outcome=unevaluated,redlimit.rule=audit}`:   2,
+		`redlimit.rule.decisions{redlimit.outcome=unevaluated,redlimit.rule=audit}`:   1,
+		`redlimit.rule.decisions{redlimit.outcome=error,redlimit.rule=audit}`:         1,
 
 		`redlimit.decision.duration{redlimit.source=primary}`: 5,
 		`redlimit.decision.duration{redlimit.source=none}`:    3,
@@ -208,7 +210,7 @@ func TestErrorPolicies(t *testing.T) {
 		t.Helper()
 		e, err := engine.New(&failing{next: newMem(t), down: true}, engine.Config{
 			Rules: rules, OnError: policy, OnDecision: m.Engine, Logger: quiet,
-			FallbackBackend: newMem(t), ProbeInterval: time.Hour,
+			FallbackBackend: newMem(t), ProbeInterval: time.Hour, FallbackAfter: time.Nanosecond,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -221,15 +223,15 @@ func TestErrorPolicies(t *testing.T) {
 	}
 	decide(engine.FailOpen, 2)
 	decide(engine.FailClosed, 1)
-	decide(engine.Fallback, 4) // the fallback allows 3, denies 1
+	decide(engine.Fallback, 5) // refused at the first failure; then the fallback allows 3, denies 1
 	checkCollect(t, reader, map[string]float64{
-		`redlimit.decisions{redlimit.outcome=error,redlimit.source=none}`:        3,
+		`redlimit.decisions{redlimit.outcome=error,redlimit.source=none}`:        4,
 		`redlimit.decisions{redlimit.outcome=allowed,redlimit.source=fallback}`:  3,
 		`redlimit.decisions{redlimit.outcome=denied,redlimit.source=fallback}`:   1,
-		`redlimit.rule.decisions{redlimit.outcome=error,redlimit.rule=tenant}`:   3,
+		`redlimit.rule.decisions{redlimit.outcome=error,redlimit.rule=tenant}`:   4,
 		`redlimit.rule.decisions{redlimit.outcome=allowed,redlimit.rule=tenant}`: 3,
 		`redlimit.rule.decisions{redlimit.outcome=denied,redlimit.rule=tenant}`:  1,
-		`redlimit.decision.duration{redlimit.source=none}`:                       3,
+		`redlimit.decision.duration{redlimit.source=none}`:                       4,
 		`redlimit.decision.duration{redlimit.source=fallback}`:                   4,
 	})
 }

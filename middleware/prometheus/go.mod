@@ -2,13 +2,11 @@ module github.com/redlimit/redlimit/middleware/prometheus
 
 go 1.26.0
 
-replace github.com/redlimit/redlimit => ../..
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlimit/redlimit v0.0.0
+	github.com/redlimit/redlimit v0.1.0
 )
 
 require (

@@ -156,7 +156,8 @@ func (m *Metrics) RefundError(error) { m.refunds.Inc() }
 
 // SettleError counts a request whose charge after the response failed
 // (a refund refused, failed or after the refund window, a cost out of
-// range) in the same counter as RefundError; it has the signature of
+// range; a release of concurrency slots that failed) in the same counter
+// as RefundError; it has the signature of
 // middleware.Config.OnSettleError. It ignores r and err: the
 // middleware's Logger logs the error.
 func (m *Metrics) SettleError(*http.Request, error) { m.refunds.Inc() }

@@ -141,7 +141,7 @@ func TestEngineOutcomes(t *testing.T) {
 		{[]engine.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, false},        // tenant denies
 		{[]engine.Input{{Material: "acme"}, {Missing: true}, {Material: "acme"}}, false},            // user skipped
 		{[]engine.Input{{Exempt: true}, {Exempt: true}, {Exempt: true}}, true},                      // allowlisted
-		{[]engine.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost
+		{[]engine.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost: refused
 		{[]engine.Input{{Missing: true}, {Material: "bob"}, {Material: "x"}}, false},                // tenant's key missing
 	}
 	var d engine.Decision
@@ -156,12 +156,13 @@ func TestEngineOutcomes(t *testing.T) {
 		`redlimit_decisions_total{outcome="shadow_denied",source="primary"}`: 2,
 		`redlimit_decisions_total{outcome="denied",source="primary"}`:        2,
 		`redlimit_decisions_total{outcome="allowed",source="none"}`:          1,
-		`redlimit_decisions_total{outcome="denied",source="none"}`:           2,
+		`redlimit_decisions_total{outcome="denied",source="none"}`:           1,
+		`redlimit_decisions_total{outcome="error",source="none"}`:            1, // the invalid cost: refused
 
 		`redlimit_rule_decisions_total{outcome="allowed",rule="tenant"}`:     3,
 		`redlimit_rule_decisions_total{outcome="denied",rule="tenant"}`:      2,
 		`redlimit_rule_decisions_total{outcome="exempt",rule="tenant"}`:      1,
-		`redlimit_rule_decisions_total{outcome="unevaluated",rule="tenant"}`: 1,
+		`redlimit_rule_decisions_total{outcome="error",rule="tenant"}`:       1,
 		`redlimit_rule_decisions_total{outcome="missing_key",rule="tenant"}`: 1,
 
 		`redlimit_rule_decisions_total{outcome="allowed",rule="user"}`:      4,
@@ -173,7 +174,8 @@ func TestEngineOutcomes(t *testing.T) {
 		`redlimit_rule_decisions_total{outcome="allowed",rule="audit"}`:       1,
 		`redlimit_rule_decisions_total{outcome="shadow_denied",rule="audit"}`: 4,
 		`redlimit_rule_decisions_total{outcome="exempt",rule="audit"}`:        1,
-		`redlimit_rule_decisions_total{outcome="unevaluated",rule="audit"}`:   2,
+		`redlimit_rule_decisions_total{outcome="unevaluated",rule="audit"}`:   1,
+		`redlimit_rule_decisions_total{outcome="error",rule="audit"}`:         1,
 
 		`redlimit_decision_duration_seconds_count{source="primary"}`: 5,
 		`redlimit_decision_duration_seconds_count{source="none"}`:    3,
@@ -214,7 +216,7 @@ func TestErrorPolicies(t *testing.T) {
 		t.Helper()
 		e, err := engine.New(&failing{next: newMem(t), down: true}, engine.Config{
 			Rules: rules, OnError: policy, OnDecision: m.Engine, Logger: quiet,
-			FallbackBackend: newMem(t), ProbeInterval: time.Hour,
+			FallbackBackend: newMem(t), ProbeInterval: time.Hour, FallbackAfter: time.Nanosecond,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -227,15 +229,15 @@ func TestErrorPolicies(t *testing.T) {
 	}
 	decide(engine.FailOpen, 2)
 	decide(engine.FailClosed, 1)
-	decide(engine.Fallback, 4) // the fallback allows 3, denies 1
+	decide(engine.Fallback, 5) // refused at the first failure; then the fallback allows 3, denies 1
 	checkScrape(t, reg, map[string]float64{
-		`redlimit_decisions_total{outcome="error",source="none"}`:        3,
+		`redlimit_decisions_total{outcome="error",source="none"}`:        4,
 		`redlimit_decisions_total{outcome="allowed",source="fallback"}`:  3,
 		`redlimit_decisions_total{outcome="denied",source="fallback"}`:   1,
-		`redlimit_rule_decisions_total{outcome="error",rule="tenant"}`:   3,
+		`redlimit_rule_decisions_total{outcome="error",rule="tenant"}`:   4,
 		`redlimit_rule_decisions_total{outcome="allowed",rule="tenant"}`: 3,
 		`redlimit_rule_decisions_total{outcome="denied",rule="tenant"}`:  1,
-		`redlimit_decision_duration_seconds_count{source="none"}`:        3,
+		`redlimit_decision_duration_seconds_count{source="none"}`:        4,
 		`redlimit_decision_duration_seconds_count{source="fallback"}`:    4,
 	})
 }

@@ -39,6 +39,26 @@ type Params struct {
 // capacity is the burst when one is set.
 func Bucket(alg uint8) bool { return alg == TokenBucket || alg == GCRA }
 
+// ExpiryMargin is how much longer than its state needs, in µs, a bucket
+// key (TokenBucket, GCRA) lives on a clock that is not the Redis server's
+// (an injected now; memstore's own clock), so that the clock stepping
+// back by up to this much finds the key's state, which makes it wait,
+// not an expired key, which reads as a full bucket. lua/prelude.lua's
+// expiry_margin (bucket_ttl) is its twin, in ms.
+const ExpiryMargin = 1_000_000
+
+// KeyTTL returns the time to live, in µs, of a key of algorithm alg
+// whose state needs ttl µs more (its Outcome's Reset or TTL) on a clock
+// that is not the Redis server's: ttl rounded up to the ms, as Redis
+// keeps TTLs, and ExpiryMargin more for a bucket.
+func KeyTTL(alg uint8, ttl int64) int64 {
+	ttl = CeilDiv(ttl, 1000) * 1000
+	if Bucket(alg) {
+		ttl += ExpiryMargin
+	}
+	return ttl
+}
+
 // Prepare returns the Params of a check that the algorithms package has
 // validated: alg, a limit of rate per period with burst, and cost (0 means 1).
 func Prepare(alg uint8, rate int64, period time.Duration, burst, cost int64) Params {

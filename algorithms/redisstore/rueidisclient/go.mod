@@ -2,13 +2,11 @@ module github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient
 
 go 1.26.0
 
-replace github.com/redlimit/redlimit => ../../..
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.80
-	github.com/redlimit/redlimit v0.0.0
+	github.com/redlimit/redlimit v0.1.0
 )
 
 require (

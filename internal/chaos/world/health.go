@@ -218,6 +218,32 @@ func (w *world) slotOwners(ctx context.Context) ([]string, error) {
 	return nil, fmt.Errorf("world: no node answers CLUSTER SHARDS: %v", last)
 }
 
+// shardSlots returns, for every data node a cluster node lists in CLUSTER
+// SHARDS (masters and replicas, whatever their health), the slot ranges
+// of its shard; nil when no node answers.
+func (w *world) shardSlots(ctx context.Context) map[string][][2]int {
+	for _, addr := range w.runningAddrs() {
+		nc := nodeClient(addr)
+		shards, err := nc.ClusterShards(ctx).Result()
+		nc.Close()
+		if err != nil {
+			continue
+		}
+		m := map[string][][2]int{}
+		for _, sh := range shards {
+			var ranges [][2]int
+			for _, r := range sh.Slots {
+				ranges = append(ranges, [2]int{int(r.Start), int(r.End)})
+			}
+			for _, n := range sh.Nodes {
+				m[n.IP+":"+strconv.FormatInt(n.Port, 10)] = ranges
+			}
+		}
+		return m
+	}
+	return nil
+}
+
 // info returns INFO section of the node at addr.
 func info(ctx context.Context, addr, section string) (string, error) {
 	nc := nodeClient(addr)

@@ -59,9 +59,16 @@ func (w *world) Inject(ctx context.Context, kind string, rng *rand.Rand) (Event,
 			w.mu.Unlock()
 		}
 	}
+	var shards map[string][][2]int
+	if w.topo == Cluster {
+		shards = w.shardSlots(ctx)
+	}
 	heal, err := w.inject(ctx, kind, rng, &ev)
 	if heal == nil {
 		heal = noHeal
+	}
+	if ev.Slots == nil {
+		ev.Slots = shards[ev.Target]
 	}
 	if err != nil {
 		ev.Err = err.Error()
@@ -105,6 +112,8 @@ func (w *world) inject(ctx context.Context, kind string, rng *rand.Rand, ev *Eve
 	switch kind {
 	case Latency, Stall, Drop, Reset:
 		return w.injectProxy(kind, rng, ev)
+	case Slow:
+		return w.injectSlow(ctx, rng, ev)
 	case ScriptFlush:
 		ev.Target, ev.Detail = "all", "SCRIPT FLUSH on every data node"
 		return noHeal, w.eachNode(ctx, func(nc *redis.Client) error { return nc.ScriptFlush(ctx).Err() })
@@ -142,6 +151,34 @@ func pick(rng *rand.Rand, addrs []string) string {
 	return addrs[rng.IntN(len(addrs))]
 }
 
+// injectSlow delays the replies of one master (the single node, the
+// Sentinel master, a cluster master drawn) by a few ms through its proxy,
+// for a hold: the slots it serves are busy. A call spanning slots then
+// hears its parts at different times, and the compensation of a part that
+// committed (its refund when another part denied) reaches its slot that
+// much after the commit; a latency fault does the same with up to
+// MaxLatency, which mostly ends such calls by their deadline instead.
+func (w *world) injectSlow(ctx context.Context, rng *rand.Rand, ev *Event) (healFunc, error) {
+	ms, err := w.masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ev.Target = pick(rng, ms)
+	p := w.proxy(ev.Target)
+	if p == nil {
+		return noHeal, fmt.Errorf("world: no proxy for %s", ev.Target)
+	}
+	ev.Hold = w.drawHold(rng)
+	lo := max(w.opts.SlowLatency/4, time.Millisecond)
+	d := (lo + time.Duration(rng.Int64N(int64(w.opts.SlowLatency-lo)+1))).Round(time.Millisecond)
+	ev.Detail = fmt.Sprintf("master's replies %v late for %v", d, ev.Hold.Round(time.Millisecond))
+	p.addLatency(d)
+	return func(context.Context) error {
+		p.addLatency(-d)
+		return nil
+	}, nil
+}
+
 // injectProxy adds latency, a stall, or a drop or reset window to the
 // proxy of one data node or (one time in four) of every data node.
 func (w *world) injectProxy(kind string, rng *rand.Rand, ev *Event) (healFunc, error) {
@@ -169,11 +206,11 @@ func (w *world) injectProxy(kind string, rng *rand.Rand, ev *Event) (healFunc, e
 		d = d.Round(time.Millisecond)
 		ev.Detail = fmt.Sprintf("latency %v per reply for %v", d, ev.Hold.Round(time.Millisecond))
 		for _, p := range targets {
-			p.setLatency(d)
+			p.addLatency(d)
 		}
 		return func(context.Context) error {
 			for _, p := range targets {
-				p.setLatency(0)
+				p.addLatency(-d)
 			}
 			return nil
 		}, nil

@@ -70,6 +70,9 @@ func (w *world) injectMigrate(ctx context.Context, rng *rand.Rand, ev *Event) (h
 	sort.Ints(slots)
 	ev.Target = src
 	ev.Hold = w.drawHold(rng)
+	for _, slot := range slots {
+		ev.Slots = append(ev.Slots, [2]int{slot, slot})
+	}
 
 	sc, dc := nodeClient(src), nodeClient(dst)
 	srcID, err := sc.ClusterMyID(ctx).Result()

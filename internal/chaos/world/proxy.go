@@ -201,10 +201,12 @@ func (l *link) close(rst bool) {
 	})
 }
 
-// setLatency delays every chunk of reply read from now on by d (0: none).
-func (p *proxy) setLatency(d time.Duration) {
+// addLatency adds d (negative: takes it off) to the delay of every chunk
+// of reply read from now on. The latency and slow faults each add their
+// own and take it off when they heal, so that they may overlap.
+func (p *proxy) addLatency(d time.Duration) {
 	p.mu.Lock()
-	p.latency = d
+	p.latency = max(p.latency+d, 0)
 	p.mu.Unlock()
 }
 

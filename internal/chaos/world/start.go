@@ -35,6 +35,11 @@ type Options struct {
 	// MaxLatency bounds the latency a latency fault adds per reply (drawn
 	// in [1ms, MaxLatency]). Zero: 50ms.
 	MaxLatency time.Duration
+	// SlowLatency bounds the latency a slow fault adds to one master's
+	// replies (drawn in [SlowLatency/4, SlowLatency], whole ms): a few ms,
+	// well under the engine's Timeout, so that calls spanning slots are
+	// decided, not timed out, with one part answering late. Zero: 8ms.
+	SlowLatency time.Duration
 	// Hold bounds how long the faults that last by nature (stall, drop and
 	// reset windows, maxmemory, a skewed master) are held: each draws its
 	// own in [Hold/4, Hold]. Zero: 1s.
@@ -57,6 +62,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxLatency <= 0 {
 		o.MaxLatency = 50 * time.Millisecond
+	}
+	if o.SlowLatency <= 0 {
+		o.SlowLatency = 8 * time.Millisecond
 	}
 	if o.Hold <= 0 {
 		o.Hold = time.Second
@@ -201,7 +209,7 @@ func (w *world) Topology() string { return w.topo }
 
 // Kinds lists the fault kinds of the topology.
 func (w *world) Kinds() []string {
-	common := []string{Kill, KillAOF, Pause, ScriptFlush, ClientKill, MaxMemory, Latency, Stall, Drop, Reset}
+	common := []string{Kill, KillAOF, Pause, ScriptFlush, ClientKill, MaxMemory, Latency, Slow, Stall, Drop, Reset}
 	switch w.topo {
 	case Sentinel:
 		return append(common, Failover, KillMaster, ClockBehind, ClockAhead)

@@ -36,6 +36,7 @@ const (
 	ClientKill    = "client-kill"    // CLIENT KILL TYPE normal on a node
 	MaxMemory     = "maxmemory"      // maxmemory pressure (noeviction: writes refused) for a while
 	Latency       = "latency"        // the proxy adds latency to a node's replies
+	Slow          = "slow"           // the proxy of one master delays its replies by a few ms: its slots answer late, their compensations arrive late
 	Stall         = "stall"          // the proxy stalls a node's connections for a while
 	Drop          = "drop"           // the proxy closes connections, some in the middle of a reply
 	Reset         = "reset"          // the proxy resets (RST) connections
@@ -52,6 +53,12 @@ type Event struct {
 	End    time.Time // zero until healed
 	Detail string    // e.g. "skew -3s", "latency 40ms", "slots 100-200 → 127.0.0.1:7002"
 	Err    string    // an injection that failed (counted, never hidden)
+	// Slots are, on a cluster, the hash slot ranges (first, last) of the
+	// target's shard (its master and replicas) when the fault was
+	// injected, or those a migration moves: the keys whose state the fault
+	// can touch. Nil when the fault is not on one shard (a single node,
+	// Sentinel, "all", an instance), or when no node answered.
+	Slots [][2]int
 	// Hold is how long the fault should stay in place (a pause's PauseFor,
 	// a stall's or a skewed master's duration); 0 for a fault held as
 	// long as the caller likes. A heal called earlier waits until

@@ -207,6 +207,12 @@ func TestFaults(t *testing.T) {
 						t.Errorf("Inject(%s) = %+v, want its kind, a target and a detail", kind, ev)
 					}
 					t.Logf("%s %s: %s", ev.Kind, ev.Target, ev.Detail)
+					if topo == Cluster && ev.Target != "all" && len(ev.Slots) == 0 {
+						t.Errorf("Inject(%s) on %s named no slots, want those of its shard", kind, ev.Target)
+					}
+					if topo != Cluster && ev.Slots != nil {
+						t.Errorf("Inject(%s) on a %s world named slots %v, want none", kind, topo, ev.Slots)
+					}
 					if kind == ClockBehind || kind == ClockAhead {
 						skew := testOptions().Skews[0]
 						if kind == ClockBehind {
@@ -291,6 +297,42 @@ func TestLatencyDelaysWrites(t *testing.T) {
 	}
 	if err := heal(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSlowDelaysMaster: a slow fault delays the master's replies by a few
+// ms (within [SlowLatency/4, SlowLatency]), and its heal takes them off.
+func TestSlowDelaysMaster(t *testing.T) {
+	requireRedis(t)
+	w := start(t, Single, Options{Hold: 100 * time.Millisecond})
+	c := w.NewClient(ClientOptions{MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ev, heal, err := w.Inject(ctx, Slow, rand.New(rand.NewPCG(4, 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := w.proxy(w.single.Addr).latencyNow()
+	if added < 2*time.Millisecond || added > 8*time.Millisecond || ev.Target != w.single.Addr {
+		t.Fatalf("slow fault %+v added %v to %s's replies, want 2ms to 8ms to the master's", ev, added, ev.Target)
+	}
+	for i := range 3 {
+		begin := time.Now()
+		if err := c.Set(ctx, fmt.Sprint("slow", i), "v", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took < added {
+			t.Errorf("SET during %s took %v, want at least %v", ev.Detail, took, added)
+		}
+	}
+	if err := heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.proxy(w.single.Addr).latencyNow(); got != 0 {
+		t.Errorf("latency after the heal = %v, want 0", got)
 	}
 }
 

@@ -1,0 +1,1498 @@
+-- batch_all.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Decides several queued calls of any algorithms, as batch_<algorithm>
+-- does: it holds all of them, so a queue of mixed calls costs one script.
+--
+-- KEYS:
+--   for each call in turn: its n storage keys; on a sharded client their
+--   pending markers; for a part of a call spanning slots, its commit marker
+-- ARGV:
+--   for each call in turn: n (0: one check with the numbers of the last
+--   call of one check), now (0: TIME), mode (0 one server, 2 sharded, 3 a
+--   part of a call spanning slots), 6 numbers per check (algorithm,
+--   capacity, period µs, r, u, cost), and in mode 3 the refund window in ms
+-- Reply:
+--   for each call in turn, 4 integers per check as one.lua/dispatch.lua
+--   reply them (-1 and zeros: the call raised an error and is run alone),
+--   then the now for a call of several checks or in mode 3
+--
+-- SHA1 c0eba9bd3acd92c8c088ce1023e5fe50dd122f87 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- The state of a batch script (see batch.lua), declared before anything
+-- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
+-- calls at the head of the batch before any function is defined, other
+-- than call_now and flush below and the fast function batch_fast.lua
+-- calls: t is the server's TIME once read, reply the reply, tats, dirty
+-- and order the GCRA TATs read and not yet written (see batch.lua), k, a,
+-- o where the next call's KEYS, ARGV and reply start, and last where the
+-- numbers of the last call of one check start in ARGV (a call with n = 0
+-- reuses them).
+local t
+local reply = {}
+local tats, dirty, order = {}, {}, {}
+local k, a, o, last = 1, 1, 0, 0
+
+-- call_now returns the now of a call whose ARGV now is s: s as a number,
+-- or for '0' the server's clock, read once per script (every call on the
+-- server clock shares one TIME).
+local function call_now(s)
+  if s ~= '0' then return tonumber(s) end
+  if not t then
+    local tt = redis.call('TIME')
+    t = tonumber(tt[1]) * 1000000 + tonumber(tt[2])
+  end
+  return t
+end
+
+-- flush writes the GCRA TATs of dirty, in order, and forgets every TAT
+-- read (see batch.lua).
+local function flush()
+  for i = 1, #order do
+    local key = order[i]
+    redis.call('SET', key, tats[key], 'PX', dirty[key])
+  end
+  tats, dirty, order = {}, {}, {}
+end
+-- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
+-- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
+-- else '%.0f'; both write an integer below 2^53 alike.
+local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
+-- GCRA calls of one check at the head of a batch, the common case, decided
+-- flat as gcra_one.lua decides one (batch.lua's gcra_call, without a
+-- function call or a number parsed twice): while the next call is one
+-- GCRA check on one server or a sharded client (modes 0 and 2) whose key
+-- is absent or holds a whole-µs TAT written under its limit, and its
+-- key's command does not fail. The first call that is not is left,
+-- undecided, to batch.lua's loop, which goes on from k, a and o with the
+-- same tats, dirty and order; so is every call after it. A limit's
+-- numbers are parsed once while calls repeat it (ARGV strings compare by
+-- identity in Lua), and not at all for a call that says it repeats them
+-- (n = 0). batch_state.lua declares the state, fast.lua intf.
+do
+  local floor, format = math.floor, string.format
+  local na = #ARGV
+  local scap, sr, su, scost -- the strings of the numbers below
+  local cap, r, u, cost, full, sfx
+  while a <= na do
+    -- n is 0 when the call's numbers are the last call's (see batch.lua),
+    -- which was decided here: cap, r, u and cost hold them
+    local same = ARGV[a] == '0'
+    if not same and (ARGV[a] ~= '1' or ARGV[a + 3] ~= '5') then break end
+    local mode = ARGV[a + 2]
+    if mode ~= '0' and mode ~= '2' then break end
+    if not same then
+      if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
+        scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+        cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
+        full = cap * u
+        sfx = '/' .. format(intf, floor((full + r - 1) / r))
+      end
+    end
+    local key = KEYS[k]
+    local v = tats[key]
+    if v == nil then
+      -- redis.pcall: an error (WRONGTYPE) is a table, left to batch.lua
+      v = redis.pcall('GET', key)
+    end
+    -- a TAT written under this limit: "<tat>/<tau>" (gcra_one.lua)
+    local tat
+    if v then
+      if type(v) ~= 'string' or string.sub(v, -#sfx) ~= sfx then break end
+      tat = tonumber(string.sub(v, 1, -#sfx - 1))
+      if not tat then break end
+    end
+    local now = call_now(ARGV[a + 1])
+    if not same then last = a + 3 end
+    local diff = 0
+    if tat and tat >= now then diff = (tat - now) * r end
+    tats[key] = v
+    local allowed, remaining, retry, reset = 0, floor((full - diff) / u), 0, floor((diff + r - 1) / r)
+    -- more than full: the clock went back (never cut under the same limit)
+    if remaining < 0 then remaining = 0 end
+    local nxt = diff + cost * u
+    if cost <= cap and nxt > full then
+      retry = floor((nxt - full + r - 1) / r)
+    elseif cost <= cap then
+      -- batch.lua's gcra_defer(key, nxt, r, reset, now)
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+      local s, b = format(intf, now + floor(nxt / r)), nxt % r
+      if b ~= 0 then s = s .. ':' .. format(intf, b) .. ':' .. format(intf, r) end
+      s = s .. sfx
+      tats[key] = s
+      if not dirty[key] then order[#order + 1] = key end
+      dirty[key] = format(intf, floor((reset + 999) / 1000))
+    end
+    if allowed == 0 and mode == '2' and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    o = o + 4
+    if same then a = a + 3 else a = a + 9 end
+    if mode == '0' then k = k + 1 else k = k + 2 end
+  end
+end
+-- Every call decided: the TATs written, and the reply, before anything
+-- else is defined.
+if a > #ARGV then
+  flush()
+  return reply
+end
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua);
+--     mark is the key's refund record as the commit noted it (see
+--     refund_mark below; the token bucket and GCRA use it).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
+-- A late refund of bucket units (token bucket, GCRA) moves the debt of
+-- every commit after the refunded one earlier: those commits' own
+-- horizons (at + reset) are then that much too late, and a later refund
+-- measured against its original horizon would give back units the refill
+-- has already returned. So each refund adds what it gave back, in µs, to
+-- the key's refund record, the sibling refunded_key(key):
+--
+--   "<g>,<R>" then ";<lo>,<hi>,<give>,<H>" per run of refunds kept
+--
+-- R is the µs given back since the record was created at g (µs); it lives
+-- tau (a full bucket's µs) after the last refund, past which every commit
+-- it could concern has reached its horizon. A commit that may be refunded
+-- notes "<g>,<R>" as it finds it ("|<g>,<R>" or "|-" per check, after the
+-- resets of its commit marker: refund_mark), and its refund takes off its
+-- horizon what refunds of earlier commits gave back since (refund_since):
+-- R less the R it noted, less what the refunds of later commits gave back.
+-- Those are told apart by V = at + reset + (the R the commit noted): in
+-- the order of commits V grows by at least each commit's cost (the
+-- refunds before a commit are added back), and the rounding up of reset
+-- and of each give cannot reorder two commits. The record keeps, sorted
+-- by V, runs ";<lo>,<hi>,<give>,<H>": refunded commits of V from lo to
+-- hi, what they gave back, and the horizon H = at + reset of the lowest,
+-- until H has passed (no commit before it has debt left). A run counts as
+-- later for a commit below lo. Past refund_keep runs, the two closest in
+-- V become one: refunded commits next to each other (no commit between:
+-- their V differ by the upper's cost) merge with nothing lost, and a
+-- commit outstanding between two runs keeps them apart (its cost widens
+-- the gap). A refund not counted as later counts as one of an earlier
+-- commit: less is given back, never more. calc's RefundRecord is the Go
+-- twin.
+
+-- refund_keep bounds the refunds a record keeps.
+local refund_keep = 32
+
+-- refunded_key returns key's refund record, in key's hash slot (as the Go
+-- side's sibling names it), or nil for a key with braces but no hash tag
+-- (Go places such siblings with a tag a script cannot compute: those keys
+-- go without a record, and a second late refund may still give back what
+-- the refill returned).
+local function refunded_key(key)
+  local i = string.find(key, '{', 1, true)
+  if i then
+    local j = string.find(key, '}', i + 1, true)
+    if j and j > i + 1 then return key .. ':rf' end
+  elseif key ~= '' and not string.find(key, '}', 1, true) then
+    return '{' .. key .. '}:rf'
+  end
+  return nil
+end
+
+-- refund_mark returns "|" and key's refund record's "<g>,<R>" as a commit
+-- finds it ("-" when there is none), for its commit marker.
+local function refund_mark(key)
+  local k = refunded_key(key)
+  local v = k and redis.call('GET', k)
+  return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
+end
+
+-- commit_marks returns the records a commit marker m noted, one per check
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
+local function commit_marks(m)
+  local t = {}
+  for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
+  return t
+end
+
+-- refund_since returns the µs that refunds of earlier commits gave back to
+-- key's debt after the commit at at that replied reset and noted mark,
+-- then the record as read, for refund_add: its g and R (nil: none), its
+-- runs kept, and this commit's V and H.
+local function refund_since(key, mark, at, reset)
+  local rec = {k = refunded_key(key), vx = at + reset, hx = at + reset}
+  local v = rec.k and redis.call('GET', rec.k)
+  local g, R = string.match(v or '', '^(%d+),(%d+)')
+  if not g then return 0, rec end
+  rec.g, rec.R = tonumber(g), tonumber(R)
+  local since = rec.R
+  local mg, mR = string.match(mark or '', '^(%d+),(%d+)$')
+  if mg and tonumber(mg) == rec.g then
+    since = rec.R - tonumber(mR)
+    rec.vx = rec.vx + tonumber(mR)
+  end
+  for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
+    lo, give = tonumber(lo), tonumber(give)
+    rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
+  end
+  return math.max(0, since), rec
+end
+
+-- refund_add adds to key's refund record (rec, as refund_since returned
+-- it) a refund at now that gave back us µs; the record then lives tau µs
+-- (and 1 ms).
+local function refund_add(rec, us, now, tau)
+  if not rec.k or us <= 0 then return end
+  local g, R = rec.g, rec.R
+  if not g then g, R = now, 0 end
+  local keep = {}
+  local new = {rec.vx, rec.vx, us, rec.hx}
+  for _, e in ipairs(rec) do
+    if new and e[1] > new[1] then
+      keep[#keep + 1] = new
+      new = nil
+    end
+    if e[4] > now then keep[#keep + 1] = e end
+  end
+  if new then keep[#keep + 1] = new end
+  if #keep > refund_keep then
+    -- the two neighbours closest in V become one run (V from the lower's
+    -- to the upper's): the commits below both still count both as later,
+    -- those between, if any, neither
+    local j = 1
+    for i = 2, #keep - 1 do
+      if keep[i + 1][1] - keep[i][2] < keep[j + 1][1] - keep[j][2] then j = i end
+    end
+    local a, b = keep[j], keep[j + 1]
+    keep[j] = {a[1], math.max(a[2], b[2]), a[3] + b[3], a[4]}
+    table.remove(keep, j + 1)
+  end
+  local out = {fmt(g) .. ',' .. fmt(R + us)}
+  for _, e in ipairs(keep) do
+    out[#out + 1] = fmt(e[1]) .. ',' .. fmt(e[2]) .. ',' .. fmt(e[3]) .. ',' .. fmt(e[4])
+  end
+  redis.call('SET', rec.k, table.concat(out, ';'), 'PX', fmt(ceil_div(tau, 1000) + 1))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- Fixed window: two layouts, one per clock.
+--
+-- On the server's clock (TIME, the clock of TTLs), for a period of whole
+-- ms, a key is a string, the count, whose TTL ends with its window: while
+-- the key exists its window is the one it counts in, so a check of an
+-- existing key reads no clock (fixed_window_one.lua); a new window reads
+-- TIME once, to set the TTL. The expiry is set with PXAT to the window's
+-- last ms: Redis keeps a key while its clock in ms has not passed that ms,
+-- so exactly until the window ends. A count counts until its key expires,
+-- whatever the period: a key written under a longer period keeps its count
+-- until its window ends (at most one old period), and a clock that went
+-- back finds its key held at the later window (Redis's TTLs follow the
+-- same clock).
+--
+-- On a client's clock (Config.Now, which Redis's TTLs do not follow), or
+-- for a period that is not a whole number of ms, a key is a hash {s =
+-- window start µs, e = window end µs, c = count}. Windows are aligned to
+-- the Unix epoch. Start and end are instants, so they mean the same under
+-- any limit: the count still counts while now < e and the stored window
+-- started in the current window of the current period (or later: the
+-- clock went back, and the key is held at the later window), until e
+-- under the period it was written with, else until e or the current
+-- window's end, whichever comes first. A change of period never locks a
+-- key for longer than one period of the new limit, nor beyond e (the key's
+-- TTL). State written before windows were stored as instants, {w = window
+-- index, c = count}, is read as a window of the current period.
+--
+-- Each reads the other layout (a redeploy meets hashes written before the
+-- string layout, and calendar quotas share the hash), and a write turns
+-- the key into the layout of its clock: a hash read on the server's clock
+-- becomes a string whose TTL ends with the hash's window, count kept
+-- (unless that end is not a whole ms: it stays a hash). A string read on
+-- a client's clock counts until the key expires.
+
+-- fixed_window_string returns the count of a string key and its expiry in
+-- µs on the server's clock (now when it is that clock, else read here:
+-- TIME): the end of its window. It returns nothing for a key without a
+-- TTL. A string that is not a count is an error of the key's state.
+local function fixed_window_string(key, v, now)
+  local c = tonumber(v)
+  if not c then error('fixed window key holds a string that is not a count') end
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then return end
+  if not server_clock then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return c, (floor(now / 1000) + ttl + 1) * 1000
+end
+
+-- fixed_window_write stores count units in the window [start, stop). On the
+-- server's clock, when stop is a whole ms, the key is a string: a write to
+-- the window the string holds (same and str) leaves its TTL, which ends
+-- with the window; any other sets it (and replaces a hash). Else it is a
+-- hash, whose TTL is set from the writer's now: on a client's clock every
+-- write sets it again (a TTL set by another client whose clock runs ahead
+-- would end the window early), on the server's only a new window's; str
+-- says the key holds a string, which the hash replaces.
+local function fixed_window_write(key, start, stop, count, now, same, str)
+  if server_clock and stop % 1000 == 0 then
+    if same and str then
+      redis.call('SET', key, fmt(count), 'KEEPTTL')
+    else
+      redis.call('SET', key, fmt(count), 'PXAT', fmt(stop / 1000 - 1))
+    end
+    return
+  end
+  if str then redis.call('DEL', key) end
+  if same and not str then
+    redis.call('HSET', key, 'c', fmt(count))
+    if server_clock then return end
+  else
+    redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  end
+  pexpire(key, stop - now)
+end
+
+-- fixed_window_load returns the stored window's start, end and count, or
+-- nil; whether start and end are stored as such (a hash in the current
+-- form); and whether the key is a string (its start is then unknown, and
+-- returned as nil, its end as its expiry, see fixed_window_string).
+local function fixed_window_load(key, period, now)
+  local v
+  if server_clock then
+    v = redis.pcall('GET', key)
+    if type(v) ~= 'table' then
+      if not v then return nil end
+      local c, e = fixed_window_string(key, v, now)
+      if not c then return nil, nil, nil, false, true end
+      return nil, e, c, false, true
+    end
+  end
+  v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+  if v.err then
+    if not server_clock then
+      local c, e = fixed_window_string(key, redis.call('GET', key), now)
+      if not c then return nil, nil, nil, false, true end
+      return nil, e, c, false, true
+    end
+    redis.call('HMGET', key, 'c') -- neither a string nor a hash: raises
+  end
+  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  local stored = s ~= nil
+  if not s then
+    local w = tonumber(v[4])
+    if not (w and c) then return nil end
+    s = w * period
+    e = s + period
+  end
+  if not (e and c) then return nil end
+  return s, e, c, stored, false
+end
+
+local function fixed_window(key, cap, period, _, _, cost, now, commit)
+  local s, e, c, stored, str = fixed_window_load(key, period, now)
+  local start = floor(now / period) * period
+  local stop = start + period
+  local count = 0
+  if str then
+    -- a string counts until it expires; its end, read in ms (the TTL's
+    -- unit), is the current window's end when within 1 ms of it
+    if e and now < e then
+      count = c
+      if e < stop - 1000 or e > stop + 1000 then stop = e end
+    end
+  elseif s and now < e and s >= start then
+    count, start = c, s
+    if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
+      if e < stop then stop = e end
+    else
+      stop = e -- the current window, or a later one: the clock went back
+    end
+  end
+  local reset = 0
+  if count > 0 then reset = stop - now end
+  if cost > cap then return 0, cap - count, 0, reset end
+  if count + cost > cap then return 0, cap - count, stop - now, reset end
+  count = count + cost
+  -- the window the key holds, unchanged
+  local same = (stored and start == s and stop == e) or (str and count > cost)
+  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
+end
+
+-- Refund: take cost back from the window a commit at at wrote. That commit
+-- replied reset = end - at, which names the window by its end. If another
+-- commit has moved the key to another window since, the units no longer
+-- count and there is nothing to give back; else the TTL stays (the window
+-- ends when it did), whenever the refund comes. A string key's end is its
+-- expiry, read to the ms: the commit's window if within 1 ms of its end
+-- (windows of one key end at least a period, a whole ms, apart).
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'table' then
+    if not v then return end
+    local c, e = fixed_window_string(key, v, at)
+    local d = at + reset - (e or 0)
+    if not c or d < -1000 or d > 1000 then return end
+    if c - cost <= 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, fmt(c - cost), 'KEEPTTL')
+    end
+    return
+  end
+  local _, e, c = fixed_window_load(key, period, at)
+  if e ~= at + reset or not c then return end
+  c = c - cost
+  if c <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('HSET', key, 'c', fmt(c))
+  end
+end
+-- Sliding log: sorted set, one member per unit, score = µs. An entry at s
+-- counts while s > now - period. Members are "<score>:<n>" where n counts the
+-- members already at that score: entries leave by score range, so all
+-- members of one score leave together and n never repeats. New entries are
+-- stamped max(now, newest) so a clock that goes back cannot expire them early.
+-- sliding_log_write adds cost entries stamped stamp and drops those that
+-- left the window at now.
+local function sliding_log_write(key, stamp, cost, period, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - period))
+  local s = fmt(stamp)
+  zadd_units(key, s, s, redis.call('ZCOUNT', key, s, s), cost)
+  pexpire(key, stamp + period - now)
+end
+
+local function sliding_log(key, cap, period, _, _, cost, now, commit)
+  local from = '(' .. fmt(now - period)
+  local count = redis.call('ZCOUNT', key, from, '+inf')
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = tonumber(last[2])
+  local reset = 0
+  if count > 0 then reset = newest + period - now end
+  if cost > cap then return 0, cap - count, 0, reset end
+  if count + cost > cap then
+    -- the (count+cost-cap)-th oldest entry in the window must leave it
+    local k = count + cost - cap
+    local e = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+    -- the entries count until reset under this limit: the TTL follows, or
+    -- after a change to a longer period the TTL the last commit set would
+    -- drop them before the retry_after replied
+    pexpire(key, reset)
+    return 0, cap - count, tonumber(e[2]) + period - now, reset
+  end
+  local stamp = now
+  if newest and newest > stamp then stamp = newest end
+  if commit then sliding_log_write(key, stamp, cost, period, now) end
+  return 1, cap - count - cost, 0, stamp + period - now, stamp, cost, period, now
+end
+
+-- Refund: remove cost members of the stamp the commit at at used, named
+-- by its reply reset = stamp + period - at, while they count at now.
+-- Members of one stamp are all alike and numbered <stamp>:0..n-1; the
+-- newest cost numbers go, so the rest stay contiguous and the next commit's
+-- numbers (starting at the count) stay unique. The key then lives while
+-- its newest entry counts.
+local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
+  now = now or at
+  local stamp = at + reset - period
+  if stamp <= now - period then return end
+  local s = fmt(stamp)
+  local n = redis.call('ZCOUNT', key, s, s)
+  local stop = n - cost
+  if stop < 0 then stop = 0 end
+  local args = {}
+  local i = n - 1
+  while i >= stop do
+    args[#args + 1] = s .. ':' .. fmt(i)
+    i = i - 1
+    if #args == 200 or i < stop then
+      redis.call('ZREM', key, unpack(args))
+      args = {}
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
+end
+-- Sliding window counter: hash {s = start µs of the stored window, e = its
+-- end µs, c = count in it, p = count in the window before}. The estimate at
+-- elapsed x into the current window is prev*(period-x)/period + cur,
+-- computed with the same float64 operations, in the same order, as the Go
+-- backend. Start and end are instants, so they mean the same under any
+-- limit. Under an unchanged period (e - s) the stored window is the current
+-- one, the previous one, or older. When the period changed, each stored
+-- window's count goes to the window of the new period in which that stored
+-- window started (the current one, the previous one, or none), and the
+-- stored counts are forgotten when the key would have expired (e, plus the
+-- old period if c > 0): no claim goes beyond that. Under an unchanged
+-- period, a window that starts in the future (the clock went back) is held.
+-- State written before windows were stored as instants, {w =
+-- window index, c, p}, is read as windows of the current period.
+local function sw_estimate(prev, period, e)
+  return prev * (period - e) / period
+end
+
+local function sw_pass(prev, cur, cost, cap, period, e)
+  return sw_estimate(prev, period, e) + (cur + cost) <= cap
+end
+
+-- First instant (µs) at which the check passes with no other traffic.
+local function sw_wait(prev, cur, cost, cap, period, start, e)
+  if cur + cost > cap then
+    prev, cur, start, e = cur, 0, start + period, 0
+  end
+  local slack = cap - cur - cost
+  local x = period - slack * period / prev
+  if x >= 0 then x = floor(x) else x = -floor(-x) end
+  if x < e then x = e end
+  if x > period then x = period end
+  while x < period and not sw_pass(prev, cur, cost, cap, period, x) do x = x + 1 end
+  while x > e and sw_pass(prev, cur, cost, cap, period, x - 1) do x = x - 1 end
+  return start + x
+end
+
+local function sw_reset(start, period, now, cur, prev)
+  if cur > 0 then return start + 2 * period - now end
+  if prev > 0 then return start + period - now end
+  return 0
+end
+
+-- sw_clamp bounds a claim d (µs from now), when life is not -1, by the
+-- instant life at which the stored counts are forgotten.
+local function sw_clamp(d, life, now)
+  if life >= 0 and d > life - now then d = life - now end
+  if d < 0 then d = 0 end
+  return d
+end
+
+-- sw_load returns the stored window's start, end, count and previous count,
+-- or nil, and whether start and end are stored as such (not the older
+-- form).
+local function sw_load(key, period)
+  local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
+  local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  local stored = s ~= nil
+  if not s then
+    local w = tonumber(v[5])
+    if not w then return nil end
+    s = w * period
+    e = s + period
+  end
+  if not (e and c and p) then return nil end
+  return s, e, c, p, stored
+end
+
+-- sw_map adds n units counted in a window that started at from to the
+-- current (cur) or previous (prev) window of period that starts at start.
+local function sw_map(from, n, start, period, cur, prev)
+  if from >= start then return cur + n, prev end
+  if from >= start - period then return cur, prev + n end
+  return cur, prev
+end
+
+local function sw_trunc(x)
+  if x >= 0 then return floor(x) end
+  return -floor(-x)
+end
+
+-- sliding_window_write stores the counts of the window [start, start +
+-- period) and the one before, expiring in reset µs. When the key holds
+-- that window with a count (held), it expires at start + 2 periods
+-- already: on the server's clock only the count changes (see
+-- sliding_window_one.lua).
+local function sliding_window_write(key, start, period, cur, prev, reset, held)
+  if held and server_clock then
+    redis.call('HSET', key, 'c', fmt(cur))
+    return
+  end
+  redis.call('HSET', key, 's', fmt(start), 'e', fmt(start + period), 'c', fmt(cur), 'p', fmt(prev))
+  pexpire(key, reset)
+end
+
+local function sliding_window(key, cap, period, _, _, cost, now, commit)
+  local s, e, c, p, stored = sw_load(key, period)
+  local start = floor(now / period) * period
+  local cur, prev = 0, 0
+  local life = -1
+  local held = false -- the key holds this window, with a count
+  if s then
+    local old = e - s
+    if old == period and s > start then
+      start, cur, prev, held = s, c, p, stored and c > 0
+    elseif old == period then
+      if s == start then
+        cur, prev, held = c, p, stored and c > 0
+      elseif s == start - period then
+        prev = c
+      end
+    else
+      life = e
+      if c > 0 then life = life + old end
+      if now < life then
+        cur, prev = sw_map(s, c, start, period, cur, prev)
+        cur, prev = sw_map(s - old, p, start, period, cur, prev)
+      end
+    end
+  end
+  local x = now - start
+  if x < 0 then x = 0 end
+  local est = sw_estimate(prev, period, x)
+  local remaining = sw_trunc(cap - est - cur)
+  local reset = sw_clamp(sw_reset(start, period, now, cur, prev), life, now)
+  if cost > cap then return 0, remaining, 0, reset end
+  if not sw_pass(prev, cur, cost, cap, period, x) then
+    return 0, remaining, sw_clamp(sw_wait(prev, cur, cost, cap, period, start, x) - now, life, now), reset
+  end
+  cur = cur + cost
+  reset = sw_clamp(sw_reset(start, period, now, cur, prev), -1, now)
+  if commit then sliding_window_write(key, start, period, cur, prev, reset, held) end
+  return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset, held
+end
+
+-- Refund: take cost back from the window a commit at at added it to, named
+-- by the commit's reply reset = start + 2*period - at. The units are the
+-- current count while the key is still at that window, the previous count
+-- once it has moved on to the next, and forgotten after that (or once the
+-- period has changed); the key then lives as the state left needs at now.
+local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
+  now = now or at
+  local start = at + reset - 2 * period
+  local w, e, c, p = sw_load(key, period)
+  if not w or e - w ~= period then return end
+  if w == start then
+    c = c - cost
+    if c < 0 then c = 0 end
+  elseif w == start + period then
+    p = p - cost
+    if p < 0 then p = 0 end
+  else
+    return
+  end
+  local reset_now = sw_reset(w, period, now, c, p)
+  if reset_now <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('HSET', key, 'c', fmt(c), 'p', fmt(p))
+  pexpire(key, reset_now)
+end
+-- Token bucket: hash {m = tokens missing from a full bucket, as the time
+-- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
+-- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
+-- the instant m was counted at, µs}. One token is u units; the bucket
+-- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
+-- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
+-- under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit, and the two
+-- algorithms make the same decisions. A denied check writes nothing (but a
+-- cut debt), so no accrued refill is ever lost. State written before tau
+-- was stored (r a bare number) is read as written under another limit;
+-- state written before m was stored, {t = tokens in scaled units, ts}, is
+-- read under the current limit.
+
+-- token_bucket_write stores a debt of m scaled units at now, full in reset
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
+  pexpire(key, reset)
+end
+
+-- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
+-- a full bucket) and whether the key holds state; it stores a cut debt.
+local function tb_load(key, full, r, now)
+  local v = redis.call('HMGET', key, 'm', 'r', 'ts')
+  local m, ts = tonumber(v[1]), tonumber(v[3])
+  if not ts then return 0, false end
+  local tau = floor((full + r - 1) / r)
+  local rs, tw
+  if v[2] then
+    local s = string.find(v[2], '/', 1, true)
+    if s then
+      rs, tw = tonumber(string.sub(v[2], 1, s - 1)), tonumber(string.sub(v[2], s + 1))
+    else
+      rs = tonumber(v[2])
+    end
+  end
+  if not (m and rs) then
+    local t = tonumber(redis.call('HGET', key, 't'))
+    if not t then return 0, false end
+    if t > full then t = full end
+    m, rs = full - t, r
+  end
+  local diff, cut
+  local elapsed = now - ts
+  if rs == r and elapsed >= 0 then
+    -- the common case, inline: bucket_debt's result when the refill is
+    -- unchanged and the clock went forward (a product too large to be
+    -- exact is far above m anyway)
+    diff = 0
+    if elapsed * r < m then diff = m - elapsed * r end
+    cut = diff > full and tw ~= tau
+    if cut then diff = full end
+  else
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
+  end
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
+  return diff, true, tau
+end
+
+local function token_bucket(key, cap, _, r, u, cost, now, commit)
+  local full = cap * u
+  local diff, _, tau = tb_load(key, full, r, now)
+  tau = tau or floor((full + r - 1) / r)
+  local remaining = floor((full - diff) / u)
+  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
+  local nxt = diff + cost * u
+  if nxt > full then
+    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
+  end
+  local reset = ceil_div(nxt, r)
+  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
+end
+
+-- Refund: put back the cost tokens a commit took (no more than refund_debt
+-- gives back, from the commit's horizon less what refunds gave back since
+-- it: see refund_since), clamped to the capacity, evaluated at now (the
+-- commit's own time, at, right after it), so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
+  now = now or at
+  local full = cap * u
+  local diff, exists, tau = tb_load(key, full, r, now)
+  if not exists then return end
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  diff = diff - give
+  if diff <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
+end
+-- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
+-- the instant the bucket is full again, so the emission interval u/r µs is
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
+
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
+local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
+  local a = tonumber(v)
+  if a then return a, 0, r, tw end
+  local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
+  sa, sb = string.match(v, '^(%d+):(%d+)$')
+  return tonumber(sa), tonumber(sb), r, tw
+end
+
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
+  local a, b = fmt(now + floor(diff / r)), diff % r
+  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+end
+
+local function gcra(key, cap, _, r, u, cost, now, commit)
+  -- diff: 0 for no state or a TAT in the past (a full bucket)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local diff = 0
+  local v = redis.call('GET', key)
+  if v then
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
+    end
+  end
+  local remaining = floor((full - diff) / u)
+  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
+  local nxt = diff + cost * u
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+end
+
+-- Refund: move the TAT back by the cost's emission time (no more than
+-- refund_debt gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
+-- right after it), not below now. A TAT at or before now is a full
+-- bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
+  now = now or at
+  local v = redis.call('GET', key)
+  if not v then return end
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
+  if not (a and b and rs) then return end
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, tau)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
+  if diff <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  gcra_write(key, diff, r, now, tau)
+end
+-- Concurrency: the slots of a key in flight, a sorted set with one member
+-- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
+-- with the instant (µs) its lease expires. A slot counts while its expiry
+-- is after now; every check first removes the expired ones, so the set
+-- holds at most cap members plus those that expired since the last touch.
+-- r is the check's lease id (the Go side sends Check.Lease there; this
+-- algorithm has no refill). Slots leave by release.lua or by expiring;
+-- renew.lua extends them.
+-- concurrency_write adds the cost slots of lease, expiring at expiry, and
+-- sets the key's TTL to ttl µs (until its last slot expires).
+local function concurrency_write(key, lease, cost, expiry, ttl)
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
+  pexpire(key, ttl)
+end
+
+local function concurrency(key, cap, period, lease, _, cost, now, commit)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local count = redis.call('ZCARD', key)
+  local reset, last = 0, 0
+  if count > 0 then
+    last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    reset = last - now
+  end
+  if cost > cap then return 0, cap - count, 0, reset end
+  local l = fmt(lease)
+  if redis.call('ZSCORE', key, l .. ':0') then
+    -- the lease acquires again (a call retried after its reply was lost):
+    -- its own slots are not taken from others, and are taken again
+    local i = 0
+    while i < cost do
+      if redis.call('ZSCORE', key, l .. ':' .. fmt(i)) then count = count - 1 end
+      i = i + 1
+    end
+  end
+  if count + cost > cap then
+    -- the (count+cost-cap)-th earliest lease to expire frees enough slots
+    local e = redis.call('ZRANGE', key, count + cost - cap - 1, count + cost - cap - 1, 'WITHSCORES')
+    return 0, cap - count, tonumber(e[2]) - now, reset
+  end
+  local expiry = now + period
+  if reset < period then reset = period end
+  if commit then concurrency_write(key, lease, cost, expiry, reset) end
+  return 1, cap - count - cost, 0, reset, lease, cost, expiry, reset
+end
+
+-- concurrency_remove drops the expired slots of key and slots 0 to cost-1
+-- of lease, then sets the key's TTL to its last slot's expiry (an empty
+-- sorted set is deleted by Redis). It returns how many slots of the lease
+-- it removed.
+local function concurrency_remove(key, lease, cost, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local l = fmt(lease)
+  local args = {}
+  local removed = 0
+  local i = 0
+  while i < cost do
+    args[#args + 1] = l .. ':' .. fmt(i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      removed = removed + redis.call('ZREM', key, unpack(args))
+      args = {}
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) - now) end
+  return removed
+end
+
+-- Refund (Cluster compensation): the slots a commit took go, as a release
+-- would free them.
+local function concurrency_refund(key, _, _, lease, _, cost, now, _)
+  concurrency_remove(key, lease, cost, now)
+end
+-- Fixed window, one check, the common case written flat. On the server's
+-- clock (server true) with a period of whole ms, the key is a string
+-- whose TTL ends with its window (see fixed_window.lua): an existing key
+-- is read with GET and PTTL, no clock, and an allowed check adds with
+-- INCRBY, which keeps the TTL; no key starts a window, reading TIME if now
+-- is nil. Its expiry is set with PXAT to the window's last ms: Redis keeps
+-- a key while its clock in ms has not passed that ms, so exactly until the
+-- window ends; reset_after is then the TTL + 1 ms, at most 1 ms over the
+-- µs. A key that holds a hash (an older layout, a calendar quota's window,
+-- a client clock's write) is left to the general code, which reads it and
+-- rewrites it as a string. On a client's clock, the key holds a hash: a
+-- key that holds no state, or a window stored under the same period (not a
+-- calendar quota's window of the same length), is decided here as
+-- fixed_window decides it, and the TTL is set again from the writer's now
+-- (a TTL set by another client whose clock runs ahead would end the window
+-- early). The function returns nothing, having written nothing, for what
+-- it leaves to the general code.
+local fw_b, fw_cap, fw_period, fw_cost -- its numbers at b (see token_bucket_one.lua)
+local function fixed_window_fast(key, b, now, server)
+  if b ~= fw_b then
+    fw_b, fw_cap, fw_period, fw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
+  end
+  local period = fw_period
+  if server and period % 1000 == 0 then
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' then return end -- a hash
+    local cap, cost = fw_cap, fw_cost
+    if v then
+      local c = tonumber(v)
+      if not c then return end
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 then return end
+      local reset = (ttl + 1) * 1000
+      local remaining = cap - c
+      if remaining < 0 then remaining = 0 end
+      if cost > cap then return 0, remaining, 0, reset end
+      if c + cost > cap then return 0, remaining, reset, reset end
+      -- the cost as sent, not a number to format again (see fixed_window_flat.lua)
+      return 1, cap - redis.call('INCRBY', key, ARGV[b + 4]), 0, reset
+    end
+    if cost > cap then return 0, cap, 0, 0 end
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    local stop = (math.floor(now / period) + 1) * period
+    redis.call('SET', key, string.format(intf, cost), 'PXAT', string.format(intf, stop / 1000 - 1))
+    return 1, cap - cost, 0, stop - now
+  end
+  local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+  if v.err then return end -- a string: the general code
+  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
+    local cap, cost = fw_cap, fw_cost
+    local start = math.floor(now / period) * period
+    local stop = start + period
+    local count = 0
+    local same = false
+    if s and now < e and s >= start then
+      -- the current window, or a later one: the clock went back
+      count, start, stop, same = c, s, e, true
+    end
+    local reset = 0
+    if count > 0 then reset = stop - now end
+    local remaining = cap - count
+    if remaining < 0 then remaining = 0 end
+    if cost > cap then return 0, remaining, 0, reset end
+    if count + cost > cap then return 0, remaining, stop - now, reset end
+    count = count + cost
+    -- fixed_window_write(key, start, stop, count, now); a window
+    -- already stored keeps its start and end, and on the server's clock
+    -- its TTL
+    if same then
+      redis.call('HSET', key, 'c', string.format(intf, count))
+    else
+      redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, stop), 'c', string.format(intf, count))
+    end
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(intf, math.floor((stop - now + 999) / 1000)))
+    end
+    return 1, cap - count, 0, stop - now
+  end
+end
+-- Sliding window counter, one check, the common case written flat: a key
+-- that holds no state or windows stored under the same period, and a check
+-- that passes or can never fit (a denial computes its retry_after in the
+-- general code). sliding_window_fast makes sliding_window's decision with
+-- the same float64 operations in the same order, as token_bucket_fast
+-- does (token_bucket_one.lua). A key holding the current window with a
+-- count expires at the window's start + 2 periods, whichever check of the
+-- window wrote it last: on the server's clock (server, as in
+-- fixed_window_one.lua) a check that adds to that count writes only the
+-- count and leaves the TTL.
+local sw_b, sw_cap, sw_period, sw_cost -- its numbers at b (see token_bucket_one.lua)
+local function sliding_window_fast(key, b, now, server)
+  local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
+  if b ~= sw_b then
+    sw_b, sw_cap, sw_period, sw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
+  end
+  local period = sw_period
+  local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  if (not s and not tonumber(v[5])) or (s and e and c and p and e - s == period) then
+    local floor = math.floor
+    local cap, cost = sw_cap, sw_cost
+    local start = floor(now / period) * period
+    local cur, prev = 0, 0
+    local held = false -- the key holds this window, with a count
+    if s then
+      if s > start then
+        start, cur, prev, held = s, c, p, c > 0
+      elseif s == start then
+        cur, prev, held = c, p, c > 0
+      elseif s == start - period then
+        prev = c
+      end
+    end
+    local x = now - start
+    if x < 0 then x = 0 end
+    local est = prev * (period - x) / period
+    local pass = cost <= cap and est + (cur + cost) <= cap
+    if pass or cost > cap then
+      if pass then cur = cur + cost end
+      local left = cap - est - cur
+      if left >= 0 then left = floor(left) else left = -floor(-left) end
+      if left < 0 then left = 0 end
+      local reset = 0
+      if cur > 0 then
+        reset = start + 2 * period - now
+      elseif prev > 0 then
+        reset = start + period - now
+      end
+      if reset < 0 then reset = 0 end
+      if not pass then return 0, left, 0, reset end
+      -- sliding_window_write(key, start, period, cur, prev, reset)
+      if held and server then
+        redis.call('HSET', key, 'c', string.format(intf, cur))
+      else
+        redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, start + period),
+          'c', string.format(intf, cur), 'p', string.format(intf, prev))
+        redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+      end
+      return 1, left, 0, reset
+    end
+  end
+end
+-- Token bucket, one check, the common case written flat: a key that holds
+-- no state, or state written under the same limit ("<r>/<tau>") at or
+-- before now. token_bucket_fast makes
+-- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
+-- u, cost) at now with its arithmetic, inline, and returns allowed,
+-- remaining, retry_after, reset_after as one.lua replies them; in any
+-- other case it returns nothing and writes nothing, and the general code
+-- decides (it defines no function, and is defined before them). intf
+-- (fast.lua) formats integers. Each fast function parses the numbers at
+-- one position b once per script: a batch's calls of the same limit share
+-- one position (batch.lua), and parsing costs.
+local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
+local function token_bucket_fast(key, b, now)
+  local v = redis.call('HMGET', key, 'm', 'r', 'ts')
+  local m, ts = tonumber(v[1]), tonumber(v[3])
+  if b ~= tb_b then
+    tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    -- the r field of this limit: its refill and full window
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
+  end
+  local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
+  local full = cap * u
+  local diff
+  if not ts then
+    diff = 0
+  elseif m and v[2] == tb_rtau and now >= ts then
+    diff = 0
+    if (now - ts) * r < m then diff = m - (now - ts) * r end
+    if diff > full then diff = nil end
+  end
+  if diff then
+    local floor = math.floor
+    local remaining = floor((full - diff) / u)
+    if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
+    local nxt = diff + cost * u
+    if nxt > full then
+      return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)
+    end
+    -- token_bucket_write(key, nxt, r, now, reset)
+    local reset = floor((nxt + r - 1) / r)
+    if ts then -- it holds this r already (see above)
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
+    else
+      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
+    end
+    redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+    remaining = floor((full - nxt) / u)
+    if remaining < 0 then remaining = 0 end
+    return 1, remaining, 0, reset
+  end
+end
+local checks, writes, fasts = {[1] = fixed_window, [2] = sliding_log, [3] = sliding_window, [4] = token_bucket, [5] = gcra, [6] = concurrency}, {[1] = fixed_window_write, [2] = sliding_log_write, [3] = sliding_window_write, [4] = token_bucket_write, [5] = gcra_write, [6] = concurrency_write}, {[1] = fixed_window_fast, [3] = sliding_window_fast, [4] = token_bucket_fast}
+-- Batch: several decide calls, queued behind the round trips in flight,
+-- decided in one script, one call after another. The Go side joins it as
+-- batch_state.lua, a flat loop (see the end of this header) with what it
+-- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
+-- are functions (<algorithm>_one.lua), each once, a line defining
+-- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
+-- in dispatch.lua: only the script's own algorithm in a batch of one
+-- algorithm, all five in a mixed batch), then this file.
+--
+-- ARGV, for each call in turn:
+--   n                  its number of checks; 0 for one check whose 6
+--                      numbers are those of the last call of one check
+--                      (modes 0 and 2 only): they are not sent again
+--   now                in µs; 0 means the Redis server clock (TIME)
+--   mode               0 one server, 2 a sharded client (Redis Cluster,
+--                      Ring), 3 one part of a call spanning slots (as
+--                      dispatch.lua's modes)
+--   6 per check        algorithm (1 fixed_window ... 5 gcra), capacity,
+--                      period µs, r, u, cost
+--   mode 3 only        the refund window in ms
+-- KEYS, for each call in turn: its n storage keys; modes 2 and 3: their
+-- pending markers; mode 3: the call's commit marker (as dispatch.lua's).
+--
+-- Reply, for each call in turn, 4n integers, then the now for a call of
+-- several checks or in mode 3 (the Go side uses it only then): the call's
+-- reply as dispatch.lua's decide would give it (one.lua's for one check:
+-- the same integers), or -1 and zeros when the call raised an error (a
+-- key of another type, state it cannot read): the Go side then runs the
+-- call's own script alone, which replies the error itself. Each value
+-- replied costs the server, as each argument does.
+--
+-- Each call is decided exactly as its own script (one.lua for one check,
+-- dispatch.lua for several) would decide it alone at that point:
+-- atomically (a script runs alone) and all-or-nothing, writing only when
+-- every check of the call passes, so a denied call charges nothing and
+-- does not stop the calls after it. Calls on the server clock share one
+-- TIME, read when the first of them is decided. Every key of a batch is
+-- in one hash slot (the Go side groups calls by slot on a cluster).
+--
+-- batch_state.lua declares the state (t, reply, tats, dirty, order, and
+-- k, a, o, where the next call starts), before the rest; in the scripts
+-- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
+-- the batch, flat, in the batch scripts of fixed_window, sliding_window
+-- and token_bucket batch_fast.lua the one-check calls through the
+-- algorithm's fast function, and this file goes on from the first call
+-- they left.
+
+-- decide decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
+local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
+  if n == 1 then
+    local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+    if allowed == 1 then
+      if mode == 3 then
+        local w = ARGV[a + 6]
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(ARGV[a], KEYS[k]), 'PX', w)
+        redis.call('SET', KEYS[k + 1], '1', 'PX', w)
+      end
+    elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return
+  end
+  -- several checks: dispatch.lua's decide
+  local all = true
+  local pending = {}
+  for i = 1, n do
+    local c = a + 6 * (i - 1)
+    local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+    if out[1] == 0 then all = false end
+    pending[i] = out
+    local p = o + (i - 1) * 4
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = out[1], out[2], out[3], out[4]
+  end
+  for i = 1, n do
+    local c = a + 6 * (i - 1)
+    local p = o + (i - 1) * 4
+    if all then
+      writes[tonumber(ARGV[c])](KEYS[k + i - 1], unpack(pending[i], 5))
+    elseif reply[p + 1] == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      local cap = tonumber(ARGV[c + 1])
+      local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+      reply[p + 2], reply[p + 4] = remaining, reset
+    end
+    if reply[p + 2] < 0 then reply[p + 2] = 0 end
+    if reply[p + 1] == 0 and mode ~= 0 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      reply[p + 1] = 2
+    end
+  end
+  if all and mode == 3 then
+    local w = ARGV[a + 6 * n]
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    local marks = {}
+    for i = 1, n do marks[i] = bucket_mark(ARGV[a + 6 * (i - 1)], KEYS[k + i - 1]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
+    for i = 1, n do
+      redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
+    end
+  end
+end
+
+-- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
+-- gcra_one.lua decides one check, flat, with each key's TAT read once and
+-- written once while calls of that kind follow one another: tats holds the TAT as stored
+-- (false: no state) of the keys read, dirty the PX in ms of those to
+-- write, in order. A call of another kind, or a case the flat path does
+-- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
+-- key's TAT at the end of such a run leaves the state that writing it at
+-- each call would: the last value written, and the same expiry (the time
+-- of the commands of a script is the time it started, since Redis 7).
+
+-- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
+-- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
+-- returns nothing if that is not the common case (see gcra_one.lua); else
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffix ("/<tau>") to write.
+local function gcra_eval(key, a, now)
+  local v = tats[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    tats[key] = v
+  end
+  local floor = math.floor
+  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local full = cap * u
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local t
+  if v then
+    if string.sub(v, -#sfx) ~= sfx then return end
+    t = tonumber(string.sub(v, 1, -#sfx - 1))
+    if not t then return end
+  end
+  local diff = 0
+  if t and t >= now then diff = (t - now) * r end
+  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
+  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
+  local nxt = diff + cost * u
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
+end
+
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx)
+  local floor = math.floor
+  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  tats[key] = tat .. sfx
+  if not dirty[key] then order[#order + 1] = key end
+  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
+end
+
+-- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
+-- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
+-- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
+-- not the common case, and then it has written nothing.
+local function gcra_call(n, now, mode, k, a, o)
+  if n == 1 then
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
+    if not allowed then return false end
+    if allowed == 1 then
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return true
+  end
+  local out, all = {}, true
+  for i = 1, n do
+    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
+    if not e[1] then return false end
+    if e[1] ~= 1 then all = false end
+    out[i] = e
+  end
+  for i = 1, n do
+    local e, p = out[i], o + 4 * (i - 1)
+    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
+    if all then
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
+    elseif allowed == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      remaining, reset = e[5], e[6]
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
+  end
+  return true
+end
+
+-- one decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
+-- through gcra_call, one-check calls of the other algorithms that have a
+-- flat fast path (fasts, by number) through it, when they decide them.
+local function one(n, now, mode, k, a, o)
+  if mode ~= 3 then
+    local alg = tonumber(ARGV[a])
+    local gcra = alg == 5
+    for i = 2, n do
+      if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
+    end
+    if gcra then
+      if gcra_call(n, now, mode, k, a, o) then return end
+    elseif n == 1 and fasts[alg] then
+      if tats[KEYS[k]] ~= nil then flush() end
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      if allowed then
+        if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
+        if remaining < 0 then remaining = 0 end
+        reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+        return
+      end
+    end
+  end
+  if #order > 0 or next(tats) then flush() end
+  decide(n, now, mode, k, a, o)
+end
+
+while a <= #ARGV do
+  local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  server_clock = ARGV[a + 1] == '0'
+  -- c: where the call's checks' numbers are in ARGV
+  local c = a + 3
+  if n == 0 then
+    n, c = 1, last
+    a = a - 6 -- none sent
+  elseif n == 1 then
+    last = c
+  end
+  if not pcall(one, n, now, mode, k, c, o) then
+    reply[o + 1] = -1
+    for i = o + 2, o + 4 * n do reply[i] = 0 end
+  end
+  if n > 1 or mode == 3 then
+    reply[o + 4 * n + 1] = now
+    o = o + 1
+  end
+  a = a + 3 + 6 * n
+  if mode == 3 then a = a + 1 end
+  k = k + n
+  if mode ~= 0 then k = k + n end
+  if mode == 3 then k = k + 1 end
+  o = o + 4 * n
+end
+flush()
+return reply

@@ -1,0 +1,642 @@
+-- batch_concurrency.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Decides several queued calls whose checks are all concurrency, one after
+-- another, each exactly as its own script would alone, in one EVALSHA.
+--
+-- KEYS:
+--   for each call in turn: its n storage keys; on a sharded client their
+--   pending markers; for a part of a call spanning slots, its commit marker
+-- ARGV:
+--   for each call in turn: n (0: one check with the numbers of the last
+--   call of one check), now (0: TIME), mode (0 one server, 2 sharded, 3 a
+--   part of a call spanning slots), 6 numbers per check (algorithm,
+--   capacity, period µs, r, u, cost), and in mode 3 the refund window in ms
+-- Reply:
+--   for each call in turn, 4 integers per check as one.lua/dispatch.lua
+--   reply them (-1 and zeros: the call raised an error and is run alone),
+--   then the now for a call of several checks or in mode 3
+--
+-- SHA1 1ede9db8d0a5ddb3c90a1aae8f8d5adaea4f6575 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: batch_state.lua, prelude.lua, fast.lua, concurrency.lua, batch.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- The state of a batch script (see batch.lua), declared before anything
+-- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
+-- calls at the head of the batch before any function is defined, other
+-- than call_now and flush below and the fast function batch_fast.lua
+-- calls: t is the server's TIME once read, reply the reply, tats, dirty
+-- and order the GCRA TATs read and not yet written (see batch.lua), k, a,
+-- o where the next call's KEYS, ARGV and reply start, and last where the
+-- numbers of the last call of one check start in ARGV (a call with n = 0
+-- reuses them).
+local t
+local reply = {}
+local tats, dirty, order = {}, {}, {}
+local k, a, o, last = 1, 1, 0, 0
+
+-- call_now returns the now of a call whose ARGV now is s: s as a number,
+-- or for '0' the server's clock, read once per script (every call on the
+-- server clock shares one TIME).
+local function call_now(s)
+  if s ~= '0' then return tonumber(s) end
+  if not t then
+    local tt = redis.call('TIME')
+    t = tonumber(tt[1]) * 1000000 + tonumber(tt[2])
+  end
+  return t
+end
+
+-- flush writes the GCRA TATs of dirty, in order, and forgets every TAT
+-- read (see batch.lua).
+local function flush()
+  for i = 1, #order do
+    local key = order[i]
+    redis.call('SET', key, tats[key], 'PX', dirty[key])
+  end
+  tats, dirty, order = {}, {}, {}
+end
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua);
+--     mark is the key's refund record as the commit noted it (see
+--     refund_mark below; the token bucket and GCRA use it).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
+-- A late refund of bucket units (token bucket, GCRA) moves the debt of
+-- every commit after the refunded one earlier: those commits' own
+-- horizons (at + reset) are then that much too late, and a later refund
+-- measured against its original horizon would give back units the refill
+-- has already returned. So each refund adds what it gave back, in µs, to
+-- the key's refund record, the sibling refunded_key(key):
+--
+--   "<g>,<R>" then ";<lo>,<hi>,<give>,<H>" per run of refunds kept
+--
+-- R is the µs given back since the record was created at g (µs); it lives
+-- tau (a full bucket's µs) after the last refund, past which every commit
+-- it could concern has reached its horizon. A commit that may be refunded
+-- notes "<g>,<R>" as it finds it ("|<g>,<R>" or "|-" per check, after the
+-- resets of its commit marker: refund_mark), and its refund takes off its
+-- horizon what refunds of earlier commits gave back since (refund_since):
+-- R less the R it noted, less what the refunds of later commits gave back.
+-- Those are told apart by V = at + reset + (the R the commit noted): in
+-- the order of commits V grows by at least each commit's cost (the
+-- refunds before a commit are added back), and the rounding up of reset
+-- and of each give cannot reorder two commits. The record keeps, sorted
+-- by V, runs ";<lo>,<hi>,<give>,<H>": refunded commits of V from lo to
+-- hi, what they gave back, and the horizon H = at + reset of the lowest,
+-- until H has passed (no commit before it has debt left). A run counts as
+-- later for a commit below lo. Past refund_keep runs, the two closest in
+-- V become one: refunded commits next to each other (no commit between:
+-- their V differ by the upper's cost) merge with nothing lost, and a
+-- commit outstanding between two runs keeps them apart (its cost widens
+-- the gap). A refund not counted as later counts as one of an earlier
+-- commit: less is given back, never more. calc's RefundRecord is the Go
+-- twin.
+
+-- refund_keep bounds the refunds a record keeps.
+local refund_keep = 32
+
+-- refunded_key returns key's refund record, in key's hash slot (as the Go
+-- side's sibling names it), or nil for a key with braces but no hash tag
+-- (Go places such siblings with a tag a script cannot compute: those keys
+-- go without a record, and a second late refund may still give back what
+-- the refill returned).
+local function refunded_key(key)
+  local i = string.find(key, '{', 1, true)
+  if i then
+    local j = string.find(key, '}', i + 1, true)
+    if j and j > i + 1 then return key .. ':rf' end
+  elseif key ~= '' and not string.find(key, '}', 1, true) then
+    return '{' .. key .. '}:rf'
+  end
+  return nil
+end
+
+-- refund_mark returns "|" and key's refund record's "<g>,<R>" as a commit
+-- finds it ("-" when there is none), for its commit marker.
+local function refund_mark(key)
+  local k = refunded_key(key)
+  local v = k and redis.call('GET', k)
+  return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
+end
+
+-- commit_marks returns the records a commit marker m noted, one per check
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
+local function commit_marks(m)
+  local t = {}
+  for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
+  return t
+end
+
+-- refund_since returns the µs that refunds of earlier commits gave back to
+-- key's debt after the commit at at that replied reset and noted mark,
+-- then the record as read, for refund_add: its g and R (nil: none), its
+-- runs kept, and this commit's V and H.
+local function refund_since(key, mark, at, reset)
+  local rec = {k = refunded_key(key), vx = at + reset, hx = at + reset}
+  local v = rec.k and redis.call('GET', rec.k)
+  local g, R = string.match(v or '', '^(%d+),(%d+)')
+  if not g then return 0, rec end
+  rec.g, rec.R = tonumber(g), tonumber(R)
+  local since = rec.R
+  local mg, mR = string.match(mark or '', '^(%d+),(%d+)$')
+  if mg and tonumber(mg) == rec.g then
+    since = rec.R - tonumber(mR)
+    rec.vx = rec.vx + tonumber(mR)
+  end
+  for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
+    lo, give = tonumber(lo), tonumber(give)
+    rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
+  end
+  return math.max(0, since), rec
+end
+
+-- refund_add adds to key's refund record (rec, as refund_since returned
+-- it) a refund at now that gave back us µs; the record then lives tau µs
+-- (and 1 ms).
+local function refund_add(rec, us, now, tau)
+  if not rec.k or us <= 0 then return end
+  local g, R = rec.g, rec.R
+  if not g then g, R = now, 0 end
+  local keep = {}
+  local new = {rec.vx, rec.vx, us, rec.hx}
+  for _, e in ipairs(rec) do
+    if new and e[1] > new[1] then
+      keep[#keep + 1] = new
+      new = nil
+    end
+    if e[4] > now then keep[#keep + 1] = e end
+  end
+  if new then keep[#keep + 1] = new end
+  if #keep > refund_keep then
+    -- the two neighbours closest in V become one run (V from the lower's
+    -- to the upper's): the commits below both still count both as later,
+    -- those between, if any, neither
+    local j = 1
+    for i = 2, #keep - 1 do
+      if keep[i + 1][1] - keep[i][2] < keep[j + 1][1] - keep[j][2] then j = i end
+    end
+    local a, b = keep[j], keep[j + 1]
+    keep[j] = {a[1], math.max(a[2], b[2]), a[3] + b[3], a[4]}
+    table.remove(keep, j + 1)
+  end
+  local out = {fmt(g) .. ',' .. fmt(R + us)}
+  for _, e in ipairs(keep) do
+    out[#out + 1] = fmt(e[1]) .. ',' .. fmt(e[2]) .. ',' .. fmt(e[3]) .. ',' .. fmt(e[4])
+  end
+  redis.call('SET', rec.k, table.concat(out, ';'), 'PX', fmt(ceil_div(tau, 1000) + 1))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
+-- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
+-- else '%.0f'; both write an integer below 2^53 alike.
+local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
+-- Concurrency: the slots of a key in flight, a sorted set with one member
+-- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
+-- with the instant (µs) its lease expires. A slot counts while its expiry
+-- is after now; every check first removes the expired ones, so the set
+-- holds at most cap members plus those that expired since the last touch.
+-- r is the check's lease id (the Go side sends Check.Lease there; this
+-- algorithm has no refill). Slots leave by release.lua or by expiring;
+-- renew.lua extends them.
+-- concurrency_write adds the cost slots of lease, expiring at expiry, and
+-- sets the key's TTL to ttl µs (until its last slot expires).
+local function concurrency_write(key, lease, cost, expiry, ttl)
+  zadd_units(key, fmt(expiry), fmt(lease), 0, cost)
+  pexpire(key, ttl)
+end
+
+local function concurrency(key, cap, period, lease, _, cost, now, commit)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local count = redis.call('ZCARD', key)
+  local reset, last = 0, 0
+  if count > 0 then
+    last = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    reset = last - now
+  end
+  if cost > cap then return 0, cap - count, 0, reset end
+  local l = fmt(lease)
+  if redis.call('ZSCORE', key, l .. ':0') then
+    -- the lease acquires again (a call retried after its reply was lost):
+    -- its own slots are not taken from others, and are taken again
+    local i = 0
+    while i < cost do
+      if redis.call('ZSCORE', key, l .. ':' .. fmt(i)) then count = count - 1 end
+      i = i + 1
+    end
+  end
+  if count + cost > cap then
+    -- the (count+cost-cap)-th earliest lease to expire frees enough slots
+    local e = redis.call('ZRANGE', key, count + cost - cap - 1, count + cost - cap - 1, 'WITHSCORES')
+    return 0, cap - count, tonumber(e[2]) - now, reset
+  end
+  local expiry = now + period
+  if reset < period then reset = period end
+  if commit then concurrency_write(key, lease, cost, expiry, reset) end
+  return 1, cap - count - cost, 0, reset, lease, cost, expiry, reset
+end
+
+-- concurrency_remove drops the expired slots of key and slots 0 to cost-1
+-- of lease, then sets the key's TTL to its last slot's expiry (an empty
+-- sorted set is deleted by Redis). It returns how many slots of the lease
+-- it removed.
+local function concurrency_remove(key, lease, cost, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local l = fmt(lease)
+  local args = {}
+  local removed = 0
+  local i = 0
+  while i < cost do
+    args[#args + 1] = l .. ':' .. fmt(i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      removed = removed + redis.call('ZREM', key, unpack(args))
+      args = {}
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) - now) end
+  return removed
+end
+
+-- Refund (Cluster compensation): the slots a commit took go, as a release
+-- would free them.
+local function concurrency_refund(key, _, _, lease, _, cost, now, _)
+  concurrency_remove(key, lease, cost, now)
+end
+local checks, writes, fasts = {[6] = concurrency}, {[6] = concurrency_write}, {}
+-- Batch: several decide calls, queued behind the round trips in flight,
+-- decided in one script, one call after another. The Go side joins it as
+-- batch_state.lua, a flat loop (see the end of this header) with what it
+-- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
+-- are functions (<algorithm>_one.lua), each once, a line defining
+-- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
+-- in dispatch.lua: only the script's own algorithm in a batch of one
+-- algorithm, all five in a mixed batch), then this file.
+--
+-- ARGV, for each call in turn:
+--   n                  its number of checks; 0 for one check whose 6
+--                      numbers are those of the last call of one check
+--                      (modes 0 and 2 only): they are not sent again
+--   now                in µs; 0 means the Redis server clock (TIME)
+--   mode               0 one server, 2 a sharded client (Redis Cluster,
+--                      Ring), 3 one part of a call spanning slots (as
+--                      dispatch.lua's modes)
+--   6 per check        algorithm (1 fixed_window ... 5 gcra), capacity,
+--                      period µs, r, u, cost
+--   mode 3 only        the refund window in ms
+-- KEYS, for each call in turn: its n storage keys; modes 2 and 3: their
+-- pending markers; mode 3: the call's commit marker (as dispatch.lua's).
+--
+-- Reply, for each call in turn, 4n integers, then the now for a call of
+-- several checks or in mode 3 (the Go side uses it only then): the call's
+-- reply as dispatch.lua's decide would give it (one.lua's for one check:
+-- the same integers), or -1 and zeros when the call raised an error (a
+-- key of another type, state it cannot read): the Go side then runs the
+-- call's own script alone, which replies the error itself. Each value
+-- replied costs the server, as each argument does.
+--
+-- Each call is decided exactly as its own script (one.lua for one check,
+-- dispatch.lua for several) would decide it alone at that point:
+-- atomically (a script runs alone) and all-or-nothing, writing only when
+-- every check of the call passes, so a denied call charges nothing and
+-- does not stop the calls after it. Calls on the server clock share one
+-- TIME, read when the first of them is decided. Every key of a batch is
+-- in one hash slot (the Go side groups calls by slot on a cluster).
+--
+-- batch_state.lua declares the state (t, reply, tats, dirty, order, and
+-- k, a, o, where the next call starts), before the rest; in the scripts
+-- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
+-- the batch, flat, in the batch scripts of fixed_window, sliding_window
+-- and token_bucket batch_fast.lua the one-check calls through the
+-- algorithm's fast function, and this file goes on from the first call
+-- they left.
+
+-- decide decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
+local function decide(n, now, mode, k, a, o)
+  -- a part whose commit marker exists already was cancelled (cancel.lua),
+  -- or is a resend of a part that committed: it decides nothing
+  if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
+    for i = o + 1, o + 4 * n do reply[i] = 0 end
+    return
+  end
+  if n == 1 then
+    local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+    if allowed == 1 then
+      if mode == 3 then
+        local w = ARGV[a + 6]
+        redis.call('SET', KEYS[k + 2], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(ARGV[a], KEYS[k]), 'PX', w)
+        redis.call('SET', KEYS[k + 1], '1', 'PX', w)
+      end
+    elseif mode ~= 0 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return
+  end
+  -- several checks: dispatch.lua's decide
+  local all = true
+  local pending = {}
+  for i = 1, n do
+    local c = a + 6 * (i - 1)
+    local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+    if out[1] == 0 then all = false end
+    pending[i] = out
+    local p = o + (i - 1) * 4
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = out[1], out[2], out[3], out[4]
+  end
+  for i = 1, n do
+    local c = a + 6 * (i - 1)
+    local p = o + (i - 1) * 4
+    if all then
+      writes[tonumber(ARGV[c])](KEYS[k + i - 1], unpack(pending[i], 5))
+    elseif reply[p + 1] == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      local cap = tonumber(ARGV[c + 1])
+      local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+      reply[p + 2], reply[p + 4] = remaining, reset
+    end
+    if reply[p + 2] < 0 then reply[p + 2] = 0 end
+    if reply[p + 1] == 0 and mode ~= 0 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      reply[p + 1] = 2
+    end
+  end
+  if all and mode == 3 then
+    local w = ARGV[a + 6 * n]
+    local commit = {fmt(now)}
+    for i = 1, n do commit[i + 1] = fmt(reply[o + 4 * i]) end
+    local marks = {}
+    for i = 1, n do marks[i] = bucket_mark(ARGV[a + 6 * (i - 1)], KEYS[k + i - 1]) end
+    redis.call('SET', KEYS[k + 2 * n], table.concat(commit, ':') .. table.concat(marks), 'PX', w)
+    for i = 1, n do
+      redis.call('SET', KEYS[k + n + i - 1], '1', 'PX', w)
+    end
+  end
+end
+
+-- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
+-- gcra_one.lua decides one check, flat, with each key's TAT read once and
+-- written once while calls of that kind follow one another: tats holds the TAT as stored
+-- (false: no state) of the keys read, dirty the PX in ms of those to
+-- write, in order. A call of another kind, or a case the flat path does
+-- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
+-- key's TAT at the end of such a run leaves the state that writing it at
+-- each call would: the last value written, and the same expiry (the time
+-- of the commands of a script is the time it started, since Redis 7).
+
+-- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
+-- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
+-- returns nothing if that is not the common case (see gcra_one.lua); else
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffix ("/<tau>") to write.
+local function gcra_eval(key, a, now)
+  local v = tats[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    tats[key] = v
+  end
+  local floor = math.floor
+  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local full = cap * u
+  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
+  local t
+  if v then
+    if string.sub(v, -#sfx) ~= sfx then return end
+    t = tonumber(string.sub(v, 1, -#sfx - 1))
+    if not t then return end
+  end
+  local diff = 0
+  if t and t >= now then diff = (t - now) * r end
+  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
+  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
+  local nxt = diff + cost * u
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
+end
+
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx)
+  local floor = math.floor
+  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
+  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
+  tats[key] = tat .. sfx
+  if not dirty[key] then order[#order + 1] = key end
+  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
+end
+
+-- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
+-- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
+-- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
+-- not the common case, and then it has written nothing.
+local function gcra_call(n, now, mode, k, a, o)
+  if n == 1 then
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
+    if not allowed then return false end
+    if allowed == 1 then
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return true
+  end
+  local out, all = {}, true
+  for i = 1, n do
+    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
+    if not e[1] then return false end
+    if e[1] ~= 1 then all = false end
+    out[i] = e
+  end
+  for i = 1, n do
+    local e, p = out[i], o + 4 * (i - 1)
+    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
+    if all then
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
+    elseif allowed == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      remaining, reset = e[5], e[6]
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
+  end
+  return true
+end
+
+-- one decides the call of n checks whose first key is KEYS[k] and first
+-- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
+-- through gcra_call, one-check calls of the other algorithms that have a
+-- flat fast path (fasts, by number) through it, when they decide them.
+local function one(n, now, mode, k, a, o)
+  if mode ~= 3 then
+    local alg = tonumber(ARGV[a])
+    local gcra = alg == 5
+    for i = 2, n do
+      if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
+    end
+    if gcra then
+      if gcra_call(n, now, mode, k, a, o) then return end
+    elseif n == 1 and fasts[alg] then
+      if tats[KEYS[k]] ~= nil then flush() end
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      if allowed then
+        if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
+        if remaining < 0 then remaining = 0 end
+        reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+        return
+      end
+    end
+  end
+  if #order > 0 or next(tats) then flush() end
+  decide(n, now, mode, k, a, o)
+end
+
+while a <= #ARGV do
+  local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  server_clock = ARGV[a + 1] == '0'
+  -- c: where the call's checks' numbers are in ARGV
+  local c = a + 3
+  if n == 0 then
+    n, c = 1, last
+    a = a - 6 -- none sent
+  elseif n == 1 then
+    last = c
+  end
+  if not pcall(one, n, now, mode, k, c, o) then
+    reply[o + 1] = -1
+    for i = o + 2, o + 4 * n do reply[i] = 0 end
+  end
+  if n > 1 or mode == 3 then
+    reply[o + 4 * n + 1] = now
+    o = o + 1
+  end
+  a = a + 3 + 6 * n
+  if mode == 3 then a = a + 1 end
+  k = k + n
+  if mode ~= 0 then k = k + n end
+  if mode == 3 then k = k + 1 end
+  o = o + 4 * n
+end
+flush()
+return reply

@@ -1,0 +1,500 @@
+-- block.lua: generated from the sources in lua/ by
+-- go test ./lua -run TestScriptFiles -update; do not edit.
+--
+-- Takes a quota block of a token bucket or GCRA key: k units its caller
+-- may use until a hold has passed, checked at now and stored as if they
+-- arrived at the hold's end (Rule.Blocks, docs/leasing.md). Never refunded.
+--
+-- KEYS:
+--   KEYS[1]  the storage key
+-- ARGV:
+--   ARGV[1]  now in µs; 0: the server's clock (TIME)
+--   ARGV[2..6]  capacity, period µs, r, u, k (as one check of one_<algorithm>)
+--   ARGV[7]  the algorithm: 4 token_bucket, 5 gcra
+--   ARGV[8]  the hold in µs
+-- Reply:
+--   allowed, remaining (after the block), retry_after µs, reset_after µs,
+--   now µs
+--
+-- SHA1 cf6363dceaf8d0bcadb62fed6dcdd6e66fa920cd (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from, in order: prelude.lua, token_bucket.lua, gcra.lua, now.lua, block.lua,
+-- joined with the glue lines of lua.go. The sources' headers say more.
+-- ---- the script, as sent ----
+-- redlimit's scripts: each is this prelude, one or all of the algorithm
+-- files, then an entry point. one.lua decides one check (the common case)
+-- with the script of that check's algorithm; dispatch.lua decides several
+-- checks all-or-nothing, or refunds, with the script holding all five;
+-- batch.lua decides several queued calls, one after another.
+--
+-- Every algorithm file defines three functions; the first and the last
+-- take the same parameters, of which each uses what it needs:
+--
+--   <name>(key, cap, period, r, u, cost, now, commit)
+--     evaluates a check of cost units at now (µs), and returns four
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
+--     When the check passes it also returns the arguments after key of
+--     <name>_write, and calls it itself if commit is true.
+--   <name>_write(key, ...)
+--     writes the state a passing check left, with its TTL. The dispatch
+--     calls it once every check of a request has passed, without reading
+--     the keys again.
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--     gives back cost units that a commit at at, which replied
+--     reset_after = reset, took, as they stand at now: right after the
+--     commit (now nil, meaning at: Redis Cluster compensation, see
+--     dispatch.lua) or later (charge after the response, refund.lua);
+--     mark is the key's refund record as the commit noted it (see
+--     refund_mark below; the token bucket and GCRA use it).
+--
+-- cap is the capacity in units, period the window or refill period in µs;
+-- token_bucket and gcra refill r scaled units per µs, one unit being u
+-- scaled units, so every refill is an exact integer.
+--
+-- A key's state expires when it would read as a full bucket: its TTL is
+-- reset_after rounded up to the ms, so a key that expires is
+-- indistinguishable from a key at full capacity.
+--
+-- Numbers are float64: every integer here stays below 2^53 (the Go side
+-- validates limits so that it does), and every number sent back to Redis is
+-- formatted with %.0f so no exponent notation reaches a key.
+
+local floor = math.floor
+
+-- server_clock is true while the check being decided has its now from the
+-- server's clock (TIME), which is also the clock of TTLs. The entry points
+-- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+local server_clock = false
+
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- ceil(a / b) for integers a >= 0, b > 0 (exact below 2^53).
+local function ceil_div(a, b)
+  return floor((a + b - 1) / b)
+end
+
+local function pexpire(key, us)
+  redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- refund_debt is the time-debt, in 1/r µs, that a late refund of a
+-- bucket's units gives back at now: their own, cost_debt, but no more than
+-- what is left at now of the debt of the commit at at, which replied reset
+-- µs to full (units the bucket refilled since are not given back again:
+-- that would create capacity). calc's refundDebt is its Go twin.
+local function refund_debt(cost_debt, at, reset, now, r)
+  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
+end
+
+-- A late refund of bucket units (token bucket, GCRA) moves the debt of
+-- every commit after the refunded one earlier: those commits' own
+-- horizons (at + reset) are then that much too late, and a later refund
+-- measured against its original horizon would give back units the refill
+-- has already returned. So each refund adds what it gave back, in µs, to
+-- the key's refund record, the sibling refunded_key(key):
+--
+--   "<g>,<R>" then ";<lo>,<hi>,<give>,<H>" per run of refunds kept
+--
+-- R is the µs given back since the record was created at g (µs); it lives
+-- tau (a full bucket's µs) after the last refund, past which every commit
+-- it could concern has reached its horizon. A commit that may be refunded
+-- notes "<g>,<R>" as it finds it ("|<g>,<R>" or "|-" per check, after the
+-- resets of its commit marker: refund_mark), and its refund takes off its
+-- horizon what refunds of earlier commits gave back since (refund_since):
+-- R less the R it noted, less what the refunds of later commits gave back.
+-- Those are told apart by V = at + reset + (the R the commit noted): in
+-- the order of commits V grows by at least each commit's cost (the
+-- refunds before a commit are added back), and the rounding up of reset
+-- and of each give cannot reorder two commits. The record keeps, sorted
+-- by V, runs ";<lo>,<hi>,<give>,<H>": refunded commits of V from lo to
+-- hi, what they gave back, and the horizon H = at + reset of the lowest,
+-- until H has passed (no commit before it has debt left). A run counts as
+-- later for a commit below lo. Past refund_keep runs, the two closest in
+-- V become one: refunded commits next to each other (no commit between:
+-- their V differ by the upper's cost) merge with nothing lost, and a
+-- commit outstanding between two runs keeps them apart (its cost widens
+-- the gap). A refund not counted as later counts as one of an earlier
+-- commit: less is given back, never more. calc's RefundRecord is the Go
+-- twin.
+
+-- refund_keep bounds the refunds a record keeps.
+local refund_keep = 32
+
+-- refunded_key returns key's refund record, in key's hash slot (as the Go
+-- side's sibling names it), or nil for a key with braces but no hash tag
+-- (Go places such siblings with a tag a script cannot compute: those keys
+-- go without a record, and a second late refund may still give back what
+-- the refill returned).
+local function refunded_key(key)
+  local i = string.find(key, '{', 1, true)
+  if i then
+    local j = string.find(key, '}', i + 1, true)
+    if j and j > i + 1 then return key .. ':rf' end
+  elseif key ~= '' and not string.find(key, '}', 1, true) then
+    return '{' .. key .. '}:rf'
+  end
+  return nil
+end
+
+-- refund_mark returns "|" and key's refund record's "<g>,<R>" as a commit
+-- finds it ("-" when there is none), for its commit marker.
+local function refund_mark(key)
+  local k = refunded_key(key)
+  local v = k and redis.call('GET', k)
+  return '|' .. ((v and string.match(v, '^%d+,%d+')) or '-')
+end
+
+-- bucket_mark is refund_mark for a check of algorithm alg (its number, as
+-- ARGV sends it): only the token bucket (4) and GCRA (5) keep a record,
+-- the others note "|-" without reading one.
+local function bucket_mark(alg, key)
+  if alg == '4' or alg == '5' then return refund_mark(key) end
+  return '|-'
+end
+
+-- commit_marks returns the records a commit marker m noted, one per check
+-- (a marker of a release before the record noted none: its checks' marks
+-- are nil, which refund_since reads as every refund being earlier).
+local function commit_marks(m)
+  local t = {}
+  for s in string.gmatch(m, '|([^|]*)') do t[#t + 1] = s end
+  return t
+end
+
+-- refund_since returns the µs that refunds of earlier commits gave back to
+-- key's debt after the commit at at that replied reset and noted mark,
+-- then the record as read, for refund_add: its g and R (nil: none), its
+-- runs kept, and this commit's V and H.
+local function refund_since(key, mark, at, reset)
+  local rec = {k = refunded_key(key), vx = at + reset, hx = at + reset}
+  local v = rec.k and redis.call('GET', rec.k)
+  local g, R = string.match(v or '', '^(%d+),(%d+)')
+  if not g then return 0, rec end
+  rec.g, rec.R = tonumber(g), tonumber(R)
+  local since = rec.R
+  local mg, mR = string.match(mark or '', '^(%d+),(%d+)$')
+  if mg and tonumber(mg) == rec.g then
+    since = rec.R - tonumber(mR)
+    rec.vx = rec.vx + tonumber(mR)
+  end
+  for lo, hi, give, h in string.gmatch(v, ';(%d+),(%d+),(%d+),(%d+)') do
+    lo, give = tonumber(lo), tonumber(give)
+    rec[#rec + 1] = {lo, tonumber(hi), give, tonumber(h)}
+    -- a marker of a release before the record (mark nil) noted nothing:
+    -- every refund the record holds counts as one of an earlier commit
+    if mark and lo > rec.vx then since = since - give end
+  end
+  return math.max(0, since), rec
+end
+
+-- refund_add adds to key's refund record (rec, as refund_since returned
+-- it) a refund at now that gave back us µs; the record then lives tau µs
+-- (and 1 ms).
+local function refund_add(rec, us, now, tau)
+  if not rec.k or us <= 0 then return end
+  local g, R = rec.g, rec.R
+  if not g then g, R = now, 0 end
+  local keep = {}
+  local new = {rec.vx, rec.vx, us, rec.hx}
+  for _, e in ipairs(rec) do
+    if new and e[1] > new[1] then
+      keep[#keep + 1] = new
+      new = nil
+    end
+    if e[4] > now then keep[#keep + 1] = e end
+  end
+  if new then keep[#keep + 1] = new end
+  if #keep > refund_keep then
+    -- the two neighbours closest in V become one run (V from the lower's
+    -- to the upper's): the commits below both still count both as later,
+    -- those between, if any, neither
+    local j = 1
+    for i = 2, #keep - 1 do
+      if keep[i + 1][1] - keep[i][2] < keep[j + 1][1] - keep[j][2] then j = i end
+    end
+    local a, b = keep[j], keep[j + 1]
+    keep[j] = {a[1], math.max(a[2], b[2]), a[3] + b[3], a[4]}
+    table.remove(keep, j + 1)
+  end
+  local out = {fmt(g) .. ',' .. fmt(R + us)}
+  for _, e in ipairs(keep) do
+    out[#out + 1] = fmt(e[1]) .. ',' .. fmt(e[2]) .. ',' .. fmt(e[3]) .. ',' .. fmt(e[4])
+  end
+  redis.call('SET', rec.k, table.concat(out, ';'), 'PX', fmt(ceil_div(tau, 1000) + 1))
+end
+
+-- zadd_units adds cost members to the sorted set key, each scored score
+-- (a string) and named "<prefix>:<n>" for n from first: a sliding log's
+-- entries, a concurrency lease's slots. A ZADD takes 100 at a time, so that
+-- a large cost never passes Lua's limit on unpack.
+local function zadd_units(key, score, prefix, first, cost)
+  local args = {}
+  local i = 0
+  while i < cost do
+    args[#args + 1] = score
+    args[#args + 1] = prefix .. ':' .. fmt(first + i)
+    i = i + 1
+    if #args == 200 or i == cost then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+end
+
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
+-- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
+-- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
+-- rounded up to the next whole µs. same says that the key was written under
+-- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
+-- key stores): then the debt is never cut, since more than a full bucket
+-- means that the clock went back, and the key waits for it to catch up (a
+-- clock going back never creates capacity). Under another limit a debt
+-- above full is cut to full, and the caller stores the cut. See bucketDebt
+-- in algorithms/internal/calc/gcra.go.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  if a < now then return 0, false end
+  local d = a - now
+  if same then return d * r + b, false end
+  if d > floor(full / r) then return full, true end
+  local diff = d * r + b
+  if diff > full then return full, true end
+  return diff, false
+end
+-- Token bucket: hash {m = tokens missing from a full bucket, as the time
+-- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
+-- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
+-- the instant m was counted at, µs}. One token is u units; the bucket
+-- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
+-- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
+-- under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit, and the two
+-- algorithms make the same decisions. A denied check writes nothing (but a
+-- cut debt), so no accrued refill is ever lost. State written before tau
+-- was stored (r a bare number) is read as written under another limit;
+-- state written before m was stored, {t = tokens in scaled units, ts}, is
+-- read under the current limit.
+
+-- token_bucket_write stores a debt of m scaled units at now, full in reset
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau)
+  redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
+  pexpire(key, reset)
+end
+
+-- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
+-- a full bucket) and whether the key holds state; it stores a cut debt.
+local function tb_load(key, full, r, now)
+  local v = redis.call('HMGET', key, 'm', 'r', 'ts')
+  local m, ts = tonumber(v[1]), tonumber(v[3])
+  if not ts then return 0, false end
+  local tau = floor((full + r - 1) / r)
+  local rs, tw
+  if v[2] then
+    local s = string.find(v[2], '/', 1, true)
+    if s then
+      rs, tw = tonumber(string.sub(v[2], 1, s - 1)), tonumber(string.sub(v[2], s + 1))
+    else
+      rs = tonumber(v[2])
+    end
+  end
+  if not (m and rs) then
+    local t = tonumber(redis.call('HGET', key, 't'))
+    if not t then return 0, false end
+    if t > full then t = full end
+    m, rs = full - t, r
+  end
+  local diff, cut
+  local elapsed = now - ts
+  if rs == r and elapsed >= 0 then
+    -- the common case, inline: bucket_debt's result when the refill is
+    -- unchanged and the clock went forward (a product too large to be
+    -- exact is far above m anyway)
+    diff = 0
+    if elapsed * r < m then diff = m - elapsed * r end
+    cut = diff > full and tw ~= tau
+    if cut then diff = full end
+  else
+    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
+  end
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
+  return diff, true, tau
+end
+
+local function token_bucket(key, cap, _, r, u, cost, now, commit)
+  local full = cap * u
+  local diff, _, tau = tb_load(key, full, r, now)
+  tau = tau or floor((full + r - 1) / r)
+  local remaining = floor((full - diff) / u)
+  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
+  local nxt = diff + cost * u
+  if nxt > full then
+    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
+  end
+  local reset = ceil_div(nxt, r)
+  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
+  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
+end
+
+-- Refund: put back the cost tokens a commit took (no more than refund_debt
+-- gives back, from the commit's horizon less what refunds gave back since
+-- it: see refund_since), clamped to the capacity, evaluated at now (the
+-- commit's own time, at, right after it), so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
+  now = now or at
+  local full = cap * u
+  local diff, exists, tau = tb_load(key, full, r, now)
+  if not exists then return end
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  diff = diff - give
+  if diff <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
+end
+-- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
+-- the instant the bucket is full again, so the emission interval u/r µs is
+-- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
+-- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
+-- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
+-- refill of the limit that wrote it. Values written before tau was stored
+-- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
+-- written under another limit. diff = TAT - now in scaled units is the
+-- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
+-- Under the limit that wrote it the debt is never cut (more than a full
+-- bucket means the clock went back: the key waits for it); across a change
+-- of limit it is kept, cut to one full bucket of the new limit
+-- (bucket_debt, in the prelude), as the token bucket does. This is the hot
+-- path of the common case, written flat: every function call costs in
+-- Redis.
+
+-- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
+-- tau nil if the value predates it.
+local function gcra_tat(v, r)
+  local tw
+  local s = string.find(v, '/', 1, true)
+  if s then
+    tw = tonumber(string.sub(v, s + 1))
+    v = string.sub(v, 1, s - 1)
+  end
+  local a = tonumber(v)
+  if a then return a, 0, r, tw end
+  local sa, sb, sr = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if sa then return tonumber(sa), tonumber(sb), tonumber(sr), tw end
+  sa, sb = string.match(v, '^(%d+):(%d+)$')
+  return tonumber(sa), tonumber(sb), r, tw
+end
+
+-- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
+-- to expire when it is reached.
+local function gcra_write(key, diff, r, now, tau)
+  local a, b = fmt(now + floor(diff / r)), diff % r
+  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
+  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', fmt(floor((floor((diff + r - 1) / r) + 999) / 1000)))
+end
+
+local function gcra(key, cap, _, r, u, cost, now, commit)
+  -- diff: 0 for no state or a TAT in the past (a full bucket)
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local diff = 0
+  local v = redis.call('GET', key)
+  if v then
+    local a, b, rs, tw = gcra_tat(v, r)
+    if a and b and rs then
+      local cut
+      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau) end
+    end
+  end
+  local remaining = floor((full - diff) / u)
+  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
+  local nxt = diff + cost * u
+  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
+  if commit then gcra_write(key, nxt, r, now, tau) end
+  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+end
+
+-- Refund: move the TAT back by the cost's emission time (no more than
+-- refund_debt gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
+-- right after it), not below now. A TAT at or before now is a full
+-- bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
+  now = now or at
+  local v = redis.call('GET', key)
+  if not v then return end
+  local full = cap * u
+  local tau = floor((full + r - 1) / r)
+  local a, b, rs, tw = gcra_tat(v, r)
+  if not (a and b and rs) then return end
+  local since, rec = refund_since(key, mark, at, reset)
+  local give = refund_debt(cost * u, at, reset - since, now, r)
+  refund_add(rec, ceil_div(give, r), now, tau)
+  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
+  if diff <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  gcra_write(key, diff, r, now, tau)
+end
+-- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
+-- is 0 (compared as the string the Go side sends: parsing a number costs
+-- more). It starts every one-check script (see one.lua), and the Go side
+-- joins it before the entry point of the others (dispatch.lua, refund.lua,
+-- release.lua, renew.lua), which read now from it.
+local now = ARGV[1]
+if now == '0' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(now)
+end
+-- Block: takes a quota block of a token bucket or GCRA key, k units its
+-- caller may use from now until now + hold, never later (a rule with
+-- quota blocks, see docs/leasing.md). The Go side joins it after the
+-- prelude, token_bucket.lua, gcra.lua and now.lua.
+--
+-- KEYS[1]     the storage key
+-- ARGV[1]     now in µs; 0 means the Redis server clock (TIME)
+-- ARGV[2..6]  capacity, period µs, r, u, k (as one check of one.lua)
+-- ARGV[7]     the algorithm (4 token_bucket, 5 gcra)
+-- ARGV[8]     hold, µs
+--
+-- The block is checked at now, as a check of k units is, and stored as if
+-- its units arrived at now + hold, the last instant they may be used: the
+-- key's time-debt becomes max(debt, hold*r) + k*u. Every later check then
+-- counts the block's units as late as they may come, and each unit used is
+-- one the bucket had: over any interval, what is admitted (the block's
+-- units included) stays within burst + rate * interval. The debt may
+-- exceed a full bucket by up to hold; the key then waits for it, as one
+-- whose clock went back (bucket_debt, under the same limit). Its units are
+-- never given back (see docs/leasing.md).
+--
+-- Reply: allowed (0/1), remaining (after the block), retry_after µs,
+-- reset_after µs, now µs. algorithms/internal/calc/block.go is its Go twin.
+local cap, r, u, k = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local tb = ARGV[7] == '4'
+local check = gcra
+if tb then check = token_bucket end
+local allowed, remaining, retry, reset, nxt, _, _, x, y = check(KEYS[1], cap, 0, r, u, k, now, false)
+if remaining < 0 then remaining = 0 end
+if allowed ~= 1 then return {0, remaining, retry, reset, now} end
+local debt = nxt - k * u
+local held = tonumber(ARGV[8]) * r
+if debt < held then debt = held end
+nxt = debt + k * u
+reset = ceil_div(nxt, r)
+if tb then
+  token_bucket_write(KEYS[1], nxt, r, now, reset, y)
+else
+  gcra_write(KEYS[1], nxt, r, now, x)
+end
+remaining = floor((cap * u - nxt) / u)
+if remaining < 0 then remaining = 0 end
+return {1, remaining, 0, reset, now}

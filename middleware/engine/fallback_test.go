@@ -1,0 +1,319 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// flaky is a Backend out of process (the engine puts a deny cache in
+// front of it) on a memstore on the bubble's clock. While slow is set its
+// calls take a second, whatever their context says (a stalled server);
+// while fail is set they fail, the probe's included unless probeUp is set.
+type flaky struct {
+	mem           *memstore.Store
+	slow, fail    atomic.Bool
+	probeUp       atomic.Bool
+	calls, probes atomic.Int64
+}
+
+var errFlaky = &algorithms.BackendError{Backend: "stub", Err: errors.New("connection refused")}
+
+func newFlaky(t *testing.T) *flaky {
+	t.Helper()
+	m, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &flaky{mem: m}
+}
+
+func (f *flaky) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	probe := strings.Contains(checks[0].Key, ":_probe:")
+	if probe {
+		f.probes.Add(1)
+	} else {
+		f.calls.Add(1)
+	}
+	if f.slow.Load() {
+		time.Sleep(time.Second)
+	}
+	if f.fail.Load() && !(probe && f.probeUp.Load()) {
+		return errFlaky
+	}
+	return f.mem.Allow(ctx, checks, results)
+}
+
+// gcra100 is one rule, GCRA 100 per minute.
+var gcra100 = []engine.Rule{{Name: "api", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}}
+
+// TestOneSlowCallNoFallback: under the Fallback policy (default
+// FallbackAfter 1s, Timeout 100ms), one call over Timeout is refused
+// undecided and switches nothing; nor does a stall shorter than
+// FallbackAfter; a primary that fails every call for FallbackAfter
+// switches the instance to its fallback, and the probe switches it back.
+// Before, the one slow call switched the instance to the fallback, which
+// decided that call and every call for a ProbeInterval.
+func TestOneSlowCallNoFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t)
+		e := newEngine(t, f, engine.Config{Rules: gcra100})
+		ctx := context.Background()
+		refused := func(what string) {
+			t.Helper()
+			d := e.Allow(ctx, "k")
+			if d.Allowed || !d.Failed || d.Source != engine.SourceNone || d.Err == nil || e.Status().OnFallback {
+				t.Fatalf("%s: %+v, on fallback %v; want refused undecided, not on the fallback", what, d, e.Status().OnFallback)
+			}
+		}
+		primary := func(what string) {
+			t.Helper()
+			if d := e.Allow(ctx, "k"); !d.Allowed || d.Source != engine.SourcePrimary || d.Err != nil {
+				t.Fatalf("%s: %+v, want allowed by the primary", what, d)
+			}
+		}
+		primary("up")
+
+		f.slow.Store(true)
+		refused("one slow call")
+		f.slow.Store(false)
+		primary("after the slow call")
+
+		// A stall of 900ms: every call fails, 100ms apart.
+		f.fail.Store(true)
+		for i := range 9 {
+			refused("stall, call " + itoa(i))
+			time.Sleep(100 * time.Millisecond)
+		}
+		f.fail.Store(false)
+		primary("after the stall")
+
+		// An outage: every call fails for FallbackAfter.
+		f.fail.Store(true)
+		for i := range 10 {
+			refused("outage, call " + itoa(i))
+			time.Sleep(100 * time.Millisecond)
+		}
+		d := e.Allow(ctx, "k")
+		if !d.Allowed || d.Source != engine.SourceFallback || !errors.Is(d.Err, errFlaky) || !e.Status().OnFallback {
+			t.Fatalf("1s into the outage: %+v, want decided by the fallback", d)
+		}
+		calls := f.calls.Load()
+		if d := e.Allow(ctx, "k"); !d.Allowed || d.Source != engine.SourceFallback || d.Err != nil || f.calls.Load() != calls {
+			t.Fatalf("on the fallback: %+v after %d primary calls, want the fallback and no primary call", d, f.calls.Load()-calls)
+		}
+
+		f.fail.Store(false)
+		time.Sleep(time.Second) // ProbeInterval
+		synctest.Wait()
+		primary("a ProbeInterval after the primary came back")
+		e.Close()
+	})
+}
+
+// TestRunOfFailures: what ends a run of failures, so that the instance
+// does not switch: a call the primary answers (even a denial), or a probe
+// it answers; not a denial the deny cache answers locally.
+func TestRunOfFailures(t *testing.T) {
+	rules := []engine.Rule{{Name: "api", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}}
+	t.Run("an answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFlaky(t)
+			e := newEngine(t, f, engine.Config{Rules: rules, NoDenyCache: true})
+			ctx := context.Background()
+			e.Allow(ctx, "a") // a is now denied, by the primary each time
+			for i := range 30 {
+				f.fail.Store(i%10 != 9)
+				if d := e.Allow(ctx, "b"+itoa(i)); d.Source == engine.SourceFallback {
+					t.Fatalf("call %d: %+v, want no fallback: the primary answered every 900ms", i, d)
+				}
+				if i%10 == 9 {
+					if d := e.Allow(ctx, "a"); d.Allowed || d.Source != engine.SourcePrimary || d.Rules[0].Result.Local {
+						t.Fatalf("a: %+v, want denied by the primary", d)
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			e.Close()
+		})
+	})
+	t.Run("a probe", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFlaky(t)
+			e := newEngine(t, f, engine.Config{Rules: rules})
+			f.fail.Store(true)
+			f.probeUp.Store(true) // the server answers; these calls fail
+			for i := range 30 {
+				if d := e.Allow(context.Background(), "k"); !d.Failed || e.Status().OnFallback {
+					t.Fatalf("call %d: %+v, want refused, not on the fallback: the probe answers", i, d)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if f.probes.Load() == 0 {
+				t.Fatal("no probe")
+			}
+			e.Close()
+		})
+	})
+	t.Run("not a local denial", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFlaky(t)
+			e := newEngine(t, f, engine.Config{Rules: rules})
+			ctx := context.Background()
+			e.Allow(ctx, "a")
+			e.Allow(ctx, "a") // denied for an hour: in the deny cache
+			f.fail.Store(true)
+			for i := range 10 {
+				if d := e.Allow(ctx, "a"); d.Allowed || !d.Rules[0].Result.Local {
+					t.Fatalf("a: %+v, want denied locally", d)
+				}
+				if d := e.Allow(ctx, "b"); !d.Failed {
+					t.Fatalf("b, call %d: %+v, want refused", i, d)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if d := e.Allow(ctx, "b"); d.Source != engine.SourceFallback || !e.Status().OnFallback {
+				t.Fatalf("b, 1s into the outage: %+v, want the fallback: local denials are no answer of the primary", d)
+			}
+			e.Close()
+		})
+	})
+}
+
+// TestFallbackShare: with Config.Instances, the fallback enforces each
+// rule's share of its limit: rate and burst divided by Instances, rounded
+// down, at least 1; the Result reports the share's capacity and the
+// RuleDecision the rule's limit. Without it, the whole limit.
+func TestFallbackShare(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		alg       algorithms.Algorithm
+		limit     algorithms.Limit
+		instances int
+		want      int64
+	}{
+		{"gcra unknown", algorithms.GCRA, algorithms.PerMinute(100), 0, 100},
+		{"gcra one", algorithms.GCRA, algorithms.PerMinute(100), 1, 100},
+		{"gcra 4", algorithms.GCRA, algorithms.PerMinute(100), 4, 25},
+		{"gcra 3 rounds down", algorithms.GCRA, algorithms.PerMinute(100), 3, 33},
+		{"token bucket burst", algorithms.TokenBucket, algorithms.PerMinute(10).WithBurst(40), 4, 10},
+		{"fixed window", algorithms.FixedWindow, algorithms.PerMinute(10), 4, 2},
+		{"sliding window at least 1", algorithms.SlidingWindow, algorithms.PerMinute(3), 4, 1},
+		{"sliding log", algorithms.SlidingLog, algorithms.PerHour(100), 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFlaky(t)
+				f.fail.Store(true)
+				e := newEngine(t, f, engine.Config{Instances: tc.instances, FallbackAfter: time.Millisecond,
+					Rules: []engine.Rule{{Name: "r", Algorithm: tc.alg, Limit: tc.limit}}})
+				ctx := context.Background()
+				e.Allow(ctx, "k") // refused: the first failure
+				time.Sleep(time.Millisecond)
+				var allowed int64
+				for range 200 {
+					d := e.Allow(ctx, "k")
+					if d.Source != engine.SourceFallback {
+						t.Fatalf("%+v, want the fallback", d)
+					}
+					if rd := d.Rules[0]; rd.Result.Limit != tc.want || rd.Limit != tc.limit {
+						t.Fatalf("rule %+v, want Result.Limit %d (the share) and Limit %v (the rule's)", rd, tc.want, tc.limit)
+					}
+					if d.Allowed {
+						allowed++
+					}
+				}
+				if allowed != tc.want {
+					t.Errorf("the fallback allowed %d, want %d", allowed, tc.want)
+				}
+				e.Close()
+			})
+		})
+	}
+}
+
+// TestFallbackConfig: invalid FallbackAfter and Instances fail New,
+// naming the field.
+func TestFallbackConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  engine.Config
+		want string
+	}{
+		{engine.Config{FallbackAfter: -time.Second}, "redlimit: Config.FallbackAfter must be >= 0, got -1s"},
+		{engine.Config{Instances: -1}, "redlimit: Config.Instances must be between 0 and 1048576, got -1"},
+		{engine.Config{Instances: 1<<20 + 1}, "redlimit: Config.Instances must be between 0 and 1048576, got 1048577"},
+	} {
+		tc.cfg.Rules = gcra100
+		_, err := engine.New(newMemory(t), tc.cfg)
+		if err == nil || err.Error() != tc.want || !errors.Is(err, algorithms.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// TestProgrammerErrors: a wrong number of Inputs, a negative cost, an
+// invalid Input.Limit and an invalid limit from a LimitFunc are refused
+// under every error policy, 100 of 100, with an error matching
+// ErrInvalidConfig, and nothing is asked of the backend or consumed.
+// Before, the wrong number of Inputs went to the error policy, which let
+// all 100 through under Fallback and FailOpen, and so did an invalid
+// limit.
+func TestProgrammerErrors(t *testing.T) {
+	bad := func(_ context.Context, material string) (algorithms.Limit, error) {
+		if material == "bad" {
+			return algorithms.Limit{Rate: 0, Period: time.Second}, nil
+		}
+		return algorithms.PerHour(10), nil
+	}
+	rules := []engine.Rule{
+		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)},
+		{Name: "plan", Algorithm: algorithms.FixedWindow, LimitFunc: bad},
+	}
+	for _, tc := range []struct {
+		name string
+		in   []engine.Input
+		peek bool
+	}{
+		{"no Input", nil, false},
+		{"one Input for two rules", []engine.Input{{Material: "x"}}, false},
+		{"three Inputs for two rules", []engine.Input{{Material: "x"}, {Material: "x"}, {Material: "x"}}, false},
+		{"PeekInputs, one Input for two rules", []engine.Input{{Material: "x"}}, true},
+		{"negative cost", []engine.Input{{Material: "x"}, {Material: "x", Cost: -1}}, false},
+		{"invalid Input.Limit", []engine.Input{{Material: "x", Limit: algorithms.Limit{Rate: 1}}, {Material: "x"}}, false},
+		{"invalid limit from LimitFunc", []engine.Input{{Material: "x"}, {Material: "bad"}}, false},
+	} {
+		for _, policy := range []engine.ErrorPolicy{engine.Fallback, engine.FailOpen, engine.FailClosed} {
+			c := &counting{next: newMemory(t)}
+			e := newEngine(t, c, engine.Config{Rules: rules, OnError: policy, NoDenyCache: true})
+			var d engine.Decision
+			refused := 0
+			for range 100 {
+				if tc.peek {
+					e.PeekInputs(context.Background(), tc.in, &d)
+				} else {
+					e.Decide(context.Background(), tc.in, &d)
+				}
+				if !d.Allowed && d.Failed && d.Source == engine.SourceNone && errors.Is(d.Err, algorithms.ErrInvalidConfig) && d.Outcome() == engine.OutcomeError {
+					refused++
+				}
+			}
+			if refused != 100 || c.calls.Load() != 0 {
+				t.Errorf("%s, %v: %d of 100 refused with an ErrInvalidConfig, %d backend calls (last %+v); want 100 and none",
+					tc.name, policy, refused, c.calls.Load(), d)
+			}
+			if d := e.Peek(context.Background(), "x"); d.Rules[0].Result.Remaining != 10 {
+				t.Errorf("%s, %v: %+v after, want nothing consumed", tc.name, policy, d.Rules[0])
+			}
+		}
+	}
+}
+
+func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }
