@@ -23,7 +23,7 @@ import (
 func ExamplePerHeader_chi() {
 	mr, _ := miniredis.Run() // your Redis: redis.NewClient(&redis.Options{Addr: "redis:6379", ...})
 	defer mr.Close()
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	backend, err := redisstore.New(client, redisstore.Config{})
 	if err != nil {
 		log.Fatal(err)

@@ -190,7 +190,7 @@ func ExampleMiddleware_Handler_chi() {
 		log.Fatal(err)
 	}
 	defer mr.Close()
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer client.Close()
 
 	backend, err := redisstore.New(client, redisstore.Config{Now: clock})
