@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -66,7 +67,12 @@ var gcra100 = []engine.Rule{{Name: "api", Algorithm: algorithms.GCRA, Limit: alg
 func TestOneSlowCallNoFallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t)
-		e := newEngine(t, f, engine.Config{Rules: gcra100})
+		// engine.New, not newEngine: the default Timeout, on the bubble's clock
+		e, err := engine.New(f, engine.Config{Rules: gcra100, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
 		ctx := context.Background()
 		refused := func(what string) {
 			t.Helper()

@@ -252,7 +252,8 @@ func init() {
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	b, _ := redisstore.New(client, redisstore.Config{})
-	e, err := engine.New(b, engine.Config{Prefix: os.Getenv("REDLIMIT_CHILD_PREFIX"), Rules: []engine.Rule{inFlightRule(1, killLease)}})
+	// Timeout 10s: a loaded machine must not have the child's calls refused
+	e, err := engine.New(b, engine.Config{Prefix: os.Getenv("REDLIMIT_CHILD_PREFIX"), Timeout: 10 * time.Second, Rules: []engine.Rule{inFlightRule(1, killLease)}})
 	if err != nil {
 		os.Exit(2)
 	}
