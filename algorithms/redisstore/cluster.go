@@ -289,7 +289,9 @@ func (b *Store) split(checks []algorithms.Check, ps []calc.Params) ([]part, erro
 }
 
 // compensate settles a call whose parts have been decided. If every part
-// allowed, there is nothing to do. If a part denied, the parts that
+// allowed, there is nothing to do, unless the caller's context ended
+// meanwhile: the call is then undone as if a part had failed, and
+// compensate returns the context's error. If a part denied, the parts that
 // committed give their units back, concurrently, before compensate
 // returns. If a part failed, nothing was decided: compensate returns its
 // error, and the parts that committed give their units back in the
@@ -318,7 +320,15 @@ func (b *Store) compensate(ctx context.Context, parts []part) error {
 		}
 	}
 	if failed == nil && allowed {
-		return nil
+		if ctx.Err() == nil {
+			return nil
+		}
+		// Every part allowed, but the caller's context ended first: the
+		// caller has given up on the call (the engine stops waiting at
+		// its deadline when the client does not honour it) and will
+		// neither use nor settle it. The parts that committed give their
+		// units back, as when a part fails.
+		failed = &algorithms.BackendError{Backend: "redis", Err: context.Cause(ctx)}
 	}
 	if failed != nil {
 		for _, p := range committed {

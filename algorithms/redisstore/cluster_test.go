@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1339,4 +1340,136 @@ func miniBackend(t *testing.T, mr *miniredis.Miniredis) (algorithms.Backend, *ba
 		t.Fatal(err)
 	}
 	return b, c
+}
+
+// holdUntilDone is a go-redis hook that, once armed, holds the reply of
+// the first command naming key until that command's context is done: the
+// script ran, but its caller's deadline passes before its answer is in.
+type holdUntilDone struct {
+	key   string
+	armed atomic.Bool
+}
+
+func (*holdUntilDone) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdUntilDone) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if slices.Contains(cmd.Args(), any(h.key)) && h.armed.CompareAndSwap(true, false) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return err
+	}
+}
+
+func (*holdUntilDone) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestShardedCallAfterDeadline: a call spanning two shards of a Ring, on
+// a client that does not honour deadlines (ContextTimeoutEnabled unset,
+// as by default): both shards allow, but one's reply comes in after the
+// caller's context ended. The caller (the engine stops waiting at its
+// deadline) never learns of the call, so the store gives both shards'
+// units back and returns the context's error. Before, it returned the
+// call allowed to nobody, and the units stayed charged for the rest of
+// the window (the chaos harness, cluster seed 1204: 2 units of a fixed
+// window key never given back after a call that timed out).
+func TestShardedCallAfterDeadline(t *testing.T) {
+	redistest.Require(t)
+	t.Parallel()
+	addrs := map[string]string{}
+	for _, name := range []string{"s1", "s2"} {
+		s, err := redistest.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		addrs[name] = s.Addr
+	}
+	prefix := redistest.Prefix(t)
+	hold := &holdUntilDone{}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs, NewClient: func(opt *redis.Options) *redis.Client {
+		c := redis.NewClient(opt)
+		c.AddHook(hold)
+		return c
+	}})
+	t.Cleanup(func() { ring.Close() })
+	// two keys of each shard: one to load the scripts, one for the call
+	keyOn := func(c *redis.Client, from int) (string, int) {
+		for i := from; ; i++ {
+			k := fmt.Sprintf("%sfw:{%d}", prefix, i)
+			if o, err := ring.GetShardClientForKey(k); err == nil && o == c {
+				return k, i + 1
+			}
+		}
+	}
+	first, err := ring.GetShardClientForKey(prefix + "fw:{0}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second *redis.Client
+	for i := 1; second == nil; i++ {
+		if c, err := ring.GetShardClientForKey(fmt.Sprintf("%sfw:{%d}", prefix, i)); err == nil && c != first {
+			second = c
+		}
+	}
+	a0, n := keyOn(first, 0)
+	a1, _ := keyOn(first, n)
+	b0, n := keyOn(second, 0)
+	b1, _ := keyOn(second, n)
+	b, err := redisstore.New(ring, redisstore.Config{Now: midHour()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(ctx context.Context, ka, kb string) ([]algorithms.Result, error) {
+		checks := []algorithms.Check{
+			{Key: ka, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10), Cost: 2},
+			{Key: kb, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10), Cost: 3},
+		}
+		res := make([]algorithms.Result, len(checks))
+		return res, b.Allow(ctx, checks, res)
+	}
+	// the scripts are loaded on both shards: the held command is the one
+	// that decides (a NOSCRIPT reply held instead would fail the call
+	// before the script ran, a case the cancel covers)
+	if res, err := call(context.Background(), a0, b0); err != nil || !res[0].Allowed || !res[1].Allowed {
+		t.Fatalf("first call: %+v, %v; want both allowed", res, err)
+	}
+	hold.key = b1
+	hold.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	res, err := call(ctx, a1, b1)
+	if hold.armed.Load() {
+		t.Fatalf("the call's command on %s was not held", b1)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call whose context ended before its last shard answered returned %+v, %v; want the context's error", res, err)
+	}
+	// The give-backs run in the background: they are over within the
+	// store's refund timeout (2 s); 10 s leaves room for a loaded machine.
+	for _, k := range []struct {
+		c   *redis.Client
+		key string
+	}{{first, a1}, {second, b1}} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, err := k.c.Exists(context.Background(), k.key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				v, _ := k.c.HGetAll(context.Background(), k.key).Result()
+				t.Fatalf("%s still holds %v 10 s after a call its caller never heard of: its units were not given back", k.key, v)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }

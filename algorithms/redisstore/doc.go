@@ -85,7 +85,9 @@
 // own checks atomically, and when one slot denies, the slots that
 // committed are refunded, at most once and within [RefundWindow]. A denial
 // a refund may still undo is [algorithms.Result].Provisional. When a slot
-// fails, the call's refunds and cancels go on in the background, at most
+// fails, or every slot allowed after the caller's context ended (the
+// caller has given up: Allow returns the context's error), the call's
+// refunds and cancels go on in the background, at most
 // 256 at once per Store; one more is not started and goes to
 // [Config].OnRefundError, its units charged until its keys' state expires.
 //

@@ -72,13 +72,21 @@ type epochKey struct {
 	era   int64
 }
 
+// epochAt returns the epoch ek names at now, of era: 0 once it has ended.
+func (ek *epochKey) epochAt(now, era int64) int64 {
+	if ek.n != 0 && ek.era == era && now < ek.until {
+		return ek.n
+	}
+	return 0
+}
+
 // epochAt returns the epoch of k at now, a reading of the blocks' clock
 // made before this call, and its storage key.
 func (k *blockKey) epochAt(now int64) (int64, string) { return k.epochIn(now, k.clk.era.Load()) }
 
 // epochIn returns the epoch of k at now, of era, and its storage key.
 func (k *blockKey) epochIn(now, era int64) (int64, string) {
-	if ek := k.cur.Load(); ek.n != 0 && ek.era == era && now < ek.until {
+	if ek := k.cur.Load(); ek.epochAt(now, era) != 0 {
 		return ek.n, ek.key
 	}
 	return 0, k.key
@@ -197,18 +205,23 @@ func (s *shared) readEpoch(ctx context.Context, key string, limit algorithms.Lim
 // or in an earlier window) without giving them back, and forgets what the
 // store said of the old epoch's key. An epoch other than 0 pins k (see
 // keyTable.pin).
+//
+// The blocks are kept only when k uses epoch n already: an epoch learnt
+// in an earlier window has ended (k is back at epoch 0, and its blocks are
+// of epoch 0's key), even if it bears the number n.
 func (br *blockRule) learn(k *blockKey, n, until, era int64) {
 	cur := k.cur.Load()
 	if cur.n == n && cur.era == era && cur.until >= until {
 		return
 	}
+	now, _ := br.bs.instant()
 	if !k.cur.CompareAndSwap(cur, &epochKey{n: n, key: epochName(k.key, n), until: until, era: era}) {
 		return
 	}
 	if n != 0 {
 		br.keys.pin(k)
 	}
-	if cur.n == n && cur.era == era {
+	if cur.epochAt(now, era) == n {
 		return
 	}
 	for i := range k.slots {

@@ -134,6 +134,57 @@ func TestBlocksResetAbandonedRefund(t *testing.T) {
 	}
 }
 
+// TestBlocksResetSameEpochNextWindow: an instance reset a key in one
+// window (epoch 1 until that window ends), then, in the next window, took
+// a block of the key (epoch 0 again) and reset it again: epoch 1 once more,
+// of the new window. The block of epoch 0, charged before the reset, is
+// dropped: after the reset the key admits exactly its limit. Before, the
+// instance took the new epoch for the one it knew and kept the block,
+// answering its rest as if charged to the new epoch: the chaos harness saw
+// 31 units admitted in a window of 30/1s (single node, seed 1201).
+func TestBlocksResetSameEpochNextWindow(t *testing.T) {
+	const limit = 1000
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 1, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(limit), Blocks: &engine.BlockConfig{Hold: 10 * time.Second}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			if err := a.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			var d engine.Decision
+			a.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+			if want := hotKey(prefix) + ":e1"; !d.Allowed || d.Rules[0].Key != want {
+				t.Fatalf("after the first reset: allowed %v on %q, want allowed on %q", d.Allowed, d.Rules[0].Key, want)
+			}
+			// the next window: epoch 0 again, hot enough for a block
+			clk.Set(windowStart.Add(time.Minute + time.Second))
+			load([]*engine.Engine{a}, 4, 30, false)
+			waitIdle([]*engine.Engine{a})
+			a.Decide(context.Background(), []engine.Input{{Material: "hot"}}, &d)
+			waitIdle([]*engine.Engine{a})
+			if d.Rules[0].Key != hotKey(prefix) {
+				t.Fatalf("in the next window the key is %q, want epoch 0, %q", d.Rules[0].Key, hotKey(prefix))
+			}
+			held := engine.BlockUnits(a, hotKey(prefix))
+			if held == 0 {
+				t.Fatalf("no block held before the second reset")
+			}
+			if err := a.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			got := saturate(a)
+			t.Logf("a held %d units of epoch 0 at the second reset; after it admitted %d, limit %d", held, got, limit)
+			if got != limit {
+				t.Errorf("after the reset in the next window the key admitted %d, want exactly the limit %d (the instance held %d in a block of epoch 0)", got, limit, held)
+			}
+		})
+	}
+}
+
 // TestBlocksManyResets: a key reset 200 times in one window (63 was the
 // most before, the 64th a ConfigError) starts afresh after each reset:
 // the resetting instance admits exactly the limit after every tenth, and
