@@ -320,6 +320,34 @@ func remaining(t *testing.T, mw *middleware.Middleware) int64 {
 	return d.Rules[0].Result.Remaining
 }
 
+// remainingSettled polls remaining for up to 5 s until it is want, and
+// returns the last value read: a refund that never comes fails the test
+// after that.
+func remainingSettled(t *testing.T, mw *middleware.Middleware, want int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := remaining(t, mw)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// settled polls held for up to 5 s until no slot is held, and returns
+// the last count read: a slot never released fails the test after that.
+func settled(held func() int64) int64 {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := held()
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestResponseCost: "count only failed logins", however an Echo handler
 // fails: behind limit the rule is settled with the status the client
 // gets, the returned error included, and the middlewares before it still
@@ -370,7 +398,11 @@ func TestResponseCost(t *testing.T) {
 					if m.name == "WrapMiddleware" {
 						cost = a.wrapCost
 					}
-					if got := remaining(t, mw); got != 3-cost {
+					// the middleware settles the rule once the handler has
+					// returned, off the response's path: the refund of a login
+					// that did not fail lands shortly after the client has its
+					// answer
+					if got := remainingSettled(t, mw, 3-cost); got != 3-cost {
 						t.Errorf("after the response: %d failed logins left, want %d", got, 3-cost)
 					}
 					if !errors.Is(ch.err, a.err) && !(m.name == "WrapMiddleware" && a.wrapError) {
@@ -426,15 +458,18 @@ func TestConcurrencyRelease(t *testing.T) {
 				if code := <-first; code != 200 {
 					t.Errorf("first: %d, want 200", code)
 				}
-				if n := inFlight(); n != 0 {
+				// the slot is released once the handler has returned, off
+				// the response's path: shortly after the client has its answer
+				if n := settled(inFlight); n != 0 {
 					t.Errorf("after the first returned: %d slots held, want 0", n)
 				}
 				for range 3 {
 					if w = serve(ch, req("GET", "/api/export", "203.0.113.7:1", "X-User", "alice", "X-Panic", "1")); w.Code != 500 {
 						t.Errorf("a panicking handler: %d, want 500 (Recover)", w.Code)
 					}
+					settled(inFlight)
 				}
-				if n := inFlight(); n != 0 {
+				if n := settled(inFlight); n != 0 {
 					t.Errorf("after 3 panics: %d slots held, want 0", n)
 				}
 				if w = serve(ch, req("GET", "/api/export", "203.0.113.7:1", "X-User", "alice")); w.Code != 200 {
