@@ -83,6 +83,14 @@ func scoped(loss, faults []Record) []Record {
 	return out
 }
 
+// pastDeadline reports whether the call r ended when or after its
+// caller's context did (Record.Deadline): the store may then have sent its
+// compensations in the background, however short the call. A call without
+// a deadline, or that ended before it, compensated before it returned.
+func pastDeadline(r Record) bool {
+	return r.Deadline != 0 && r.End >= r.Deadline
+}
+
 // ref names a decision: its instance and its id there.
 type ref struct {
 	inst int
@@ -117,8 +125,9 @@ type recRule struct{ i, j int }
 //   - every call Redis denied while this rule of it allowed (on a
 //     cluster, its part committed and had to be compensated), while its
 //     compensation may be under way: until the call ended; or until
-//     GiveBackBound after it when it took Timeout or more (its
-//     compensation went on in the background) or overlapped a fault that
+//     GiveBackBound after it when it took Timeout or more, or ran until
+//     its caller's context ended (Deadline: either way its compensation
+//     went on in the background), or overlapped a fault that
 //     kills, stops, promotes or migrates a node (the store retries a
 //     compensation the cluster did not run, in the background); or to the
 //     end of the window when its instance's store reported a refund error
@@ -348,7 +357,7 @@ func lostGiveBacks(base int64, recs []Record, faults, lossFaults []Record, kille
 				// compensated before the call returned, or else in the
 				// background
 				ch.units, ch.until = crr.Cost, cr.End
-				if cr.End-cr.Start+margin >= timeout || roleFault(slot, cr.Start-margin, cr.End+margin) {
+				if cr.End-cr.Start+margin >= timeout || pastDeadline(cr) || roleFault(slot, cr.Start-margin, cr.End+margin) {
 					ch.until = cr.End + bound
 				}
 				if errIn(cr.Inst, cr.Start, ch.until+margin) || atRisk(cr.Start, ch.until) {

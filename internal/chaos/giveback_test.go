@@ -44,6 +44,15 @@ func (b *hist) failed(s, e float64, period time.Duration, parts int) {
 	}
 }
 
+// deadline gives decision id a caller's deadline at ms.
+func (b *hist) deadline(id int64, at float64) {
+	for i := range b.h.records {
+		if r := &b.h.records[i]; r.Kind == KindDecision && r.ID == id {
+			r.Deadline = ms(at)
+		}
+	}
+}
+
 // TestCheckRefundLost: a peek of a fixed window key that counts units the
 // history does not explain is a refund, cancel or compensation that
 // returned without error and gave nothing back; the legitimate cases
@@ -132,6 +141,22 @@ func TestCheckRefundLost(t *testing.T) {
 			b.peek(170, 171, five, 998)
 			b.peek(3100, 3101, five, 998) // 3 s after the call ended
 			b.peek(3200, 3201, five, 998)
+		}, 2},
+		{"a call that ran until its own deadline is compensated in the background, for GiveBackBound", func(b *hist) {
+			b.deadline(b.dec(100, 106, "", late(five, true), lateX), 105.5)
+			b.peek(106, 107, five, 998)
+			b.peek(183, 184, five, 998) // given back 77 ms after the call
+			b.peek(200, 201, five, 1000)
+		}, 0},
+		{"a call that ran until its own deadline and was never compensated", func(b *hist) {
+			b.deadline(b.dec(100, 106, "", late(five, true), lateX), 105.5)
+			b.peek(106, 107, five, 998)
+			b.peek(3100, 3101, five, 998) // 3 s after the call ended
+			b.peek(3200, 3201, five, 998)
+		}, 2},
+		{"a call that ended before its deadline is compensated before it returns", func(b *hist) {
+			b.deadline(b.dec(100, 105, "", late(five, true), lateX), 105.1)
+			b.peek(106, 107, five, 998)
 		}, 2},
 		{"a call during a fault that stops nodes is compensated in the background", func(b *hist) {
 			b.fault(world.Pause, 50, 120)

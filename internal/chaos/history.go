@@ -67,6 +67,10 @@ type Record struct {
 	// live in when more than one: the store decided one part per slot
 	// and compensates the parts that committed if another did not.
 	Parts int `json:"parts,omitempty"`
+	// Deadline is, for a decision whose caller's context had one, when
+	// that context ended (µs on the history's clock): a call that ran
+	// until it had its compensations sent in the background.
+	Deadline int64 `json:"dl,omitempty"`
 
 	// Refunds and releases: the decision (Inst, Ref) they settle, the
 	// units per rule given back (refunds), and how it went.

@@ -211,6 +211,9 @@ func (in *instance) onDecision(ctx context.Context, d *engine.Decision) {
 	if d.Err != nil {
 		r.Err = d.Err.Error()
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		r.Deadline = end + time.Until(dl).Microseconds()
+	}
 	if t, ok := ctx.Value(tagKey{}).(*callTag); ok {
 		r.Op = t.op
 		t.id.Store(r.ID)

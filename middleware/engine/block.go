@@ -406,12 +406,16 @@ func (k *blockKey) rebase(era int64) {
 }
 
 // take answers the check c of n units from a block of k, if one has them.
+// The check and rd then name the key the block charged: the epoch the
+// check was built with may be older than the block's (a block call that
+// found a newer epoch while the check waited for it, see takeLocal).
 func (k *blockKey) take(bs *blocks, br *blockRule, c *algorithms.Check, rd *RuleDecision, s *scratch, n, now, era int64) bool {
 	for i := range k.slots {
 		b := k.slots[i].Load()
 		if b == nil || b.era != era || now >= b.until || b.refund.Check.Limit != c.Limit || !b.take(n) {
 			continue
 		}
+		c.Key, rd.Key = b.refund.Check.Key, b.refund.Check.Key
 		s.local = append(s.local, local{b: b, n: n})
 		// remote before left: a block arriving meanwhile is installed
 		// before its reply is recorded, so that Remaining errs high

@@ -302,3 +302,71 @@ func TestEpochFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestBlocksWaitNamesBlockKey: a check that finds no block and waits for
+// the one being taken is answered from it, and names the key that block
+// charged. Here b resets the key after a's first check, so a's first
+// block call is denied on the closed key of epoch 0, reads the epoch and
+// takes its block on epoch 1: the check that waited for it used to name
+// the key of epoch 0 (in the chaos harness, 31 admissions counted on a
+// key of 30 per second, one of them charged to the next epoch's key).
+func TestBlocksWaitNamesBlockKey(t *testing.T) {
+	for _, setup := range blockSetups {
+		t.Run(setup.name, func(t *testing.T) {
+			clk := newStepClock(windowStart)
+			var n calls
+			backends := setup.backends(t, clk, 2, &n)
+			prefix := enginePrefix(t)
+			rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 100 * time.Millisecond}}
+			a := blockEngine(t, backends[0], clk, prefix, rule)
+			b := blockEngine(t, backends[1], clk, prefix, rule)
+			in := []engine.Input{{Material: "hot"}}
+			var d engine.Decision
+			// one check, by the store: the next is the key's second
+			// arrival, enough for a block
+			a.Decide(context.Background(), in, &d)
+			waitIdle([]*engine.Engine{a})
+			key0 := d.Rules[0].Key
+			if !d.Allowed || d.Rules[0].FromBlock || engine.BlockUnits(a, key0) != 0 {
+				t.Fatalf("the first check: allowed %v, from a block %v, %d units in blocks; want allowed by the store, no block", d.Allowed, d.Rules[0].FromBlock, engine.BlockUnits(a, key0))
+			}
+			key1 := key0 + ":e1"
+			if err := b.Reset(context.Background(), "hot"); err != nil {
+				t.Fatal(err)
+			}
+			a.Decide(context.Background(), in, &d)
+			waitIdle([]*engine.Engine{a})
+			rd := d.Rules[0]
+			if !d.Allowed || !rd.FromBlock {
+				t.Fatalf("the check after the reset: allowed %v, from a block %v; want allowed from the block it waited for", d.Allowed, rd.FromBlock)
+			}
+			// the block was taken on epoch 1: its units count there, and
+			// epoch 0's key is closed
+			if got := windowCount(t, backends[0], key1); got < 2 {
+				t.Fatalf("%s counts %d units, want the block's (at least 2)", key1, got)
+			}
+			if got := windowCount(t, backends[0], key0); got < 1<<39 {
+				t.Fatalf("%s counts %d units, want it closed (2^39 and more)", key0, got)
+			}
+			if rd.Key != key1 {
+				t.Fatalf("the check answered from a block of %s names %s", key1, rd.Key)
+			}
+		})
+	}
+}
+
+// windowCount reads the count of the fixed window key key (of a minute's
+// windows) on b without charging it.
+func windowCount(t *testing.T, b algorithms.Backend, key string) int64 {
+	t.Helper()
+	const huge = int64(1) << 40
+	checks := []algorithms.Check{{Key: key, Algorithm: algorithms.FixedWindow, Limit: algorithms.Limit{Rate: huge, Period: time.Minute}}}
+	res := make([]algorithms.Result, 1)
+	if err := b.Allow(context.Background(), checks, res); err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Allowed {
+		t.Fatalf("reading %s: denied", key)
+	}
+	return huge - res[0].Remaining
+}
