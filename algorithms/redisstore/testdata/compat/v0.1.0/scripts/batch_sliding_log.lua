@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 f33e5b0d516f947ce5e9f22879f0015602024752 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 942ecaacddb080b7f5e8aa63e546bd3027837de1 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, prelude.lua, fast.lua, sliding_log.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -76,11 +76,17 @@ end
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -88,7 +94,9 @@ end
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
--- indistinguishable from a key at full capacity.
+-- indistinguishable from a key at full capacity. A token bucket or GCRA
+-- key written on a clock other than the server's (an injected now) lives
+-- expiry_margin longer: see bucket_ttl.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
@@ -96,9 +104,10 @@ end
 
 local floor = math.floor
 
--- server_clock is true while the check being decided has its now from the
--- server's clock (TIME), which is also the clock of TTLs. The entry points
--- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+-- server_clock is true while the check being decided (or refunded) has its
+-- now from the server's clock (TIME), which is also the clock of TTLs.
+-- The entry points that decide or write checks set it (one.lua,
+-- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
 local server_clock = false
 
 local function fmt(n)
@@ -112,6 +121,36 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- expiry_margin is how many ms longer than its state needs a token bucket
+-- or GCRA key lives when the now it was written at is not the server's
+-- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
+-- state is full in us µs: us rounded up to the ms on the server's clock,
+-- expiry_margin more on another.
+--
+-- A TTL is relative: Redis turns it into an instant on its own clock when
+-- the key is written, and a replica, a failover and a failback keep that
+-- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
+-- state's instants (a TAT, a ts) are on that same clock, so whatever node
+-- holds the key, whatever its clock, the key expires exactly when its
+-- state reads full there. An injected now is not the clock that turns the
+-- TTL into an instant: a key written on a clock that runs ahead of the one
+-- that later reads it (a client clock stepping back, an instance whose
+-- clock is behind another's) expires that much before its state is full
+-- on the reader's clock, whose step back then creates capacity where the
+-- state would have made it wait; a step forward afterwards refills again.
+-- The margin keeps such a key until its state is full on any clock up to
+-- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
+-- a replicated TTL into an instant on their own clock, and MIGRATE, which
+-- sends a relative TTL, do the same on the server's clock: a node whose
+-- clock is s behind lets such a key expire up to s early, at most s of
+-- refill, never more than the key's capacity.)
+local expiry_margin = 1000
+local function bucket_ttl(us)
+  local ms = ceil_div(us, 1000)
+  if not server_clock then ms = ms + expiry_margin end
+  return fmt(ms)
 end
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
@@ -532,7 +571,7 @@ local function gcra_defer(key, nxt, r, reset, now, sfx)
   if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
   tats[key] = tat .. sfx
   if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = string.format(intf, floor((reset + 999) / 1000))
+  dirty[key] = bucket_ttl(reset)
 end
 
 -- gcra_call decides the call of n GCRA checks (one.lua's decision for one,

@@ -16,7 +16,7 @@
 --   allowed (0 or 1), remaining, retry_after µs, reset_after µs;
 --   empty, nothing written, for a value one_gcra decides
 --
--- SHA1 7dc0bede9906773a3989f0252a9cdf142072825e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 368c0f49e34e28c47f8a3d36135403e71b7948e0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: gcra_lean.lua, gcra_flat.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -40,7 +40,7 @@
 -- gcra_flat.lua leaves to the general code (another limit's, or not a
 -- TAT), which the algorithm's one-check script then decides.
 local floor = math.floor
-local key, cap, r, u, sfx = KEYS[1], tonumber(ARGV[1]), 1, tonumber(ARGV[2]), ARGV[3]
+local key, cap, r, u, sfx, up = KEYS[1], tonumber(ARGV[1]), 1, tonumber(ARGV[2]), ARGV[3], 999
 local cost = 1
 if ARGV[4] then cost = tonumber(ARGV[4]) end
 local now
@@ -48,8 +48,11 @@ local now
 -- start with it: the one-check script (gcra_one.lua before it, which
 -- closes its block after it) and the lean script (gcra_lean.lua before
 -- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
--- value written under this limit, '/' .. tau: see gcra.lua), floor, now
--- (nil: read from TIME here, once the value is known to be decided here).
+-- value written under this limit, '/' .. tau: see gcra.lua), up (µs added
+-- to reset_after before the TTL is rounded down to the ms: 999 on the
+-- server's clock, 1000999 on another, whose key lives bucket_ttl's
+-- expiry_margin of 1000 ms longer: see prelude.lua), floor, now (nil:
+-- read from TIME here, once the value is known to be decided here).
 -- A value that is absent or a whole µs written
 -- under this limit is decided with gcra's arithmetic, inline, and replied
 -- as one.lua's fast paths reply (without the now: the Go side needs it
@@ -85,7 +88,7 @@ if not v or a then
   end
   if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
   local reset = floor((nxt + r - 1) / r)
-  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + 999) / 1000)))
+  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + up) / 1000)))
   remaining = floor((full - nxt) / u)
   if remaining < 0 then remaining = 0 end
   return {1, remaining, 0, reset}

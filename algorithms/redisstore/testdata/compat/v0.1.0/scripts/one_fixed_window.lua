@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 88512e797a8174e87f21dba1f95504447dcb3792 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 e0b3d103bbbcff3e94cf662fc8d5145981be2ef0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -233,11 +233,17 @@ end
 --     the keys again.
 --   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
 --     gives back cost units that a commit at at, which replied
---     reset_after = reset, took, as they stand at now: right after the
---     commit (now nil, meaning at: Redis Cluster compensation, see
---     dispatch.lua) or later (charge after the response, refund.lua);
---     mark is the key's refund record as the commit noted it (see
---     refund_mark below; the token bucket and GCRA use it).
+--     reset_after = reset, took, as they stand at now, the time the
+--     refund runs (on the server's clock, its present: never at): right
+--     after the commit (Redis Cluster compensation, dispatch.lua; a
+--     cancel, cancel.lua) or later (charge after the response,
+--     refund.lua); mark is the key's refund record as the commit noted it
+--     (see refund_mark below; the token bucket and GCRA use it). It
+--     returns true when it found a count it could not tell as the
+--     commit's while the commit's units still count (only the fixed
+--     window's string, whose window is named by its TTL, can), having
+--     given nothing back: the entry points reply which checks did, and
+--     the Go side reports them.
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
@@ -245,7 +251,9 @@ end
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
--- indistinguishable from a key at full capacity.
+-- indistinguishable from a key at full capacity. A token bucket or GCRA
+-- key written on a clock other than the server's (an injected now) lives
+-- expiry_margin longer: see bucket_ttl.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
@@ -253,9 +261,10 @@ end
 
 local floor = math.floor
 
--- server_clock is true while the check being decided has its now from the
--- server's clock (TIME), which is also the clock of TTLs. The entry points
--- that decide checks set it (one.lua, dispatch.lua, batch.lua).
+-- server_clock is true while the check being decided (or refunded) has its
+-- now from the server's clock (TIME), which is also the clock of TTLs.
+-- The entry points that decide or write checks set it (one.lua,
+-- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
 local server_clock = false
 
 local function fmt(n)
@@ -269,6 +278,36 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
+end
+
+-- expiry_margin is how many ms longer than its state needs a token bucket
+-- or GCRA key lives when the now it was written at is not the server's
+-- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
+-- state is full in us µs: us rounded up to the ms on the server's clock,
+-- expiry_margin more on another.
+--
+-- A TTL is relative: Redis turns it into an instant on its own clock when
+-- the key is written, and a replica, a failover and a failback keep that
+-- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
+-- state's instants (a TAT, a ts) are on that same clock, so whatever node
+-- holds the key, whatever its clock, the key expires exactly when its
+-- state reads full there. An injected now is not the clock that turns the
+-- TTL into an instant: a key written on a clock that runs ahead of the one
+-- that later reads it (a client clock stepping back, an instance whose
+-- clock is behind another's) expires that much before its state is full
+-- on the reader's clock, whose step back then creates capacity where the
+-- state would have made it wait; a step forward afterwards refills again.
+-- The margin keeps such a key until its state is full on any clock up to
+-- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
+-- a replicated TTL into an instant on their own clock, and MIGRATE, which
+-- sends a relative TTL, do the same on the server's clock: a node whose
+-- clock is s behind lets such a key expire up to s early, at most s of
+-- refill, never more than the key's capacity.)
+local expiry_margin = 1000
+local function bucket_ttl(us)
+  local ms = ceil_div(us, 1000)
+  if not server_clock then ms = ms + expiry_margin end
+  return fmt(ms)
 end
 
 -- refund_debt is the time-debt, in 1/r µs, that a late refund of a
@@ -490,12 +529,22 @@ end
 -- a client's clock counts until the key expires.
 
 -- fixed_window_string returns the count of a string key and its expiry in
--- µs on the server's clock (now when it is that clock, else read here:
--- TIME): the end of its window. It returns nothing for a key without a
--- TTL. A string that is not a count is an error of the key's state.
+-- µs on the server's clock: the end of its window. It returns nothing for
+-- a key without a TTL. A string that is not a count is an error of the
+-- key's state. The expiry is read as an instant (PEXPIRETIME), not as a
+-- PTTL added to a now read apart from it: a script held between the two
+-- (a loaded server, a slow refund) would put the end early by the wait,
+-- and a commit and its refund would name different windows. Redis before
+-- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
+-- server's clock, else to TIME, read here), the present of the script.
 local function fixed_window_string(key, v, now)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
+  local e = redis.pcall('PEXPIRETIME', key)
+  if type(e) == 'number' then
+    if e < 0 then return end
+    return c, (e + 1) * 1000
+  end
   local ttl = redis.call('PTTL', key)
   if ttl < 0 then return end
   if not server_clock then
@@ -605,14 +654,26 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart).
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
+-- (windows of one key end at least a period, a whole ms, apart). The
+-- expiry is the key's PTTL from now, the time the refund runs: on the
+-- server's clock the script's now is that clock's present, and at, the
+-- commit's instant, would put the end early by the refund's delay (a
+-- compensation or cancel more than 1 ms after its commit gave nothing
+-- back). A string whose end is not its commit's while the commit's
+-- window is still current holds a count of that window whose end
+-- something else changed (a PEXPIRE of the key, a RESTORE of it with a
+-- TTL turned into an instant on another clock): the count still counts,
+-- but the refund cannot tell the commit's units in it; it gives nothing
+-- back, and returns true so that its caller reports it. (A string with no
+-- TTL counts nothing: there is nothing to give back.)
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, at)
-    local d = at + reset - (e or 0)
-    if not c or d < -1000 or d > 1000 then return end
+    local c, e = fixed_window_string(key, v, now)
+    if not c then return end
+    local d = at + reset - e
+    if d < -1000 or d > 1000 then return now < at + reset end
     if c - cost <= 0 then
       redis.call('DEL', key)
     else
@@ -620,7 +681,7 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, at)
+  local _, e, c = fixed_window_load(key, period, now)
   if e ~= at + reset or not c then return end
   c = c - cost
   if c <= 0 then
