@@ -10,7 +10,7 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.80
-	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit v0.2.0
 	github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient v0.0.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2

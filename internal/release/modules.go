@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 )
 
 const rootPath = "github.com/redlimit/redlimit"
@@ -145,6 +147,11 @@ func (r *release) prepare(v string) error {
 		}
 		fmt.Printf("%s/go.mod: %s %s → %s\n", m.Dir, rootPath, got, v)
 	}
+	// the go.work file is named: make runs this tool with GOWORK=off,
+	// under which go work edit finds no workspace of its own
+	if err := r.prepareLocal(v, mods); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(r.path("go.work"))
 	if err != nil {
 		return err
@@ -155,16 +162,61 @@ func (r *release) prepare(v string) error {
 	}
 	for _, rep := range wf.Replace {
 		if rep.Old.Path == rootPath && rep.Old.Version != v {
-			if err := r.goCmd(".", nil, "work", "edit", "-dropreplace="+rootPath+"@"+rep.Old.Version); err != nil {
+			if err := r.goCmd(".", nil, "work", "edit", "-dropreplace="+rootPath+"@"+rep.Old.Version, r.path("go.work")); err != nil {
 				return err
 			}
 		}
 	}
-	if err := r.goCmd(".", nil, "work", "edit", "-replace="+rootPath+"@"+v+"=./"); err != nil {
+	if err := r.goCmd(".", nil, "work", "edit", "-replace="+rootPath+"@"+v+"=./", r.path("go.work")); err != nil {
 		return err
 	}
 	fmt.Printf("go.work: replace %s %s => ./\n", rootPath, v)
 	return nil
+}
+
+// prepareLocal moves the modules kept out of the workspace (peerbench,
+// the browser tests: they build against the working tree through a
+// replace of their own) that require the root module at a release to v
+// too, so that go mod tidy leaves them as they are: they also require a
+// nested module, which requires the root at v.
+func (r *release) prepareLocal(v string, mods []modEntry) error {
+	inWork := map[string]bool{}
+	for _, m := range mods {
+		inWork[filepath.Clean(r.path(filepath.FromSlash(m.Dir)))] = true
+	}
+	return filepath.WalkDir(r.repo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != r.repo && (n == "testdata" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Name() != "go.mod" || inWork[filepath.Dir(p)] {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		gm, err := modfile.Parse(p, data, nil)
+		if err != nil {
+			return err
+		}
+		for _, req := range gm.Require {
+			if req.Mod.Path != rootPath || req.Mod.Version == v || module.IsPseudoVersion(req.Mod.Version) {
+				continue
+			}
+			rel, _ := filepath.Rel(r.repo, filepath.Dir(p))
+			if err := r.goCmd(filepath.ToSlash(rel), []string{"GOWORK=off"}, "mod", "edit", "-require="+rootPath+"@"+v); err != nil {
+				return err
+			}
+			fmt.Printf("%s/go.mod: %s %s → %s\n", filepath.ToSlash(rel), rootPath, req.Mod.Version, v)
+		}
+		return nil
+	})
 }
 
 // goCmd runs the go command in dir (relative to the repository) with extra

@@ -211,3 +211,82 @@ func TestModulesAndChangelog(t *testing.T) {
 		t.Errorf("checkLockstep with a replace = %v, want it refused", err)
 	}
 }
+
+// prepare points the nested modules and go.work at the next version, as
+// make runs it: with GOWORK=off, under which go work edit alone finds no
+// workspace (the first release-prepare failed so).
+func TestPrepare(t *testing.T) {
+	t.Setenv("GOWORK", "off")
+	repo := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		p := filepath.Join(repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.work", "go 1.26.0\n\nuse (\n\t.\n\t./middleware/otel\n)\n\nreplace github.com/redlimit/redlimit v0.1.0 => ./\n")
+	write("go.mod", "module github.com/redlimit/redlimit\n\ngo 1.26.0\n")
+	write("middleware/otel/go.mod", "module github.com/redlimit/redlimit/middleware/otel\n\ngo 1.26.0\n\nrequire github.com/redlimit/redlimit v0.1.0\n")
+	r := &release{repo: repo}
+	if err := r.prepare("v0.2.0"); err != nil {
+		t.Fatalf("prepare(v0.2.0): %v", err)
+	}
+	mods, err := r.modules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.checkLockstep("v0.2.0", mods); err != nil {
+		t.Errorf("after prepare, checkLockstep(v0.2.0): %v", err)
+	}
+	work, err := os.ReadFile(filepath.Join(repo, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(work), "github.com/redlimit/redlimit v0.2.0 => ./") || strings.Contains(string(work), "v0.1.0") {
+		t.Errorf("go.work after prepare:\n%s\nwant the replace of v0.2.0 alone", work)
+	}
+}
+
+// prepare also moves a module kept out of the workspace that requires the
+// root at a release (peerbench), and leaves one on a placeholder alone.
+func TestPrepareLocal(t *testing.T) {
+	t.Setenv("GOWORK", "off")
+	repo := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		p := filepath.Join(repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.work", "go 1.26.0\n\nuse .\n\nreplace github.com/redlimit/redlimit v0.1.0 => ./\n")
+	write("go.mod", "module github.com/redlimit/redlimit\n\ngo 1.26.0\n")
+	write("bench/peerbench/go.mod", "module github.com/redlimit/redlimit/bench/peerbench\n\ngo 1.26.0\n\nreplace github.com/redlimit/redlimit => ../..\n\nrequire github.com/redlimit/redlimit v0.1.0\n")
+	placeholder := "module github.com/redlimit/redlimit/middleware/admin/browser\n\ngo 1.26.0\n\nreplace github.com/redlimit/redlimit => ../../..\n\nrequire github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000\n"
+	write("middleware/admin/browser/go.mod", placeholder)
+	r := &release{repo: repo}
+	if err := r.prepare("v0.2.0"); err != nil {
+		t.Fatalf("prepare(v0.2.0): %v", err)
+	}
+	pb, err := os.ReadFile(filepath.Join(repo, "bench", "peerbench", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(pb), "github.com/redlimit/redlimit v0.2.0") {
+		t.Errorf("peerbench's go.mod after prepare:\n%s\nwant the root at v0.2.0", pb)
+	}
+	br, err := os.ReadFile(filepath.Join(repo, "middleware", "admin", "browser", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(br) != placeholder {
+		t.Errorf("browser's go.mod changed:\n%s", br)
+	}
+}

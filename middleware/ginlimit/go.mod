@@ -6,7 +6,7 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit v0.2.0
 )
 
 require (

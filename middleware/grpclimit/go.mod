@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit v0.2.0
 	google.golang.org/grpc v1.85.0
 )
 

@@ -3,7 +3,7 @@ module github.com/redlimit/redlimit/middleware/otel
 go 1.26.0
 
 require (
-	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit v0.2.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
