@@ -20,15 +20,15 @@ func randomMaterial(r *rand.Rand) string {
 	const plain = "abcdefghijklmnopqrstuvwxyz0123456789.:-_/"
 	const odd = "{}% \t\n\x00\x7f\xff\xc3"
 	var n int
-	switch r.IntN(4) {
-	case 0:
+	switch r.IntN(8) {
+	case 0, 1, 2:
 		n = r.IntN(16)
-	case 1:
+	case 3, 4:
 		n = r.IntN(keys.MaxMaterialLen + 1)
-	case 2:
+	case 5, 6:
 		n = keys.MaxMaterialLen - 4 + r.IntN(8)
 	default:
-		n = keys.MaxMaterialLen + 1 + r.IntN(1000)
+		n = keys.MaxMaterialLen + 1 + r.IntN(400)
 	}
 	b := make([]byte, n)
 	for i := range b {
@@ -62,9 +62,9 @@ func TestKeyCache(t *testing.T) {
 		check(m) // a hit, unless not cached
 		seen = append(seen, m)
 	}
-	// Three times as many materials as the cache holds, each checked on
-	// its first sight and again later, after others replaced entries.
-	for range 3 * keyCacheEntries {
+	// Twice as many materials as the cache holds, each checked on its
+	// first sight and again later, after others replaced entries.
+	for range 2 * keyCacheEntries {
 		m := randomMaterial(r)
 		check(m)
 		seen = append(seen, m)
@@ -77,16 +77,38 @@ func TestKeyCache(t *testing.T) {
 
 // TestKeyCacheTagCollision: an entry whose tag matches that of another
 // material (32 bits of a 64-bit hash, or a tag published a moment before
-// its entry) is not taken for it.
+// its record) is not taken for it.
 func TestKeyCacheTagCollision(t *testing.T) {
 	const prefix = "rate:ip:gcra:{"
+	other := newKeyCache(prefix)
+	other.key("a")
+	entries := cachedEntries(t, other, true)
+	if len(entries) != 1 || entries[0].material != "a" {
+		t.Fatalf("a cache that saw \"a\" holds %+v", entries)
+	}
 	c := newKeyCache(prefix)
 	h := maphash.String(c.seed, "b")
-	set := &c.table()[h&(keyCacheSets-1)]
-	set.entries[3].Store(&keyEntry{material: "a", key: prefix + "a}"})
-	set.tags[3].Store(uint32(h>>32) | 1)
+	first := int(h&(keyCacheSets-1)) * keyWays
+	c.load().records[first+3].Store(entries[0].record)
+	c.load().tags[first+3].Store(uint32(h>>32) | 1)
 	if got, want := c.key("b"), prefix+"b}"; got != want {
 		t.Fatalf("key(\"b\") = %q, want %q", got, want)
+	}
+}
+
+// TestKeyCacheLongPrefix: a key longer than a record can say (a
+// Config.Prefix of 70,000 bytes) is built afresh each time, never kept
+// with a length cut to 16 bits.
+func TestKeyCacheLongPrefix(t *testing.T) {
+	prefix := strings.Repeat("p", 70000) + ":ip:gcra:{"
+	c := newKeyCache(prefix)
+	for range 3 {
+		if got, want := c.key("a"), prefix+"a}"; got != want {
+			t.Fatalf("key(\"a\") = %d bytes ending %q, want %d bytes", len(got), got[max(0, len(got)-8):], len(want))
+		}
+	}
+	if got := cachedEntries(t, c, true); len(got) != 0 {
+		t.Fatalf("a key of %d bytes was kept", len(prefix)+2)
 	}
 }
 
@@ -102,30 +124,35 @@ func TestKeyCacheAllocs(t *testing.T) {
 	}
 }
 
-// cachedEntries returns the entries c holds, checking that each is held
-// in the set of its material and, if tags, under its material's tag (two
+// cachedEntry is an entry of a keyCache, as its record says.
+type cachedEntry struct {
+	material, key string
+	record        *byte
+}
+
+// cachedEntries returns the entries c holds, checking that each is in the
+// set of its material and, if tags, that its tag is its material's (two
 // misses writing one entry at once may leave the tag of one with the
-// entry of the other: a lookup then misses both, and the entry is
+// record of the other: a lookup then misses both, and the entry is
 // replaced as any other).
-func cachedEntries(t *testing.T, c *keyCache, tags bool) []*keyEntry {
+func cachedEntries(t *testing.T, c *keyCache, tags bool) []cachedEntry {
 	t.Helper()
-	table := c.sets.Load()
+	table := c.table.Load()
 	if table == nil {
 		return nil
 	}
-	var entries []*keyEntry
-	for i := range table {
-		for w := range keyWays {
-			e := table[i].entries[w].Load()
-			if e == nil {
-				continue
-			}
-			h := maphash.String(c.seed, e.material)
-			if h&(keyCacheSets-1) != uint64(i) || tags && uint32(h>>32)|1 != table[i].tags[w].Load() {
-				t.Errorf("entry of %.40q in set %d with tag %#x: a lookup would not find it", e.material, i, table[i].tags[w].Load())
-			}
-			entries = append(entries, e)
+	var entries []cachedEntry
+	for i := range table.records {
+		r := table.records[i].Load()
+		if r == nil {
+			continue
 		}
+		k, m := c.unpack(r)
+		h := maphash.String(c.seed, m)
+		if int(h&(keyCacheSets-1)) != i/keyWays || tags && uint32(h>>32)|1 != table.tags[i].Load() {
+			t.Errorf("entry of %.40q in set %d with tag %#x: a lookup would not find it", m, i/keyWays, table.tags[i].Load())
+		}
+		entries = append(entries, cachedEntry{m, k, r})
 	}
 	return entries
 }
@@ -143,7 +170,7 @@ func TestKeyCacheBound(t *testing.T) {
 	if got := cachedEntries(t, c, true); len(got) != 0 {
 		t.Fatalf("a material longer than MaxMaterialLen was cached: %d entries", len(got))
 	}
-	for i := range 10 * keyCacheEntries {
+	for i := range 4 * keyCacheEntries {
 		c.key(strconv.Itoa(i))
 	}
 	entries := cachedEntries(t, c, true)
@@ -156,9 +183,9 @@ func TestKeyCacheBound(t *testing.T) {
 		t.Fatalf("%d cached keys, bound %d", len(entries), keyCacheEntries)
 	}
 	// Random replacement fills nearly every entry (a set is full after a
-	// few of the 20 misses it sees on average).
+	// few of the 32 misses it sees on average).
 	if len(entries) < keyCacheEntries*99/100 {
-		t.Errorf("%d cached keys after %d materials, want nearly %d", len(entries), 10*keyCacheEntries, keyCacheEntries)
+		t.Errorf("%d cached keys after %d materials, want nearly %d", len(entries), 4*keyCacheEntries, keyCacheEntries)
 	}
 }
 
@@ -195,7 +222,7 @@ func TestKeyCacheConcurrent(t *testing.T) {
 	// others are reading; a few hot ones, so that they also hit; and the
 	// first 16 share one set, twice as many as its entries, which are
 	// replaced all the time.
-	materials := make([]string, 4*keyCacheEntries)
+	materials := make([]string, 2*keyCacheEntries)
 	setOf := func(m string) uint64 { return maphash.String(c.seed, m) & (keyCacheSets - 1) }
 	for i := 0; i < 16; {
 		m := "set:" + strconv.Itoa(r.Int())
@@ -231,11 +258,7 @@ func TestKeyCacheConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for _, e := range cachedEntries(t, c, false) {
-		if want := prefix + keys.Sanitize(e.material) + "}"; e.key != want {
-			t.Errorf("entry of %.40q holds key %.60q, want %.60q", e.material, e.key, want)
-		}
-	}
+	cachedEntries(t, c, false)
 }
 
 // TestKeyPrefix: every algorithm has a tag of its own, so a rule whose
