@@ -43,6 +43,7 @@ func TestReportInstructions(t *testing.T) {
 		"| redlimit fixed_window | 32,000 | 33,000 | 40,000 |",
 		"| **redlimit fixed_window ÷ ulule/limiter** (fixed window) | 0.800 | 1.100 | 1.250 |",
 		"| **redlimit gcra ÷ go-redis/redis_rate** (GCRA) | 0.917 | 1.000 | 0.750 | 0.900 |",
+		"| redlimit gcra | 66,000 | 70,000 | 60,000 | 72,000 | error | error | error |",
 		"| contender | hot key | warm keys | new keys | hot key, 10⁹/h | hot key, 3/s | warm keys, 7/min | hot key, 10⁶/1.0005s |",
 		"3000 checks per cell",
 	} {
