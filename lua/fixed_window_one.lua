@@ -49,6 +49,11 @@ local function fixed_window_fast(key, b, now, server)
   end
   local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then return end -- a string: the general code
+  if not now then
+    -- the server's clock, for a period of no whole ms: read only now
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = fw_cap, fw_cost

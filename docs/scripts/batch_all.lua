@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 baffb783a45a8a579a8222c0b62ff9bc1c42ba4e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 51e3ea2684c28e2cd4a03df41d30a42163b85378 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, fixed_window_one.lua, sliding_window_one.lua, token_bucket_one.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -1151,6 +1151,11 @@ local function fixed_window_fast(key, b, now, server)
   end
   local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then return end -- a string: the general code
+  if not now then
+    -- the server's clock, for a period of no whole ms: read only now
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = fw_cap, fw_cost

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 bcb6afc1293fff94e672f5cb447bda2f9489887e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 a2a3e65a5452e9f7a8aa6daaff09a339e2d83f7e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: batch_state.lua, fast.lua, fixed_window_one.lua, batch_fast.lua, prelude.lua, fixed_window.lua, batch.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -111,6 +111,11 @@ local function fixed_window_fast(key, b, now, server)
   end
   local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then return end -- a string: the general code
+  if not now then
+    -- the server's clock, for a period of no whole ms: read only now
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = fw_cap, fw_cost

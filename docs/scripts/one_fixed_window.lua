@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 e0b3d103bbbcff3e94cf662fc8d5145981be2ef0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 4dd8729675e1677965b0d189e64d67b9ae2664b4 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -153,6 +153,11 @@ local function fixed_window_fast(key, b, now, server)
   end
   local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then return end -- a string: the general code
+  if not now then
+    -- the server's clock, for a period of no whole ms: read only now
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
   local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
     local cap, cost = fw_cap, fw_cost
