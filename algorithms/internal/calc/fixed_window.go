@@ -51,3 +51,18 @@ func (s *State) window(p *Params, count, start, end, now int64, commit bool) Out
 	}
 	return Outcome{Allowed: true, Remaining: p.Cap - count, Reset: end - now}
 }
+
+// fixedWindowRefund takes cost back from the window the commit wrote, named
+// by its end (at + reset), while the key holds that window; once another
+// window has replaced it, the units no longer count. The TTL stays: the
+// window still ends when it did.
+func (s *State) fixedWindowRefund(p *Params, at, reset int64) RefundOutcome {
+	if s.c != at+reset {
+		return RefundOutcome{}
+	}
+	s.b -= p.Cost
+	if s.b <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{}
+}
