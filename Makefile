@@ -15,7 +15,7 @@ ROOT        := GOWORK=off
 VERSION     ?=
 RELEASE     := cd internal/release && GOWORK=off $(GO) run . 
 
-.PHONY: test unit lint fmt vet tidy tidy-write deps bench fuzz chaos release-check release release-record release-prepare
+.PHONY: test unit lint apicount fmt vet tidy tidy-write deps bench fuzz chaos release-check release release-record release-prepare
 
 ## test: formatting, vet, the dependency rule, then every test with the race detector (real redis-server included),
 ## then the nested modules' (rueidis store, gRPC interceptors, metrics adapters, frameworks: each its own go.mod)
@@ -37,11 +37,18 @@ unit:
 	for m in $(NESTED); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 	for m in $(LOCALMODS); do (cd $$m && GOWORK=off $(GO) test -count=1 ./...) || exit 1; done
 
-## lint: gofmt, go vet, go.mod tidy, and staticcheck, in every module
-lint: fmt vet tidy
+## lint: gofmt, go vet, go.mod tidy, and staticcheck, in every module; then the size of the
+## public API (internal/apicount: exported identifiers, exported fields and interface methods)
+lint: fmt vet tidy apicount
 	$(ROOT) $(GO) run $(STATICCHECK) $(PKGS)
 	for m in $(NESTED); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 	for m in $(LOCALMODS); do (cd $$m && GOWORK=off $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+## apicount: the exported API of the main module's importable packages, per package and in all
+## (the v1 budget: APIBUDGET, "-ids 140 -fields 100"; 0 turns a budget off)
+APIBUDGET ?= -ids 0 -fields 0
+apicount:
+	$(ROOT) $(GO) run ./internal/apicount $(APIBUDGET)
 
 fmt:
 	@out=$$(gofmt -l . | grep -v '^testdata/' || true); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

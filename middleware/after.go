@@ -2,14 +2,11 @@ package middleware
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/after"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
@@ -25,45 +22,17 @@ import (
 // small response into a chunked one whose end still waits for the
 // handler to return, and costs it its Content-Length.
 //
-// Bounds: at most afterWorkers (16) workers, started when work arrives
-// and gone after a second without any; at most afterQueue (1024)
-// requests' calls waiting. A job waits for about afterQueue/afterWorkers
-// (64) jobs ahead of it, each two calls bounded by Config.Timeout. When
-// the queue is full, or after Close, the request's own goroutine makes
-// the calls after its handler, as without a queue: nothing is dropped,
-// and the client of that request waits for them (Config.Timeout per
-// call). A backend that runs in process (algorithms.InProcess, memstore)
-// has no round trip to save: its calls are made at once on the request's
+// Bounds (the queue of internal/after, shared with grpclimit): at most
+// after.Workers (16) workers, started when work arrives and gone after a
+// second without any; at most after.Size (1024) requests' calls
+// waiting. A job waits for about after.Size/after.Workers (64) jobs
+// ahead of it, each two calls bounded by Config.Timeout. When the queue
+// is full, or after Close, the request's own goroutine makes the calls
+// after its handler, as without a queue: nothing is dropped, and the
+// client of that request waits for them (Config.Timeout per call). A
+// backend that runs in process (algorithms.InProcess, memstore) has no
+// round trip to save: its calls are made at once on the request's
 // goroutine.
-const (
-	// afterWorkers bounds the goroutines that release and settle after
-	// responses, per Middleware and the Middlewares derived from it with
-	// With.
-	afterWorkers = 16
-	// afterQueue bounds the requests whose releases and settles wait for
-	// a worker; past it a request makes its own after its handler.
-	afterQueue = 1024
-	// afterIdle is how long a worker waits for work before it ends.
-	afterIdle = time.Second
-)
-
-// after is the bounded queue of work after responses, shared by a
-// Middleware and those derived from it with With.
-type after struct {
-	jobs    chan job
-	workers int // at most this many
-	quit    chan struct{}
-	wg      sync.WaitGroup // the workers
-
-	mu      sync.Mutex
-	running int // workers
-	closed  bool
-
-	idle    atomic.Int64 // workers waiting for a job
-	pending atomic.Int64 // jobs queued or being done by a worker
-	full    atomic.Int64 // jobs done by their request because the queue was full, not logged yet
-	logged  atomic.Int64 // when the last line about a full queue was logged (UnixNano)
-}
 
 // job is the work after one response: m's calls for the request r, whose
 // scratch s (the Decision, which holds the slots, and the costs to
@@ -74,104 +43,11 @@ type job struct {
 	s *scratch
 }
 
-func newAfter(workers, queue int) *after {
-	return &after{jobs: make(chan job, queue), workers: workers, quit: make(chan struct{})}
-}
-
-// enqueue queues j for a worker, starting one when no idle worker is
-// left for the jobs waiting. It returns false, queuing nothing, when the
-// queue is full or closed.
-func (a *after) enqueue(j job) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return false
-	}
-	a.pending.Add(1)
-	select {
-	case a.jobs <- j:
-	default:
-		a.pending.Add(-1)
-		a.full.Add(1)
-		return false
-	}
-	if a.running < a.workers && a.idle.Load() < int64(len(a.jobs)) {
-		a.running++
-		a.wg.Add(1)
-		go a.work()
-	}
-	return true
-}
-
-// work does the queued jobs until none comes for afterIdle, or until
-// close, when it does those left.
-func (a *after) work() {
-	defer a.wg.Done()
-	t := time.NewTimer(afterIdle)
-	defer t.Stop()
-	for {
-		a.idle.Add(1)
-		select {
-		case j := <-a.jobs:
-			a.idle.Add(-1)
-			j.m.finish(j.r, j.s)
-			a.pending.Add(-1)
-			t.Reset(afterIdle)
-		case <-t.C:
-			a.mu.Lock()
-			a.idle.Add(-1)
-			if len(a.jobs) == 0 {
-				a.running--
-				a.mu.Unlock()
-				return
-			}
-			a.mu.Unlock()
-			t.Reset(afterIdle)
-		case <-a.quit:
-			a.idle.Add(-1)
-			for {
-				select {
-				case j := <-a.jobs:
-					j.m.finish(j.r, j.s)
-					a.pending.Add(-1)
-				default:
-					// closed: nothing is queued any more
-					a.mu.Lock()
-					a.running--
-					a.mu.Unlock()
-					return
-				}
-			}
-		}
-	}
-}
-
-// close stops queuing (later work is done by its request) and returns
-// once every queued job is done.
-func (a *after) close() {
-	a.mu.Lock()
-	if !a.closed {
-		a.closed = true
-		close(a.quit)
-	}
-	a.mu.Unlock()
-	a.wg.Wait()
-}
-
-// logFull logs, at most once a second, how many requests made their own
-// calls after their handler because the queue was full.
-func (a *after) logFull(logger *slog.Logger) {
-	if a.full.Load() == 0 {
-		return // closed, not full
-	}
-	now := time.Now().UnixNano()
-	last := a.logged.Load()
-	if now-last < int64(time.Second) || !a.logged.CompareAndSwap(last, now) {
-		return
-	}
-	if n := a.full.Swap(0); n > 0 {
-		logger.Warn("redlimit: the queue of releases and refunds after responses is full: requests make their own after their handler", "requests", n, "queue", cap(a.jobs))
-	}
+// newAfter returns the queue of work after responses of a Middleware
+// and those derived from it with With: at most workers workers, at most
+// size requests waiting.
+func newAfter(workers, size int) *after.Queue[job] {
+	return after.New(workers, size, func(j job) { j.m.finish(j.r, j.s) })
 }
 
 // owes reports whether the allowed decision d owes work after its
@@ -212,10 +88,12 @@ func (m *Middleware) local(d *engine.Decision) bool {
 // the job's from here on: it goes back to the pool when done.
 func (m *Middleware) done(r *http.Request, s *scratch) {
 	if !m.local(&s.dec) {
-		if m.after.enqueue(job{m: m, r: r, s: s}) {
+		if m.after.Enqueue(job{m: m, r: r, s: s}) {
 			return
 		}
-		m.after.logFull(m.logger())
+		if n := m.after.Full(); n > 0 {
+			m.logger().Warn("redlimit: the queue of releases and refunds after responses is full: requests make their own after their handler", "requests", n, "queue", m.after.Size())
+		}
 	}
 	m.finish(r, s)
 }
@@ -227,26 +105,15 @@ func (m *Middleware) done(r *http.Request, s *scratch) {
 func (m *Middleware) finish(r *http.Request, s *scratch) {
 	d := &s.dec
 	// Release, like Settle here, ignores the cancellation of r's context
-	if err := guard(func() error { return d.Release(r.Context()) }); err != nil {
+	if err := after.Guard(func() error { return d.Release(r.Context()) }); err != nil {
 		m.reportSettle(r, err)
 	}
 	if s.settle {
 		// settleCosts reports its error itself
-		_ = guard(func() error { return m.settleCosts(context.WithoutCancel(r.Context()), r, d, s.costs) })
+		_ = after.Guard(func() error { return m.settleCosts(context.WithoutCancel(r.Context()), r, d, s.costs) })
 	}
 	s.settle = false
 	m.pool.Put(s)
-}
-
-// guard runs f, turning a panic into an error: a worker's panic would
-// end the process, where on the request's goroutine net/http recovers it.
-func guard(f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("redlimit: panic after the response: %v", v)
-		}
-	}()
-	return f()
 }
 
 // reportSettle gives err, a failed release or settle of r, to
@@ -255,7 +122,7 @@ func (m *Middleware) reportSettle(r *http.Request, err error) {
 	if m.cfg.OnSettleError == nil {
 		return
 	}
-	if perr := guard(func() error { m.cfg.OnSettleError(r, err); return nil }); perr != nil {
+	if perr := after.Guard(func() error { m.cfg.OnSettleError(r, err); return nil }); perr != nil {
 		m.logger().Error("redlimit: Config.OnSettleError panicked", "err", perr)
 	}
 }

@@ -1,11 +1,9 @@
 package middleware_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,133 +22,6 @@ import (
 	"github.com/redlimit/redlimit/lua"
 	"github.com/redlimit/redlimit/middleware"
 )
-
-// gateProxy is a TCP proxy in front of a redis-server that holds the
-// reply to a command naming one of its script SHAs (an EVALSHA of that
-// script) until its gate opens, and keeps a log of events: the reply's
-// release, and what the test adds.
-type gateProxy struct {
-	ln     net.Listener
-	target string
-	shas   [][]byte
-	gate   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  []net.Conn
-	events []string
-}
-
-// newGateProxy starts a proxy to target holding the replies to the
-// scripts shas; it stops when t ends.
-func newGateProxy(t *testing.T, target string, shas ...string) *gateProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &gateProxy{ln: ln, target: target, gate: make(chan struct{})}
-	for _, s := range shas {
-		p.shas = append(p.shas, []byte(s))
-	}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		p.open()
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *gateProxy) addr() string { return p.ln.Addr().String() }
-
-// open lets the held replies through, and every later one.
-func (p *gateProxy) open() { p.once.Do(func() { close(p.gate) }) }
-
-func (p *gateProxy) event(e string) {
-	p.mu.Lock()
-	p.events = append(p.events, e)
-	p.mu.Unlock()
-}
-
-func (p *gateProxy) log() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.events)
-}
-
-func (p *gateProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		var hold atomic.Bool
-		p.wg.Go(func() { p.up(c, s, &hold) })
-		p.wg.Go(func() { p.down(s, c, &hold) })
-	}
-}
-
-// up forwards commands, noting (before the server can answer) that one
-// names a held script.
-func (p *gateProxy) up(c, s net.Conn, hold *atomic.Bool) {
-	defer s.Close()
-	buf := make([]byte, 64<<10)
-	var tail []byte // the end of the previous read: a SHA may straddle two
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			seen := append(tail, buf[:n]...)
-			for _, sha := range p.shas {
-				if bytes.Contains(seen, sha) {
-					hold.Store(true)
-				}
-			}
-			tail = append(tail[:0], seen[max(0, len(seen)-40):]...)
-			if _, err := s.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// down forwards replies, holding a held script's until the gate opens.
-func (p *gateProxy) down(s, c net.Conn, hold *atomic.Bool) {
-	defer c.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := s.Read(buf)
-		if n > 0 {
-			if hold.Swap(false) {
-				<-p.gate
-				p.event("reply")
-			}
-			if _, err := c.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // TestWorkAfterResponseOffPath: the release of a concurrency rule's slot
 // and the refund of a ResponseCost rule are made after the response, off
@@ -178,8 +49,8 @@ func TestWorkAfterResponseOffPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := newGateProxy(t, srv.Addr, sha)
-			client := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+			p := redistest.NewGateProxy(t, srv.Addr, sha)
+			client := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 			t.Cleanup(func() { client.Close() })
 			b, err := redisstore.New(client, redisstore.Config{Pipelines: -1})
 			if err != nil {
@@ -213,17 +84,17 @@ func TestWorkAfterResponseOffPath(t *testing.T) {
 				case <-got:
 				case <-time.After(5 * time.Second): // the response waits for the reply
 				}
-				p.open()
+				p.Open()
 			}()
 			start := time.Now()
 			code, body := get()
 			elapsed := time.Since(start)
-			p.event("body " + strconv.Itoa(code) + " " + body)
+			p.Event("body " + strconv.Itoa(code) + " " + body)
 			close(got)
 			t.Logf("the client had the body %v after its request", elapsed)
 
 			waitFor(t, "the work after the response", func() bool { return middleware.Pending(mw) == 0 })
-			if log := p.log(); !slices.Equal(log, []string{"body 200 ok", "reply"}) {
+			if log := p.Events(); !slices.Equal(log, []string{"body 200 ok", "reply"}) {
 				t.Fatalf("events %q, want the body before the script's reply", log)
 			}
 			// The slot (the unit) is back: the limit of 1 lets one more in.

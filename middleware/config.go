@@ -8,6 +8,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/internal/after"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
@@ -205,7 +206,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if wallNow {
 		cfg.Now = time.Now
 	}
-	m := newMiddleware(e, cfg, timed, wallNow, newAfter(afterWorkers, afterQueue))
+	m := newMiddleware(e, cfg, timed, wallNow, newAfter(after.Workers, after.Size))
 	m.localPrimary = inProcess(backend)
 	m.localFallback = cfg.FallbackBackend == nil || inProcess(cfg.FallbackBackend)
 	return m, nil
@@ -220,7 +221,7 @@ func inProcess(b algorithms.Backend) bool {
 
 // newMiddleware returns the Middleware of e, whose rules are cfg.Rules,
 // doing its work after responses on a.
-func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool, a *after) *Middleware {
+func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool, a *after.Queue[job]) *Middleware {
 	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules), after: a}
 	n := len(cfg.Rules)
 	m.pool.New = func() any {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
@@ -27,11 +28,13 @@ func (c *countingBackend) Allow(ctx context.Context, checks []algorithms.Check, 
 
 // TestDenyCacheDefault: by default a denied key is answered locally until
 // its RetryAfter has passed; NoDenyCache sends every request to the backend.
+// (Timeout 10s: the engine calls the counting backend from a goroutine of
+// its own, which a loaded machine may not run within the default 100ms.)
 func TestDenyCacheDefault(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		mem, _ := memstore.New(memstore.Config{})
 		cb := &countingBackend{next: mem}
-		mw, err := middleware.New(cb, middleware.Config{NoDenyCache: off, Rules: []middleware.Rule{
+		mw, err := middleware.New(cb, middleware.Config{NoDenyCache: off, Timeout: 10 * time.Second, Rules: []middleware.Rule{
 			{Name: "k", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(2)},
 		}})
 		if err != nil {

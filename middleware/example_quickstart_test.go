@@ -5,6 +5,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-chi/chi/v5"
@@ -18,22 +19,24 @@ import (
 
 // The README's quick start with chi: 100 requests a minute per API key on
 // one route, counted in Redis, so every instance of the service shares the
-// limit. (miniredis stands in for your Redis; a service serves r with
-// http.ListenAndServe.)
+// limit. (miniredis stands in for your Redis, with a Timeout long enough
+// for go test on a loaded machine, where its first call, which loads the
+// script, can take longer than the default 100ms; a service serves r with
+// http.ListenAndServe and keeps the default Timeout.)
 func ExamplePerHeader_chi() {
 	mr, _ := miniredis.Run() // your Redis: redis.NewClient(&redis.Options{Addr: "redis:6379", ...})
 	defer mr.Close()
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	backend, err := redisstore.New(client, redisstore.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	perKey, err := middleware.PerHeader(backend, "X-API-Key", algorithms.GCRA, algorithms.PerMinute(100))
+	perKey, err := middleware.PerHeader(backend, "X-API-Key", algorithms.GCRA, algorithms.PerMinute(100),
+		middleware.WithConfig(middleware.Config{Timeout: 5 * time.Second})) // go test on a busy machine; a service keeps the default 100ms
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer perKey.Close()
-
 	r := chi.NewRouter()
 	r.With(perKey.Handler).Get("/api/orders", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "your orders")

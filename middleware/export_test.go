@@ -5,7 +5,7 @@ func (m *Middleware) Stalled() int64 { return m.engine.Stalled() }
 
 // Pending returns how many requests' work after their response is queued
 // or being done by a worker.
-func Pending(m *Middleware) int64 { return m.after.pending.Load() }
+func Pending(m *Middleware) int64 { return m.after.Pending() }
 
 // LimitAfter gives m (and the Middlewares derived from it afterwards) a
 // queue of work after responses with at most workers workers and queue

@@ -62,10 +62,18 @@ func newMemory(t testing.TB, now func() time.Time) *memstore.Store {
 	return m
 }
 
-// newMW builds a Middleware, defaulting Now to the fixed clock and Logger
-// to quiet, and closes it when t ends.
+// newMW builds a Middleware, defaulting Now to the fixed clock, Logger to
+// quiet and Timeout to 10s, and closes it when t ends. The default 100ms
+// Timeout is a race against the wall clock that a loaded machine loses: a
+// call to a real redis-server or miniredis (or to a stub run from the
+// engine's guard goroutine) past it is refused, and after FallbackAfter of
+// such failures the fallback decides, so exact counts would split between
+// two backends. Tests whose point is a timeout set Timeout themselves.
 func newMW(t testing.TB, b algorithms.Backend, cfg middleware.Config) *middleware.Middleware {
 	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = fixed
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/internal/after"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
 
@@ -20,9 +21,9 @@ type Middleware struct {
 	timed   bool // something besides debug logging reads Decision.Latency
 	settles bool // a rule has a ResponseCost: requests are settled after the response (settle.go)
 
-	after         *after // the work after responses (after.go), shared with With
-	localPrimary  bool   // the backend runs in process: no work after a response is queued
-	localFallback bool   // so does the fallback
+	after         *after.Queue[job] // the work after responses (after.go), shared with With
+	localPrimary  bool              // the backend runs in process: no work after a response is queued
+	localFallback bool              // so does the fallback
 }
 
 // LocalDenials returns how many requests the deny cache answered without a
@@ -49,7 +50,7 @@ func (m *Middleware) Engine() *engine.Engine { return m.engine }
 // server that runs it has shut down (http.Server.Shutdown), so that
 // every request's work is done.
 func (m *Middleware) Close() error {
-	m.after.close()
+	m.after.Close()
 	return m.engine.Close()
 }
 

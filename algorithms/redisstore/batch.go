@@ -316,8 +316,9 @@ func noScript(err error) bool {
 }
 
 // runScript runs s on c as go-redis's Script.Run does (EVALSHA, then EVAL
-// on NOSCRIPT), reading the reply as evalCmd does.
-func runScript(ctx context.Context, c Batcher, s *redis.Script, keys []string, args []any) ([]int64, error) {
+// on NOSCRIPT: the server did not run the EVALSHA, so the EVAL is the
+// script's first run), reading the reply as evalCmd does.
+func runScript(ctx context.Context, c processor, s *redis.Script, keys []string, args []any) ([]int64, error) {
 	if r, ok := c.(ScriptRunner); ok {
 		vals, err := r.RunScript(ctx, false, s.Hash(), keys, args)
 		if noScript(err) {

@@ -57,6 +57,7 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 	results := make([][]algorithms.Result, len(calls))
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
+	inQueue := 0 // calls queued that wait
 	for i, c := range calls {
 		if clock != nil && !c.at.IsZero() {
 			clock.T = c.at // read by Allow before it queues
@@ -71,17 +72,24 @@ func allowQueued(t *testing.T, b *Store, clock *backendtest.Clock, calls []queue
 			defer close(returned)
 			errs[i] = c.allow(ctx, b, results[i])
 		})
+		if ctx.Err() != nil {
+			// A call with an ended context queues, then leaves the
+			// queue and returns, unsent.
+			<-returned
+			continue
+		}
+		inQueue++
 		queued := func() bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			return len(p.queue) == i+1
+			return len(p.queue) == inQueue
 		}
 		for !queued() {
 			select {
 			case <-returned:
-				// A call with an ended context queues, then returns. One
-				// that returned without queueing (an invalid limit) would
-				// be waited for forever: answer the others, then fail.
+				// One that returned without queueing (an invalid limit)
+				// would be waited for forever: answer the others, then
+				// fail.
 				if !queued() {
 					p.handOff()
 					wg.Wait()

@@ -322,11 +322,11 @@ func (b *Store) compensate(ctx context.Context, parts []part) error {
 	}
 	if failed != nil {
 		for _, p := range committed {
-			go b.refundDetached(ctx, p)
+			b.detach(func() { b.refundDetached(ctx, p) })
 		}
 		for j := range parts {
 			if parts[j].err != nil {
-				go b.cancelDetached(ctx, &parts[j])
+				b.detach(func() { b.cancelDetached(ctx, &parts[j]) })
 			}
 		}
 		return failed
@@ -353,7 +353,7 @@ func (b *Store) refundPart(ctx context.Context, p *part) {
 		}
 		p.res = res
 		if ctx.Err() != nil || notRun(err) {
-			go b.refundDetached(ctx, p)
+			b.detach(func() { b.refundDetached(ctx, p) })
 			return
 		}
 		b.refundFailed(err)

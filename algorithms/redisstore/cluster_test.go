@@ -592,6 +592,45 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// TestScriptsSentOnce on the cluster: a cluster client with go-redis's
+	// default options (MaxRedirects 3, which retries a command after a
+	// network error as MaxRetries does) whose connections to every node
+	// lose one script reply in five after the node ran the script. The
+	// calls fall in two slots; alone (each its own round trip), and from
+	// several callers that queue and go in pipelines, as batch scripts.
+	t.Run("ScriptsSentOnce", func(t *testing.T) {
+		one := redis.NewScript(lua.Single(algorithms.FixedWindow.String())).Hash()
+		multi := redis.NewScript(lua.Multi()).Hash()
+		batch := redis.NewScript(lua.Batch(algorithms.FixedWindow.String())).Hash()
+		for _, tc := range []struct {
+			name      string
+			pipelines int
+			callers   int
+			lost      []string // scripts some of whose replies must be lost
+		}{
+			{"lone calls", 0, 1, []string{one, multi}},
+			{"pipelines", 1, 8, []string{batch}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				d := &lossyDialer{t: t, every: 5, proxies: map[string]*lossyProxy{}}
+				c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: d.dial})
+				t.Cleanup(func() { c.Close() })
+				b, err := redisstore.New(c, redisstore.Config{Pipelines: tc.pipelines})
+				if err != nil {
+					t.Fatal(err)
+				}
+				reader, _ := redisstore.New(client, redisstore.Config{})
+				p := redistest.Prefix(t)
+				sentOnce(t, b, reader, tc.callers, 60, func(i int) string { return fmt.Sprintf("%s{s%d}:c%d", p, i%2, i) })
+				for _, sha := range tc.lost {
+					if sent, lost := counts(sha, d.all()...); lost == 0 {
+						t.Errorf("script %s: none of %d replies lost, the test does not cover it", sha, sent)
+					}
+				}
+			})
+		}
+	})
+
 	// A refund applies at most once, whatever happens to its reply: sent
 	// and applied while the caller's context ends (the call then used to
 	// send it again, detached), or delivered twice (go-redis retrying

@@ -2,7 +2,7 @@
 // checks of a call with Lua scripts run by EVALSHA, on a single node, a
 // Sentinel (failover) client, a Redis Cluster or a Ring.
 //
-//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
 //	store, err := redisstore.New(client, redisstore.Config{})
 //
 // Every check runs on the Redis server's clock (TIME), reads and writes its
@@ -46,13 +46,37 @@
 // the calls sent at once then go through it, as the library's own
 // command, without go-redis's command types.
 //
+// The queue is bounded: at most 4096 calls wait (per Ring shard on a
+// Ring), and a call that finds that many fails at once with a
+// *[algorithms.BackendError], for the engine's error policy. A queued
+// call whose context ends leaves the queue: it is neither sent nor waited
+// for. A pipeline goes with none of its callers' context values, and with
+// the earliest deadline among the callers still waiting.
+//
 // # Client options and deadlines
 //
-// Set ContextTimeoutEnabled (so a call returns by its context's deadline,
-// see [Store.HonoursDeadline]), short read and write timeouts, and
-// MaxRetries -1: a decide script that go-redis sends again after a lost
-// reply charges its keys twice. A queued call returns by its deadline
-// whatever the options.
+// Any client works with any options: the store sends each of its scripts
+// (decisions, refunds, cancels, blocks, lease releases and renewals) at
+// most once, whatever MaxRetries, or a cluster's MaxRedirects, says. A
+// script that go-redis sent again after its reply was lost would run
+// twice, charging its keys twice for one success; so each goes as a
+// command whose NoRetry is true, which go-redis honours alone, in
+// pipelines and on every node of a cluster or a Ring (a cluster still
+// follows MOVED and ASK: the script did not run). A script that fails is
+// an error for the caller; only one the server did not run (NOSCRIPT) is
+// sent again, as EVAL. The client's other commands (DEL of [Store.Reset])
+// keep its retries. A [redis.Scripter] of another type (a type of your
+// own, one that embeds a client included) is called through its EvalSha
+// and Eval, whose retries are its own: give its client MaxRetries -1. A
+// [Batcher] sends the commands of its own library (rueidis sends a script
+// once).
+//
+// Set ContextTimeoutEnabled, so that a call returns by its context's
+// deadline ([Store.HonoursDeadline]) and the engine calls the store
+// directly. Without it, a call that sends its own script waits for its
+// reply up to the client's ReadTimeout, and the engine bounds it with a
+// goroutine of its own. A queued call returns by its deadline whatever the
+// options. docs/redis.md says what each costs.
 //
 // # Redis Cluster
 //
@@ -60,7 +84,10 @@
 // a call are grouped by slot (on a Ring, by shard); each slot decides its
 // own checks atomically, and when one slot denies, the slots that
 // committed are refunded, at most once and within [RefundWindow]. A denial
-// a refund may still undo is [algorithms.Result].Provisional.
+// a refund may still undo is [algorithms.Result].Provisional. When a slot
+// fails, the call's refunds and cancels go on in the background, at most
+// 256 at once per Store; one more is not started and goes to
+// [Config].OnRefundError, its units charged until its keys' state expires.
 //
 // # Errors
 //

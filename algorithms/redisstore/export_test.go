@@ -22,6 +22,19 @@ func SetCalendarClock(b *Store, clock func() time.Time) { b.calendarNow = clock 
 // that it delivers (see cancelDetached): whether it gave units back.
 func OnCancel(b *Store, fn func(gaveBack bool)) { b.onCancel = fn }
 
+// Dropped returns how many refunds and cancels b did not start, the most
+// it runs at once being in flight (see detach).
+func Dropped(b *Store) int64 { return b.dropped.Load() }
+
+// Settling returns how many refunds and cancels b runs in the background.
+func Settling(b *Store) int64 { return b.settling.Load() }
+
+// Limits of the background work and of the pipeline queue.
+const (
+	MaxDetached = maxDetached
+	MaxQueued   = maxQueued
+)
+
 // AllowQueued decides calls on b queued behind its pipeline with every
 // round trip in flight, so that one pipeline sends them together (batch
 // scripts deciding those it batches), and returns each call's Results and

@@ -19,6 +19,12 @@ var (
 	renewScript   = redis.NewScript(lua.Renew())
 )
 
+// The store sends a script's source on NOSCRIPT (see evalCmd).
+func init() {
+	sources[releaseScript] = lua.Release()
+	sources[renewScript] = lua.Renew()
+}
+
 // Release implements [algorithms.Leaser]: one EVALSHA of lua/release.lua
 // for all leases on a single server or Sentinel, one per lease on a
 // cluster or a Ring (each in its key's hash slot). It returns the first
@@ -55,14 +61,16 @@ func (b *Store) leases(ctx context.Context, s *redis.Script, leases []algorithms
 	if b.now != nil {
 		now = b.now().UnixMicro()
 	}
-	run := func(c redis.Scripter, ls []algorithms.Lease, out []bool) error {
+	// each script sent at most once, on node (nil: the client), as every
+	// script of the store (see once)
+	run := func(node *redis.Client, ls []algorithms.Lease, out []bool) error {
 		keys := make([]string, len(ls))
 		argv := []any{now}
 		for i := range ls {
 			keys[i] = ls[i].Key
 			argv = append(argv, args(&ls[i])...)
 		}
-		vals, err := s.Run(ctx, c, keys, argv...).Int64Slice()
+		vals, err := b.runDirect(ctx, node, s, keys, argv)
 		if err == nil && len(vals) != len(ls)+1 {
 			err = fmt.Errorf("script reply has %d values, want %d", len(vals), len(ls)+1)
 		}
@@ -84,17 +92,13 @@ func (b *Store) leases(ctx context.Context, s *redis.Script, leases []algorithms
 		return held[i:j]
 	}
 	if b.shards == nil {
-		return run(b.client, leases, part(0, len(leases)))
+		return run(nil, leases, part(0, len(leases)))
 	}
 	var first error
 	for i := range leases {
 		_, node, err := b.shards.shard(leases[i].Key)
-		var c redis.Scripter = b.client
-		if node != nil {
-			c = node
-		}
 		if err == nil {
-			err = run(c, leases[i:i+1], part(i, i+1))
+			err = run(node, leases[i:i+1], part(i, i+1))
 		}
 		if err != nil && first == nil {
 			first = err

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +18,18 @@ const DefaultPipelines = 4
 // is served by every pipeline in flight rather than by one huge write.
 const maxBatch = 256
 
+// maxQueued bounds the calls waiting for a round trip in one pipeline (a
+// Store's, or on a Ring a shard's): a call that finds that many queued
+// fails at once with errQueueFull rather than wait behind them, so that
+// a Redis that stopped answering does not make the queue, and the memory
+// it holds, grow with every caller. A queue that long is 16 pipelines of
+// maxBatch calls: with every round trip in flight, the last would wait
+// for 4 rounds of DefaultPipelines.
+const maxQueued = 4096
+
+// errQueueFull is the error of a call that found maxQueued calls queued.
+var errQueueFull = fmt.Errorf("redlimit: %d calls already wait for a round trip to Redis: not queued", maxQueued)
+
 // pipeline shares round trips between concurrent calls (see the package
 // doc, "Pipelining"). inflight counts the round trips under way, each made
 // by a caller itself or by a goroutine sending the queue; the queue is not
@@ -27,7 +41,7 @@ type pipeline struct {
 	cluster bool // calls are batched per hash slot
 
 	mu       sync.Mutex
-	queue    []*call // not empty only while max round trips are in flight
+	queue    []*call // not empty only while max round trips are in flight; at most maxQueued
 	inflight int
 }
 
@@ -67,7 +81,8 @@ type Batch interface {
 
 // goRedisBatcher is a go-redis client that pipelines as a Batcher:
 // *redis.Client, and *redis.ClusterClient, whose pipelines send each node
-// its commands, concurrently, following MOVED and ASK.
+// its commands, concurrently, following MOVED and ASK. It sends every
+// script of the store at most once, alone or in a pipeline (see once).
 type goRedisBatcher struct {
 	c interface {
 		Process(ctx context.Context, cmd redis.Cmder) error
@@ -76,10 +91,20 @@ type goRedisBatcher struct {
 }
 
 func (g goRedisBatcher) Process(ctx context.Context, cmd redis.Cmder) error {
-	return g.c.Process(ctx, cmd)
+	return g.c.Process(ctx, once(cmd))
 }
 
-func (g goRedisBatcher) Batch() Batch { return g.c.Pipeline() }
+func (g goRedisBatcher) Batch() Batch { return goRedisBatch{g.c.Pipeline()} }
+
+// goRedisBatch is a go-redis pipeline whose scripts go-redis sends at
+// most once: a pipeline holding one is never sent again.
+type goRedisBatch struct{ p redis.Pipeliner }
+
+func (g goRedisBatch) Process(ctx context.Context, cmd redis.Cmder) error {
+	return g.p.Process(ctx, once(cmd))
+}
+
+func (g goRedisBatch) Exec(ctx context.Context) ([]redis.Cmder, error) { return g.p.Exec(ctx) }
 
 // call is one script waiting in the queue.
 type call struct {
@@ -98,11 +123,18 @@ type call struct {
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// run runs script with keys and args and returns its reply.
+// run runs script with keys and args and returns its reply. A call that
+// finds every round trip in flight queues, unless maxQueued calls do
+// already: it then fails at once with errQueueFull. A queued call whose
+// context ends leaves the queue: it is not sent, and nobody waits for it.
 func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string, args []any) ([]int64, error) {
 	p.mu.Lock()
 	if p.inflight < p.max {
 		return p.runLocked(ctx, script, keys, args)
+	}
+	if len(p.queue) >= maxQueued {
+		p.mu.Unlock()
+		return nil, errQueueFull
 	}
 	c := calls.Get().(*call)
 	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
@@ -115,11 +147,16 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	select {
 	case <-c.done:
 	case <-ctx.Done():
+		if p.leave(c) {
+			*c = call{done: c.done}
+			calls.Put(c)
+			return nil, ctx.Err()
+		}
 		select {
 		case <-c.done: // answered meanwhile
 		default:
-			// Abandoned: the pipeline drops it or answers nobody, and
-			// it is never reused.
+			// Abandoned in a pipeline under way: it answers nobody,
+			// and the call is never reused.
 			return nil, ctx.Err()
 		}
 	}
@@ -131,6 +168,28 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 		return runScript(ctx, p.client, script, keys, args)
 	}
 	return vals, err
+}
+
+// leave takes c out of the queue, and reports whether it was there: a
+// call still queued is not sent. The calls that leave are usually the
+// oldest, at the queue's head.
+func (p *pipeline) leave(c *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.queue, c)
+	switch {
+	case i < 0:
+		return false // taken by a pipeline
+	case i == 0:
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+	default:
+		p.queue = slices.Delete(p.queue, i, i+1)
+	}
+	if len(p.queue) == 0 {
+		p.queue = p.queue[:0:0] // let the backing array go
+	}
+	return true
 }
 
 // runAlone runs script with keys and args as run does when a round trip
@@ -243,20 +302,22 @@ func (p *pipeline) send(batch []*call) {
 	}
 }
 
-// batchContext is the context a pipeline of calls is sent with: the values
-// of the first, no cancellation (a caller that gives up stops waiting, not
-// the others), and the latest of their deadlines, if every call has one.
+// batchContext is the context a pipeline of calls, all live, is sent
+// with: none of their values (the pipeline is none of theirs; a caller's
+// trace or tenant does not describe the others), no cancellation (a
+// caller that gives up stops waiting, not the others), and the earliest
+// of their deadlines, so that the round trip, and the connection and the
+// place among Config.Pipelines it holds, end no later than the first of
+// its callers stops waiting; none if no call has one.
 func batchContext(calls []*call) (context.Context, context.CancelFunc) {
-	ctx := context.WithoutCancel(calls[0].ctx)
-	var last time.Time
+	var first time.Time
 	for _, c := range calls {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			return ctx, func() {}
-		}
-		if d.After(last) {
-			last = d
+		if d, ok := c.ctx.Deadline(); ok && (first.IsZero() || d.Before(first)) {
+			first = d
 		}
 	}
-	return context.WithDeadline(ctx, last)
+	if first.IsZero() {
+		return context.Background(), func() {}
+	}
+	return context.WithDeadline(context.Background(), first)
 }

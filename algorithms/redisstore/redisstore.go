@@ -41,11 +41,20 @@ type Config struct {
 	// whose TTL (which names its window) was changed since the commit:
 	// its error matches [algorithms.ErrKeyState] and names them.
 	// It may be called concurrently, and after Allow has returned.
+	//
+	// The refunds and cancels that a failed call spanning slots leaves
+	// to the background (see the package doc, "Redis Cluster") run at
+	// most 256 at once per Store, each for up to 2 s; one more is not
+	// started, and is reported here too: its units stay charged until its
+	// keys' state expires (a fixed window's end; a bucket's reset).
 	OnRefundError func(err error)
 
 	// Pipelines bounds the round trips in flight at once before calls
 	// queue and share a pipeline (see the package doc, "Pipelining").
 	// 0 means [DefaultPipelines]; a negative value turns pipelining off.
+	// At most 4096 calls queue (per Ring shard on a Ring): a call that
+	// finds that many fails at once, with a *[algorithms.BackendError]
+	// for the engine's error policy.
 	Pipelines int
 
 	// Replicas, when > 0, is the exact mode across failovers: a decision
@@ -90,7 +99,7 @@ type Store struct {
 	replicas       int           // Config.Replicas
 	replicaTimeout time.Duration // with replicas
 	shards         sharder       // nil: every key on one server
-	batcher        Batcher       // the client as a Batcher (pipelinable), nil if it is none
+	proc           processor     // sends a script outside a pipeline; nil: through the Scripter (see processorFor)
 	pipe           *pipeline     // nil: no pipelining on the client itself
 	nodePipes      int           // on a Ring, > 0: the Pipelines of each shard's pipeline
 	pipes          sync.Map      // on a Ring: a shard's *redis.Client -> its *pipeline
@@ -102,6 +111,9 @@ type Store struct {
 	// onCancel, when set (tests), hears each cancel of a part delivered:
 	// whether it gave units back.
 	onCancel func(gaveBack bool)
+
+	settling atomic.Int64 // refunds and cancels running in the background (see detach)
+	dropped  atomic.Int64 // refunds and cancels not started, maxDetached running
 }
 
 var _ algorithms.DeadlineHonourer = (*Store)(nil)
@@ -148,8 +160,8 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if max == 0 {
 		max = DefaultPipelines
 	}
+	b.proc = processorFor(client)
 	if c, ok := pipelinable(client); ok {
-		b.batcher = c
 		if max > 0 {
 			_, cluster := client.(*redis.ClusterClient)
 			b.pipe = &pipeline{client: c, max: max, cluster: cluster}
@@ -223,20 +235,30 @@ func (b *Store) run(ctx context.Context, node *redis.Client, s *redis.Script, ke
 		vals, err = b.runReplicated(ctx, node, s, keys, args)
 	case node != nil && b.nodePipes > 0:
 		vals, err = b.nodePipe(node).run(ctx, s, keys, args)
-	case node != nil:
-		vals, err = s.Run(ctx, node, keys, args...).Int64Slice()
-	case b.pipe != nil:
+	case node == nil && b.pipe != nil:
 		vals, err = b.pipe.run(ctx, s, keys, args)
-	case b.batcher != nil:
-		// unpipelined, the same call a pipeline sends a lone caller's
-		vals, err = runScript(ctx, b.batcher, s, keys, args)
 	default:
-		vals, err = s.Run(ctx, b.client, keys, args...).Int64Slice()
+		// unpipelined, the same call a pipeline sends a lone caller's
+		vals, err = b.runDirect(ctx, node, s, keys, args)
 	}
 	if err != nil {
 		return nil, backendErr(err, keys)
 	}
 	return vals, nil
+}
+
+// runDirect runs s on node, or on the backend's own client when node is
+// nil, outside any pipeline: through the client's processor, each script
+// sent at most once (see once), or through a Scripter the store does not
+// know, by its EvalSha and Eval.
+func (b *Store) runDirect(ctx context.Context, node *redis.Client, s *redis.Script, keys []string, args []any) ([]int64, error) {
+	switch {
+	case node != nil:
+		return runScript(ctx, goRedisProcessor{node}, s, keys, args)
+	case b.proc != nil:
+		return runScript(ctx, b.proc, s, keys, args)
+	}
+	return s.Run(ctx, b.client, keys, args...).Int64Slice()
 }
 
 // backendErr wraps err, the error of a script run on keys, as an

@@ -51,17 +51,21 @@ func (b *Store) runReplicated(ctx context.Context, node *redis.Client, s *redis.
 			c = cl.(pipeliner) // New checked it (validReplicas)
 		}
 	}
-	pipe := c.Pipeline()
-	ev := pipe.EvalSha(ctx, s.Hash(), keys, args...)
-	w := pipe.Do(ctx, "wait", b.replicas, b.replicaTimeout.Milliseconds())
-	pipe.Exec(ctx)
-	if redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") {
-		pipe = c.Pipeline()
-		ev = pipe.Eval(ctx, sources[s], keys, args...)
-		w = pipe.Do(ctx, "wait", b.replicas, b.replicaTimeout.Milliseconds())
-		pipe.Exec(ctx)
+	// The script goes at most once (see once), and so does the pipeline
+	// holding it.
+	send := func(eval bool) (*redis.IntSliceCmd, *redis.Cmd) {
+		pipe := c.Pipeline()
+		ev := evalCmd(ctx, s, eval, keys, args)
+		_ = pipe.Process(ctx, once(ev))
+		w := pipe.Do(ctx, "wait", b.replicas, b.replicaTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		return ev, w
 	}
-	vals, err := ev.Int64Slice()
+	ev, w := send(false)
+	if noScript(ev.Err()) {
+		ev, w = send(true)
+	}
+	vals, err := ev.Result()
 	if err != nil {
 		return nil, err
 	}

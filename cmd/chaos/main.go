@@ -5,6 +5,7 @@
 //
 //	chaos -topology single|sentinel|cluster|all -duration 60s -runs 100 -seed 1
 //	chaos -short                  # the short mode `make test` runs
+//	chaos -short -topology cluster -seed 1 -duration 8s  # one of its runs again (the replay line it prints)
 //	chaos -mutate overadmit       # a broken backend: must report violations (also lockout, norefund, nocompensate)
 //	chaos -check h-single-7.jsonl # check histories written by -history again, with this build's checker
 //
@@ -51,7 +52,7 @@ func run() int {
 	runs := flag.Int("runs", 1, "runs per topology, seeds seed, seed+1, ...")
 	seed := flag.Uint64("seed", 1, "seed of the first run")
 	mutate := flag.String("mutate", "", `"", overadmit, lockout, norefund or nocompensate: a broken backend the checker must catch`)
-	short := flag.Bool("short", false, "the short mode: fixed seeds covering every fault kind on every topology (ignores -runs, -seed, -duration)")
+	short := flag.Bool("short", false, "the short mode: fixed seeds covering every fault kind on every topology; with -seed or -topology, the runs they name with the short mode's checker (a replay of one of its runs)")
 	processes := flag.Bool("processes", false, "run the application instances as separate OS processes")
 	verbose := flag.Bool("v", false, "print each run's schedule and faults as they are injected")
 	history := flag.String("history", "", "write each run's history (JSON lines) to this file prefix")
@@ -79,15 +80,19 @@ func run() int {
 		}
 	}
 
+	// -short with a seed or a topology replays runs of the short mode: the
+	// runs those flags name, checked as the short mode checks its own.
+	replay := false
+	flag.Visit(func(f *flag.Flag) { replay = replay || f.Name == "seed" || f.Name == "topology" })
 	var plan []chaos.Options
-	if *short {
+	if *short && !replay {
 		plan = chaos.ShortPlan(*mutate)
 	} else {
 		// Topologies interleave (seed s on each, then s+1): a long run cut
 		// short still covers every topology evenly.
 		for i := range *runs {
 			for _, t := range tops {
-				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes}
+				o := chaos.Options{Topology: t, Seed: *seed + uint64(i), Duration: *duration, Mutate: *mutate, Processes: *processes, Short: *short}
 				if t != world.Single {
 					o.Replicas = *replicas // a single node has no replica to wait for
 				}
@@ -108,7 +113,7 @@ func run() int {
 	defer stop()
 	start := time.Now()
 	var tot chaos.Totals
-	if *short {
+	if *short && !replay {
 		tot = chaos.ExecuteParallel(ctx, plan, os.Stdout, *verbose)
 	} else {
 		tot = chaos.Execute(ctx, plan, os.Stdout, *verbose)
@@ -161,7 +166,7 @@ func checkFiles(files []string, short, verbose bool) int {
 		t.Faults += s.Faults
 		t.Violations += len(s.Violations)
 		t.Lost += s.LostUnits
-		fmt.Printf("chaos: check %s: %d decisions, %d faults, %d violations, lost to failover %d, give-backs checked at %d of %d peeks\n", f, s.Decisions, s.Faults, len(s.Violations), s.LostUnits, s.GiveBackChecked, s.GiveBackPeeks)
+		fmt.Printf("chaos: check %s: %d decisions, %d faults, %d violations, lost to failover %d, give-backs checked at %d of %d peeks, fallbacks admitted %d of their bound %d\n", f, s.Decisions, s.Faults, len(s.Violations), s.LostUnits, s.GiveBackChecked, s.GiveBackPeeks, s.FallbackUnits, s.FallbackBound)
 		for _, v := range s.Violations {
 			fmt.Printf("VIOLATION %s\n", v)
 		}

@@ -463,7 +463,7 @@ func Check(h *History, opts CheckOptions) Summary {
 	}
 
 	var fallbackOver []Violation
-	sum.FallbackUnits, sum.FallbackBound, fallbackOver = fallbackAdmissions(recs, opts.Instances)
+	sum.FallbackUnits, sum.FallbackBound, fallbackOver = fallbackAdmissions(recs, opts.Instances, opts.Margin.Microseconds())
 	sum.Violations = append(sum.Violations, fallbackOver...)
 	lost, peeks, checked := lostGiveBacks(h.Base, recs, faults, lossFaults, killed, refunds, opts)
 	sum.Violations = append(sum.Violations, lost...)

@@ -57,7 +57,9 @@ func logRun(t *testing.T, r *RunResult) {
 // TestShort is the short mode `make test` runs: every topology this build
 // supports, fixed seeds covering every fault kind, 0 violations. The runs
 // go side by side (each starts its own world): most of their time is
-// spent waiting for failovers and restarts, not computing.
+// spent waiting for failovers and restarts, not computing. With
+// REDLIMIT_CHAOS_HISTORY=prefix set, each run's history is written to
+// prefix-<run>-<seed>.jsonl.
 func TestShort(t *testing.T) {
 	requireRedis(t)
 	// The runs share this process: its goroutines are counted once they
@@ -87,6 +89,10 @@ func TestShort(t *testing.T) {
 		name := o.Topology
 		if o.Processes {
 			name += "-processes"
+		}
+		if p := os.Getenv("REDLIMIT_CHAOS_HISTORY"); p != "" {
+			// keep each run's history (chaos -check reads it again)
+			o.HistoryFile = fmt.Sprintf("%s-%s-%d.jsonl", p, name, o.Seed)
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

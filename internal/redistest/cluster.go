@@ -115,6 +115,13 @@ type notFormed struct {
 func (e *notFormed) Error() string { return e.err.Error() + "\n" + e.diagnosis }
 func (e *notFormed) Unwrap() error { return e.err }
 
+// createTimeout bounds redis-cli --cluster create. After its MEETs it
+// waits until every node agrees on the configuration; when a handshake
+// was lost (a loaded machine) that never happens, and redis-cli, which
+// only reports the nodes it cannot reach, waits forever. Past it, the
+// attempt is a *notFormed: StartCluster starts again on fresh nodes.
+var createTimeout = 30 * time.Second
+
 // startCluster is one attempt of StartCluster; an error of the cluster's
 // forming (not of its nodes' starting) is a *notFormed.
 func startCluster(cli string, masters, replicasPerMaster int) (*Cluster, error) {
@@ -135,7 +142,15 @@ func startCluster(cli string, masters, replicasPerMaster int) (*Cluster, error) 
 		args = append(args, s.Addr)
 	}
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPerMaster), "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli, args...)
+	cmd.WaitDelay = time.Second
+	if out, err := cmd.CombinedOutput(); ctx.Err() != nil {
+		nf := &notFormed{err: fmt.Errorf("redistest: redis-cli --cluster create did not return within %v:\n%s", createTimeout, out), diagnosis: c.diagnose()}
+		c.Close()
+		return nil, nf
+	} else if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
 	}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,4 +96,50 @@ func TestReportRetry(t *testing.T) {
 		strings.Index(got, "first attempt") > strings.Index(got, "second attempt") {
 		t.Errorf("%s holds\n%s\nwant both reports, in order, each with its diagnosis", path, got)
 	}
+}
+
+// TestClusterCreateHangs: a redis-cli --cluster create that does not
+// return (as when it waits for a join that a lost MEET handshake never
+// completes) fails the attempt at createTimeout as a *notFormed, which
+// StartCluster starts again, with the nodes' diagnosis; the nodes are
+// stopped. Before, the attempt waited for redis-cli forever, and the test
+// that asked for a cluster hung until go test's -timeout.
+func TestClusterCreateHangs(t *testing.T) {
+	RequireCluster(t)
+	cli := filepath.Join(t.TempDir(), "redis-cli")
+	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho Waiting for the cluster to join\nexec sleep 3600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { createTimeout = d }(createTimeout)
+	createTimeout = time.Second
+	start := time.Now()
+	c, err := startCluster(cli, 3, 0)
+	took := time.Since(start)
+	var nf *notFormed
+	if !errors.As(err, &nf) || c != nil {
+		t.Fatalf("startCluster with a redis-cli that never returns = %v, %v after %v; want a *notFormed", c, err, took)
+	}
+	if !strings.Contains(nf.err.Error(), "did not return within 1s") || !strings.Contains(nf.err.Error(), "Waiting for the cluster to join") {
+		t.Errorf("error %q does not say that redis-cli did not return, with its output", nf.err)
+	}
+	nodes := regexp.MustCompile(`node (127\.0\.0\.1:\d+) \(running true\)`).FindAllStringSubmatch(nf.diagnosis, -1)
+	if len(nodes) != 3 {
+		t.Fatalf("diagnosis lists %d running nodes, want the 3 started:\n%s", len(nodes), nf.diagnosis)
+	}
+	for _, n := range nodes {
+		// killed (SIGKILL) when the attempt failed: gone once the kernel
+		// has reaped it
+		err := poll(10*time.Second, "node "+n[1]+" still accepts connections after the failed attempt", func() error {
+			conn, err := net.DialTimeout("tcp", n[1], time.Second)
+			if err != nil {
+				return nil
+			}
+			conn.Close()
+			return errors.New("accepted")
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("the attempt failed %v after it started (createTimeout 1s)", took.Round(time.Millisecond))
 }

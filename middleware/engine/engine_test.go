@@ -30,10 +30,21 @@ func newMemory(t testing.TB) *memstore.Store {
 	return m
 }
 
+// newEngine builds an Engine, defaulting Logger to one that drops
+// everything and Timeout to 10s, and closes it when t ends. The default
+// 100ms Timeout is a race against the wall clock that a loaded machine
+// loses: a call to a real redis-server (or to a stub run from the guard
+// goroutine) past it is refused, and after FallbackAfter of such failures
+// the fallback decides, so exact counts would split between two backends.
+// Tests whose point is a timeout set Timeout, or call engine.New for the
+// default.
 func newEngine(t testing.TB, b algorithms.Backend, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
 	}
 	e, err := engine.New(b, cfg)
 	if err != nil {
@@ -233,11 +244,17 @@ func TestStalledBound(t *testing.T) {
 	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base+2 })
 }
 
-// failing fails every call and counts them.
-type failing struct{ calls atomic.Int64 }
+// failing fails every call and counts them, the probe's apart: the probe
+// calls every 10ms or so during a run of failures, so how many it made
+// depends on how fast the machine runs the test.
+type failing struct{ calls, probes atomic.Int64 }
 
-func (f *failing) Allow(context.Context, []algorithms.Check, []algorithms.Result) error {
-	f.calls.Add(1)
+func (f *failing) Allow(_ context.Context, checks []algorithms.Check, _ []algorithms.Result) error {
+	if len(checks) > 0 && strings.Contains(checks[0].Key, ":_probe:") {
+		f.probes.Add(1)
+	} else {
+		f.calls.Add(1)
+	}
 	return &algorithms.BackendError{Backend: "stub", Err: errors.New("down")}
 }
 

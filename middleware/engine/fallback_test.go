@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,7 +67,12 @@ var gcra100 = []engine.Rule{{Name: "api", Algorithm: algorithms.GCRA, Limit: alg
 func TestOneSlowCallNoFallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t)
-		e := newEngine(t, f, engine.Config{Rules: gcra100})
+		// engine.New, not newEngine: the default Timeout, on the bubble's clock
+		e, err := engine.New(f, engine.Config{Rules: gcra100, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
 		ctx := context.Background()
 		refused := func(what string) {
 			t.Helper()
@@ -237,6 +244,66 @@ func TestFallbackShare(t *testing.T) {
 				e.Close()
 			})
 		})
+	}
+}
+
+// TestFallbackRefundShare: a decision the fallback made under
+// Config.Instances is settled against the share it was charged under, not
+// the rule's limit. With the rule's limit the refund read a bucket written
+// under the share as a limit changed: GCRA or token bucket 5/s burst 8
+// shared by 2 (2/s, burst 4, 2 s to refill) had its debt cut to the rule's
+// 1.6 s before 200 ms (the rule's unit, not the share's 500 ms) came off,
+// and let one more through 400 ms later (more than the share); 4/s burst 4
+// shared by 2 (1 s either way) got 250 ms of the 500 ms it had taken back,
+// and denied the unit given back.
+func TestFallbackRefundShare(t *testing.T) {
+	for _, alg := range []algorithms.Algorithm{algorithms.GCRA, algorithms.TokenBucket} {
+		for _, tc := range []struct {
+			name  string
+			limit algorithms.Limit
+			take  int   // units taken at once, the share's burst
+			want  []int // allowed after the refund: at once (as many as can be), then 400 ms later
+		}{
+			{"no more than the share", algorithms.PerSecond(5).WithBurst(8), 4, []int{1, 0}},
+			{"the share's unit back", algorithms.PerSecond(4).WithBurst(4), 2, []int{1, 0}},
+		} {
+			t.Run(alg.String()+"/"+tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					f := newFlaky(t)
+					f.fail.Store(true)
+					e := newEngine(t, f, engine.Config{Instances: 2, FallbackAfter: time.Millisecond,
+						Rules: []engine.Rule{{Name: "r", Algorithm: alg, Limit: tc.limit, Refundable: true}}})
+					ctx := context.Background()
+					e.Allow(ctx, "k") // refused: the first failure
+					time.Sleep(time.Millisecond)
+					var last engine.Decision
+					for i := range tc.take + 1 {
+						d := decide(e, ctx, engine.Input{Material: "k"})
+						if d.Source != engine.SourceFallback || d.Allowed != (i < tc.take) {
+							t.Fatalf("decision %d: allowed %v from %v, want %v from the fallback", i, d.Allowed, d.Source, i < tc.take)
+						}
+						if d.Allowed {
+							last = d
+						}
+					}
+					if err := e.Settle(ctx, &last, []int64{0}); err != nil {
+						t.Fatal(err)
+					}
+					got := make([]int, len(tc.want))
+					for i := range got {
+						if i > 0 {
+							time.Sleep(400 * time.Millisecond)
+						}
+						for decide(e, ctx, engine.Input{Material: "k"}).Allowed {
+							got[i]++
+						}
+					}
+					if !slices.Equal(got, tc.want) {
+						t.Errorf("allowed after giving one unit back: %v (at once, 400ms later), want %v", got, tc.want)
+					}
+				})
+			})
+		}
 	}
 }
 

@@ -293,6 +293,14 @@ func (s *shared) checkLeaser(r Rule) error {
 // released): what the HTTP middleware asks before its next handler.
 func (d *Decision) Holds() bool { return d.hold != nil }
 
+// HoldsInProcess reports whether d holds slots of concurrency rules on a
+// backend that runs in process ([algorithms.InProcess]: memstore, the
+// default fallback), so that releasing them makes no round trip: an
+// adapter that releases after the response on another goroutine
+// (grpclimit) releases these at once instead. It is false when d holds
+// no slots.
+func (d *Decision) HoldsInProcess() bool { return d.hold != nil && inProcess(d.hold.backend) }
+
 // Concurrent reports whether a rule of e is a concurrency rule
 // ([algorithms.Concurrency]): an adapter whose requests have no end it
 // can see (an outbound pacer that only waits) refuses such an Engine.

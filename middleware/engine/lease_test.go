@@ -71,6 +71,53 @@ func TestConcurrencyRelease(t *testing.T) {
 	}
 }
 
+// downLeaser is a backend that can release leases and fails every
+// Allow: an instance on it decides with its fallback.
+type downLeaser struct{ failing }
+
+func (*downLeaser) Release(context.Context, []algorithms.Lease) error       { return nil }
+func (*downLeaser) Renew(context.Context, []algorithms.Lease, []bool) error { return nil }
+
+// TestConcurrencyHoldsInProcess: HoldsInProcess tells a Decision whose
+// slots an in-process backend holds (memstore; the default fallback, for
+// a decision it made) from one holding slots on a remote backend, and is
+// false for a Decision that holds none; a clone answers as its original.
+func TestConcurrencyHoldsInProcess(t *testing.T) {
+	ctx := context.Background()
+	mem := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{inFlightRule(1, time.Minute)}})
+	remote := newEngine(t, &leasing{remote{next: newMemory(t)}}, engine.Config{Rules: []engine.Rule{inFlightRule(1, time.Minute)}})
+	down := newEngine(t, &downLeaser{}, engine.Config{Rules: []engine.Rule{inFlightRule(1, time.Minute)}, ProbeInterval: time.Hour, FallbackAfter: time.Nanosecond})
+	if d := down.Allow(ctx, "acme"); !d.Failed {
+		t.Fatalf("first call to a failing primary: %+v, want refused undecided", d)
+	}
+	onFallback := down.Allow(ctx, "acme")
+	if onFallback.Source != engine.SourceFallback {
+		t.Fatalf("second call: %+v, want the fallback's decision", onFallback)
+	}
+	memory, remoteHeld := mem.Allow(ctx, "acme"), remote.Allow(ctx, "acme")
+	for _, tc := range []struct {
+		name string
+		d    *engine.Decision
+		want bool
+	}{
+		{"memstore", memory, true},
+		{"memstore, a clone", memory.Clone(), true},
+		{"memstore, denied", mem.Allow(ctx, "acme"), false},
+		{"remote", remoteHeld, false},
+		{"fallback", onFallback, true},
+	} {
+		if got := tc.d.HoldsInProcess(); got != tc.want {
+			t.Errorf("%s: HoldsInProcess() = %v, want %v (Holds %v)", tc.name, got, tc.want, tc.d.Holds())
+		}
+	}
+	if err := memory.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := remoteHeld.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConcurrencyDenialNotCached: a concurrency denial is never answered
 // by the deny cache: once a slot is released, the next call is allowed.
 func TestConcurrencyDenialNotCached(t *testing.T) {
@@ -205,7 +252,8 @@ func init() {
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	b, _ := redisstore.New(client, redisstore.Config{})
-	e, err := engine.New(b, engine.Config{Prefix: os.Getenv("REDLIMIT_CHILD_PREFIX"), Rules: []engine.Rule{inFlightRule(1, killLease)}})
+	// Timeout 10s: a loaded machine must not have the child's calls refused
+	e, err := engine.New(b, engine.Config{Prefix: os.Getenv("REDLIMIT_CHILD_PREFIX"), Timeout: 10 * time.Second, Rules: []engine.Rule{inFlightRule(1, killLease)}})
 	if err != nil {
 		os.Exit(2)
 	}

@@ -126,6 +126,15 @@ func (s *shared) refund(ctx context.Context, src Source, refunds []algorithms.Re
 	b := s.backend
 	if src == SourceFallback {
 		b = s.fallback
+		if s.instances > 1 {
+			// the fallback charged the share (onFallback): the refund
+			// describes the same limit, or a bucket reads it as a limit
+			// changed (its debt cut to the rule's capacity) and gives back
+			// the rule's emission interval instead of the share's
+			for i := range refunds {
+				refunds[i].Check.Limit = share(refunds[i].Check.Limit, s.instances)
+			}
+		}
 	}
 	r, ok := b.(algorithms.Refunder)
 	if !ok {

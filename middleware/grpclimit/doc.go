@@ -56,4 +56,16 @@
 //
 // A stream is decided once, when it opens, as one call; the messages on it
 // are not counted.
+//
+// # Concurrency rules
+//
+// The slots of an engine rule with algorithms.Concurrency are held while
+// the handler runs (a stream's while it is open) and released after it
+// returns, off the reply's path: the interceptor queues the release as it
+// returns, and a worker sends it while gRPC sends the reply. At most 16
+// workers run per Limiter and at most 1024 releases wait; a call that
+// finds the queue full, or a closed Limiter, releases its own slots
+// before its interceptor returns. Slots on memstore are released at once.
+// A failed release goes to Config.OnReleaseError. Close the Limiter after
+// the server has stopped, to wait for the queued releases.
 package grpclimit

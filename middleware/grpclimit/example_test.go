@@ -54,6 +54,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	defer limiter.Close() // after the server has stopped: deferred calls run in reverse
 
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(limiter.Unary), grpc.ChainStreamInterceptor(limiter.Stream))
 	healthpb.RegisterHealthServer(srv, health.NewServer())

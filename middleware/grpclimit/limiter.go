@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/internal/after"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
@@ -48,16 +50,34 @@ type Config struct {
 	// Now is the clock of the epoch x-ratelimit-reset (default time.Now).
 	// The engine's backend keeps its own clock.
 	Now func() time.Time
+
+	// OnReleaseError, when set, hears of every release of a concurrency
+	// rule's slots that failed or timed out after a call (the slots then
+	// come back when their leases expire), with the call's context and
+	// full method, as middleware.Config.OnSettleError does for HTTP. The
+	// engine's Logger hears of it too. It is called once the handler has
+	// returned, usually from a worker goroutine after gRPC has the reply
+	// (see Limiter.Unary), when the call's context is done already; it
+	// must be safe for concurrent use. A panic in it is logged.
+	OnReleaseError func(ctx context.Context, method string, err error)
+
+	// Logger receives a warning, at most once a second, while the queue
+	// of releases after calls is full, and a panic of OnReleaseError.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Limiter limits gRPC calls by the rules of an [engine.Engine]: its
 // [Limiter.Unary] and [Limiter.Stream] methods are server interceptors.
-// Build it with [New]; it is safe for concurrent use.
+// Build it with [New]; it is safe for concurrent use. Close it when done
+// ([Limiter.Close]) to wait for the releases of concurrency slots queued
+// after calls.
 type Limiter struct {
 	engine  *engine.Engine
 	cfg     Config
 	missing codes.Code
-	pool    sync.Pool // *scratch
+	pool    sync.Pool             // *scratch
+	after   *after.Queue[release] // the releases after calls (release.go)
 }
 
 type scratch struct {
@@ -99,6 +119,7 @@ func New(e *engine.Engine, cfg Config) (*Limiter, error) {
 	}
 	cfg.Keys = append([]Func(nil), cfg.Keys...)
 	l := &Limiter{engine: e, cfg: cfg, missing: missing}
+	l.after = newAfter(l, after.Workers, after.Size)
 	n := len(names)
 	l.pool.New = func() any { return &scratch{in: make([]engine.Input, n), hdr: http.Header{}} }
 	return l, nil
@@ -112,10 +133,22 @@ func (l *Limiter) Engine() *engine.Engine { return l.engine }
 // grpc.ChainUnaryInterceptor(l.Unary). An allowed call reaches handler
 // with the rate-limit state in its header metadata; a refused one gets the
 // status and trailer metadata described in the package documentation.
+//
+// The slots of concurrency rules are held while handler runs (their
+// leases renewed if it runs long). When it returns (or panics), Unary
+// queues their release and returns: gRPC sends the reply without waiting
+// for the release's round trip, which a worker makes. At most 16 workers
+// run per Limiter and at most 1024 releases wait for one; when the queue
+// is full, or after Close, the call makes its own release before Unary
+// returns (its client then waits for it, at most the engine's Timeout),
+// so none is dropped. Slots on a backend that runs in process (memstore)
+// are released at once. A release that fails goes to
+// Config.OnReleaseError.
 func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	md, held, err := l.decide(ctx, info.FullMethod)
 	if held != nil {
-		defer held.Release(ctx) // the slots of concurrency rules
+		// the slots of concurrency rules, released after the call (release.go)
+		defer l.done(ctx, info.FullMethod, held)
 		held.KeepAlive(context.WithoutCancel(ctx))
 	}
 	if err != nil {
@@ -132,11 +165,16 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 
 // Stream is a grpc.StreamServerInterceptor: pass the method value,
 // grpc.ChainStreamInterceptor(l.Stream). A stream is decided once, when it
-// opens, as one unit; its messages are not counted.
+// opens, as one unit; its messages are not counted. The slots of
+// concurrency rules are held while handler runs, and released after it
+// returns as Unary releases them: gRPC ends the stream (its status)
+// without waiting for the release.
 func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	md, held, err := l.decide(ss.Context(), info.FullMethod)
 	if held != nil {
-		defer held.Release(ss.Context()) // the slots of concurrency rules, held while the stream is open
+		// the slots of concurrency rules, held while the stream is open and
+		// released after it (release.go)
+		defer l.done(ss.Context(), info.FullMethod, held)
 		held.KeepAlive(context.WithoutCancel(ss.Context()))
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
@@ -83,10 +86,62 @@ func newLimiter(t testing.TB, e *engine.Engine, cfg grpclimit.Config) *grpclimit
 	return l
 }
 
-// serve starts a real gRPC server with l's interceptors and the health
-// service on a loopback TCP listener, and returns a client connected to
-// it. Both stop when t ends. A nil l serves without interceptors.
+// serve starts a real gRPC server with l's interceptors, the health
+// service and the once service on a loopback TCP listener, and returns a
+// health client connected to it. Both stop when t ends. A nil l serves
+// without interceptors.
 func serve(t testing.TB, l *grpclimit.Limiter) healthpb.HealthClient {
+	t.Helper()
+	return healthpb.NewHealthClient(dial(t, l))
+}
+
+// onceMethod is a server stream that ends: its handler reads one
+// request, sends one message and returns, so that the client sees the
+// stream's end (its status) once the interceptors have returned.
+// Health's Watch runs until the client goes.
+const onceMethod = "/redlimit.test.Once/Stream"
+
+var onceService = grpc.ServiceDesc{
+	ServiceName: "redlimit.test.Once",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Stream",
+		ServerStreams: true,
+		Handler: func(_ any, ss grpc.ServerStream) error {
+			var req healthpb.HealthCheckRequest
+			if err := ss.RecvMsg(&req); err != nil {
+				return err
+			}
+			return ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
+		},
+	}},
+}
+
+// once calls onceMethod on conn and returns the stream's status code
+// once the client has its end.
+func once(ctx context.Context, conn *grpc.ClientConn) codes.Code {
+	st, err := conn.NewStream(ctx, &onceService.Streams[0], onceMethod)
+	if err != nil {
+		return status.Code(err)
+	}
+	if err := st.SendMsg(&healthpb.HealthCheckRequest{}); err != nil {
+		return status.Code(err)
+	}
+	if err := st.CloseSend(); err != nil {
+		return status.Code(err)
+	}
+	for {
+		var resp healthpb.HealthCheckResponse
+		if err := st.RecvMsg(&resp); err == io.EOF {
+			return codes.OK
+		} else if err != nil {
+			return status.Code(err)
+		}
+	}
+}
+
+// dial starts the server of serve and returns a connection to it.
+func dial(t testing.TB, l *grpclimit.Limiter) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -98,6 +153,7 @@ func serve(t testing.TB, l *grpclimit.Limiter) healthpb.HealthClient {
 	}
 	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	srv.RegisterService(&onceService, struct{}{})
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -105,7 +161,7 @@ func serve(t testing.TB, l *grpclimit.Limiter) healthpb.HealthClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	return conn
 }
 
 // prefix is a key prefix unique to t, for tests that share a redis-server.

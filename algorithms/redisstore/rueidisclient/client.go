@@ -36,9 +36,10 @@
 // cancelled, as an HTTP request's can), every call pays two goroutine
 // handoffs: slower than go-redis at one caller. Both are exact.
 //
-// rueidis retries only read-only commands after a broken connection, so a
-// decide script is never sent twice (go-redis needs MaxRetries -1 for
-// that). A call returns by its context's deadline ([Client.HonoursDeadline]
+// rueidis retries only read-only commands after a broken connection, and
+// EVALSHA and EVAL are not (their builders mark no command read-only, nor
+// does the store's), so a script is never sent twice, as the store sends
+// none twice through go-redis. A call returns by its context's deadline ([Client.HonoursDeadline]
 // reports true); as on any client, a check whose deadline passed after it
 // was sent may still have been counted.
 //

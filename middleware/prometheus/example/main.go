@@ -58,7 +58,7 @@ func run() error {
 		return err
 	}
 	defer cleanup()
-	svc, err := newService(client)
+	svc, err := newService(client, 0)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,11 @@ type service struct {
 	close            func()
 }
 
-func newService(client redis.UniversalClient) (*service, error) {
+// newService builds the service on client. timeout is the Middleware's
+// Config.Timeout: 0, the default 100ms, for the service; the test gives
+// a loaded machine more, so that its counts do not depend on how fast
+// the machine answers.
+func newService(client redis.UniversalClient, timeout time.Duration) (*service, error) {
 	// Every rule of every Middleware below, so each gets its own series.
 	metrics, err := promlimit.New(promlimit.Config{Rules: []string{"ip", "user", "orders"}})
 	if err != nil {
@@ -130,6 +134,7 @@ func newService(client redis.UniversalClient) (*service, error) {
 	}
 	user := keyfunc.Header("X-User-ID")
 	base, err := middleware.New(backend, middleware.Config{
+		Timeout:       timeout,
 		OnDecision:    metrics.HTTP,
 		OnSettleError: metrics.SettleError, // once a rule charges after the response
 		Rules: []middleware.Rule{

@@ -6,18 +6,21 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
 // TestMetrics sends orders until the orders rule denies and reads the
-// counts on /metrics.
+// counts on /metrics. The service's Timeout is 10s: under the default
+// 100ms a loaded machine has calls to miniredis refused (503) or, after
+// FallbackAfter of them, decided by the fallback, and the counts change.
 func TestMetrics(t *testing.T) {
 	mr := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer client.Close()
-	svc, err := newService(client)
+	svc, err := newService(client, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

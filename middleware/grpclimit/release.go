@@ -1,0 +1,102 @@
+package grpclimit
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/redlimit/redlimit/internal/after"
+	"github.com/redlimit/redlimit/middleware/engine"
+)
+
+// Releases after the call. Once a call's handler has returned, its
+// concurrency rules' slots are to be released (engine.Decision.Release),
+// a round trip to a remote backend that does not change the answer. The
+// interceptors do not make it before returning: they queue it, as they
+// return, on a queue shared with the HTTP middleware's kind
+// (internal/after), and gRPC writes the reply (a unary call's message
+// and status, a stream's status) while a worker makes the call. A unary
+// interceptor can do nothing after gRPC has the reply but by another
+// goroutine: the release is queued by a deferred call, so it also
+// follows a handler that panics.
+//
+// Bounds: at most after.Workers (16) workers per Limiter, gone after a
+// second without work; at most after.Size (1024) releases waiting, each
+// bounded by the engine's Timeout. When the queue is full, or after
+// Close, the call releases its slots itself before its interceptor
+// returns, as without a queue: nothing is dropped. Slots held by a
+// backend that runs in process (engine.Decision.HoldsInProcess: memstore,
+// the default fallback) have no round trip to save: they are released at
+// once.
+
+// release is the work after one call: the release of the slots d holds,
+// for the call of method with context ctx (done by then).
+type release struct {
+	ctx    context.Context
+	method string
+	d      *engine.Decision
+}
+
+// newAfter returns the queue of releases of l: at most workers workers,
+// at most size releases waiting.
+func newAfter(l *Limiter, workers, size int) *after.Queue[release] {
+	return after.New(workers, size, l.release)
+}
+
+// done hands the release of the slots d holds to a worker, or makes it
+// at once when the backend holding them runs in process, the queue is
+// full or l is closed.
+func (l *Limiter) done(ctx context.Context, method string, d *engine.Decision) {
+	r := release{ctx: ctx, method: method, d: d}
+	if !d.HoldsInProcess() {
+		if l.after.Enqueue(r) {
+			return
+		}
+		if n := l.after.Full(); n > 0 {
+			l.logger().Warn("redlimit: the queue of releases after gRPC calls is full: calls release their own slots before their interceptor returns", "calls", n, "queue", l.after.Size())
+		}
+	}
+	l.release(r)
+}
+
+// release releases r's slots and reports what failed to
+// Config.OnReleaseError. The call is over: the engine's Timeout bounds
+// the release, whatever r.ctx says.
+func (l *Limiter) release(r release) {
+	if err := after.Guard(func() error { return r.d.Release(r.ctx) }); err != nil {
+		l.reportRelease(r, err)
+	}
+}
+
+// reportRelease gives err, r's failed release, to Config.OnReleaseError,
+// if set; a panic of the hook is logged.
+func (l *Limiter) reportRelease(r release, err error) {
+	if l.cfg.OnReleaseError == nil {
+		return
+	}
+	if perr := after.Guard(func() error { l.cfg.OnReleaseError(r.ctx, r.method, err); return nil }); perr != nil {
+		l.logger().Error("redlimit: grpclimit.Config.OnReleaseError panicked", "err", perr)
+	}
+}
+
+// logger is Config.Logger, or slog.Default.
+func (l *Limiter) logger() *slog.Logger {
+	if l.cfg.Logger != nil {
+		return l.cfg.Logger
+	}
+	return slog.Default()
+}
+
+// Close waits until the releases queued after calls are made: every slot
+// of a concurrency rule released, or its error given to
+// Config.OnReleaseError. That takes at most the time of the queued
+// releases, each bounded by the engine's Timeout (with the Timeout
+// disabled, as long as the backend takes). The interceptors keep
+// working: after Close, a call releases its own slots before its
+// interceptor returns. Close a Limiter after the server that runs it
+// has stopped (grpc.Server.GracefulStop), so that every call's release
+// is made, and before closing its Engine, which it does not close. It
+// returns nil.
+func (l *Limiter) Close() error {
+	l.after.Close()
+	return nil
+}
