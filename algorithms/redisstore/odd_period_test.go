@@ -12,13 +12,40 @@ import (
 
 // TestFixedWindowOddPeriod: a fixed window whose period is no whole
 // number of ms is decided on the server's clock as on any other, by its
-// one-check script alone (its key a hash, since a string's expiry, to the
-// ms, cannot end such a window), by the multi script and in a batch:
-// Rate checks allowed in a window, the next denied until the window's
-// end. (The one-check script once failed on every such call: "attempt to
-// perform arithmetic on local 'now'".)
+// one-check script alone, by the multi script and in a batch: Rate checks
+// allowed in a window, the next denied until the window's end; its key is
+// a hash, since a string's expiry, to the ms, cannot end every window of
+// such a period. (The one-check script once failed on every such call:
+// "attempt to perform arithmetic on local 'now'"; the multi script wrote a
+// string in every other window, the one whose end is a whole ms.) Both
+// kinds of window run: the test picks two periods, one whose current
+// window ends on a whole ms and one whose window does not.
 func TestFixedWindowOddPeriod(t *testing.T) {
 	t.Parallel()
+	// periods of an hour and an odd number of half ms: their windows
+	// (aligned to the Unix epoch) end on a whole ms in every other one
+	var whole, odd time.Duration
+	now := time.Now().UnixMicro()
+	for x := int64(500); whole == 0 || odd == 0; x += 1000 {
+		p := int64(time.Hour/time.Microsecond) + x
+		stop := (now/p + 1) * p
+		if stop-now < int64(10*time.Minute/time.Microsecond) {
+			continue // a window that could end while the test runs
+		}
+		d := time.Duration(p) * time.Microsecond
+		if stop%1000 == 0 && whole == 0 {
+			whole = d
+		} else if stop%1000 != 0 && odd == 0 {
+			odd = d
+		}
+	}
+	for _, period := range []time.Duration{whole, odd} {
+		t.Run(period.String(), func(t *testing.T) { oddPeriod(t, period) })
+	}
+}
+
+// oddPeriod runs TestFixedWindowOddPeriod with a period of no whole ms.
+func oddPeriod(t *testing.T, period time.Duration) {
 	c := redistest.Require(t).Client(t)
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
@@ -26,9 +53,7 @@ func TestFixedWindowOddPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// an hour and half a ms: no window ends while the test runs, but
-	// once in 7,200 runs
-	limit := algorithms.Limit{Rate: 3, Period: time.Hour + 500*time.Microsecond}
+	limit := algorithms.Limit{Rate: 3, Period: period}
 	check := func(key string) algorithms.Check {
 		return algorithms.Check{Key: prefix + key, Algorithm: algorithms.FixedWindow, Limit: limit}
 	}
@@ -77,5 +102,8 @@ func TestFixedWindowOddPeriod(t *testing.T) {
 	}
 	if allowed != 3 {
 		t.Errorf("batch: %d of 4 calls allowed, want 3", allowed)
+	}
+	if typ := c.Type(ctx, prefix+"{batch}").Val(); typ != "hash" {
+		t.Errorf("batch: the key is a %s, want a hash", typ)
 	}
 }

@@ -19,7 +19,7 @@
 --   count they could not tell as the commit's: the now, then their positions
 --   (nothing given back to them)
 --
--- SHA1 38d71c0213f7e719e7f8c53f347a8615434a0664 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 5c7cb1561dd3cc1f0b76aa0b466b9df133019a48 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, refund.lua,
 -- joined with the glue lines of lua.go. The sources' headers say more.
 -- ---- the script, as sent ----
@@ -364,16 +364,17 @@ local function fixed_window_string(key, v, now)
   return c, (floor(now / 1000) + ttl + 1) * 1000
 end
 
--- fixed_window_write stores count units in the window [start, stop). On the
--- server's clock, when stop is a whole ms, the key is a string: a write to
+-- fixed_window_write stores count units in the window [start, stop) of a
+-- limit of period µs. On the server's clock, for a period and a stop of
+-- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
 -- with the window; any other sets it (and replaces a hash). Else it is a
 -- hash, whose TTL is set from the writer's now: on a client's clock every
 -- write sets it again (a TTL set by another client whose clock runs ahead
 -- would end the window early), on the server's only a new window's; str
 -- says the key holds a string, which the hash replaces.
-local function fixed_window_write(key, start, stop, count, now, same, str)
-  if server_clock and stop % 1000 == 0 then
+local function fixed_window_write(key, start, stop, count, now, same, str, period)
+  if server_clock and stop % 1000 == 0 and period % 1000 == 0 then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else
@@ -454,8 +455,8 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit)
   count = count + cost
   -- the window the key holds, unchanged
   local same = (stored and start == s and stop == e) or (str and count > cost)
-  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
+  if commit then fixed_window_write(key, start, stop, count, now, same, str, period) end
+  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str, period
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit
