@@ -16,7 +16,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // TestLeanArgs: which checks have a lean script, and the ARGV it gets.
@@ -480,8 +479,8 @@ func TestWindowWithoutNX(t *testing.T) {
 		src  string
 		args []any
 	}{
-		{"lean", lua.Lean("fixed_window"), newLeanArgs(&p)},
-		{"one-check", lua.Single("fixed_window"), newOneArgs(&p, 0)},
+		{"lean", luaScript("lean_fixed_window"), newLeanArgs(&p)},
+		{"one-check", luaScript("one_fixed_window"), newOneArgs(&p, 0)},
 	} {
 		if n := strings.Count(sc.src, ", 'NX')"); n != 1 {
 			t.Fatalf("%s: %d PEXPIREAT ... NX, want 1", sc.name, n)

@@ -8,15 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/lua"
 )
 
 var _ algorithms.Leaser = (*Store)(nil)
 
 // The scripts that release and renew concurrency leases.
 var (
-	releaseScript = redis.NewScript(lua.Release())
-	renewScript   = redis.NewScript(lua.Renew())
+	releaseScript = redis.NewScript(luaScript("release"))
+	renewScript   = redis.NewScript(luaScript("renew"))
 )
 
 // Release implements [algorithms.Leaser]: one EVALSHA of lua/release.lua
