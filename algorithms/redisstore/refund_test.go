@@ -15,7 +15,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // resend is a go-redis hook that sends every EVALSHA of one script twice,
@@ -45,7 +44,7 @@ func (resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 func resendClient(t *testing.T, src string) *redis.Client {
 	t.Helper()
 	client := redistest.Require(t).Client(t)
-	for _, s := range lua.Scripts() {
+	for _, s := range redisstore.Scripts() {
 		if err := client.ScriptLoad(context.Background(), s).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +59,7 @@ func resendClient(t *testing.T, src string) *redis.Client {
 // second run.
 func TestRefundResent(t *testing.T) {
 	ctx := context.Background()
-	client := resendClient(t, lua.Refund())
+	client := resendClient(t, luaScript("refund"))
 	now := time.Unix(1_700_000_000, 0)
 	b, err := redisstore.New(client, redisstore.Config{Now: func() time.Time { return now }, Pipelines: -1})
 	if err != nil {
@@ -99,7 +98,7 @@ var refundable = slices.DeleteFunc(slices.Clone(algorithms.Algorithms), func(a a
 // same lease. Released, they are all free again.
 func TestConcurrencyResent(t *testing.T) {
 	ctx := context.Background()
-	client := resendClient(t, lua.Single("concurrency"))
+	client := resendClient(t, luaScript("one_concurrency"))
 	b, err := redisstore.New(client, redisstore.Config{Pipelines: -1})
 	if err != nil {
 		t.Fatal(err)

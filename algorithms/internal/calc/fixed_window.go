@@ -66,3 +66,15 @@ func (s *State) fixedWindowRefund(p *Params, at, reset int64) RefundOutcome {
 	}
 	return RefundOutcome{}
 }
+
+// CountOutcome is the outcome of a check of p (a cost no larger than its
+// capacity) on a fixed window's string on the server's clock, as
+// lua/fixed_window.lua's fw_count leaves it: count is the key's count
+// with the check's cost added, and reset the µs to its window's end. The
+// check is allowed if count is at most the capacity; a denial took its
+// cost back, and is decided on the count without it. It is window's
+// decision on that count, the window ending in reset µs.
+func CountOutcome(p *Params, count, reset int64) Outcome {
+	var s State
+	return s.window(p, count-p.Cost, 0, reset, 0, false)
+}
