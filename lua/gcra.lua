@@ -98,29 +98,33 @@ held = math.max(nxt - k * u, hold * r) + k * u
 remaining, reset = floor((cap * u - held) / u), floor((held + r - 1) / r)
 --@ end
 
---@ formula gcra_parse(v, sfx, r) -> a, b
+--@ formula gcra_parse(v, sfx, rsfx) -> a, b
 -- a value written under this limit, whose full window's suffix is sfx
--- ("/<tau>"), and whose TAT has no fraction or one counted in this
--- limit's r: its TAT's whole µs a and fraction b; a is nil for any other
--- value (another limit's, an older form, not a TAT), which only the
--- general code (gcra_tat, bucket_debt) reads
+-- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+-- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+-- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+-- and fraction b; a is nil for any other value (another limit's, an older
+-- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+-- reads. Every call of a library function costs Redis about a thousand
+-- instructions: a value with a fraction is matched once, its digits
+-- turned into numbers by arithmetic (they are digits: no tonumber call).
 a, b = nil, 0
-if string.sub(v, -#sfx) == sfx then
-  local s = string.sub(v, 1, -#sfx - 1)
-  a = tonumber(s)
-  if not a then
-    local sa, sb, sr = string.match(s, '^(%d+):(%d+):(%d+)$')
-    if sa and tonumber(sr) == r then a, b = tonumber(sa), tonumber(sb) end
-  end
+local sa, sb
+if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+if sa then
+  a, b = sa + 0, sb + 0
+elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+  a = tonumber(string.sub(v, 1, -#sfx - 1))
 end
 --@ end
 
---@ formula gcra_value(nxt, r, now, sfx) -> value, f
--- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
--- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
--- where the TAT's length proves it exact (a µs on the server's clock has
--- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
--- caller's other integers
+--@ formula gcra_value(nxt, r, now, sfx, rsfx) -> value, f
+-- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+-- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+-- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+-- with '%d' where the TAT's length proves it exact (a µs on the server's
+-- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+-- for the caller's other integers
 f = '%d'
 local at, frac = now + floor(nxt / r), nxt % r
 value = string.format(f, at)
@@ -128,11 +132,14 @@ if #value < 12 then
   f = '%.0f'
   value = string.format(f, at)
 end
-if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-value = value .. sfx
+if frac ~= 0 then
+  value = value .. ':' .. string.format(f, frac) .. rsfx
+else
+  value = value .. sfx
+end
 --@ end
 
---@ formula gcra_check(key, cap, r, u, cost, sfx, server, now) -> reply
+--@ formula gcra_check(key, cap, r, u, cost, sfx, rsfx, server, now) -> reply
 -- one check, the common case: a key that is absent or holds a value of
 -- this limit (gcra_parse) is decided here, from GET, TIME (only when now
 -- is nil, once the value is known to be decided here) and its SET, and
@@ -142,7 +149,7 @@ value = value .. sfx
 local v = redis.call('GET', key)
 local a, b = nil, 0
 if v then
-  --@ inline gcra_parse(v, sfx, r) -> a, b
+  --@ inline gcra_parse(v, sfx, rsfx) -> a, b
 end
 if not v or a then
   local t = now
@@ -157,7 +164,7 @@ if not v or a then
   --@ inline local bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt
   if remaining < 0 then remaining = 0 end
   if allowed == 1 then
-    --@ inline local gcra_value(nxt, r, t, sfx) -> value, f
+    --@ inline local gcra_value(nxt, r, t, sfx, rsfx) -> value, f
     --@ inline local bucket_ttl(reset, server) -> ttl
     redis.call('SET', key, value, 'PX', string.format(f, ttl))
   end
@@ -208,7 +215,8 @@ end
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
 -- to expire when it is reached (bucket_ttl).
 local function gcra_write(key, diff, r, now, tau, server)
-  --@ inline local gcra_value(diff, r, now, '/' .. fmt(tau)) -> value, f
+  local sfx = '/' .. fmt(tau)
+  --@ inline local gcra_value(diff, r, now, sfx, ':' .. fmt(r) .. sfx) -> value, f
   --@ inline local bucket_ttl(ceil_div(diff, r), server) -> ttl
   redis.call('SET', key, value, 'PX', string.format(f, ttl))
 end
@@ -264,8 +272,11 @@ if not KEYS[2] then
   local floor = math.floor
   local cap, r, u = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
   --@ inline local bucket_tau(cap, u, r) -> tau
-  -- a value of this limit ends with its full window: "<tat>/<tau>"
-  --@ inline local gcra_check(KEYS[1], cap, r, u, tonumber(ARGV[6]), '/' .. string.format(intf, tau), ARGV[1] == '0', now) -> reply
+  -- a value of this limit ends with its full window: "<tat>/<tau>", or
+  -- "<a>:<b>:<r>/<tau>" with a fraction
+  local sfx, rsfx = '/' .. string.format(intf, tau), nil
+  if r ~= 1 then rsfx = ':' .. ARGV[4] .. sfx end
+  --@ inline local gcra_check(KEYS[1], cap, r, u, tonumber(ARGV[6]), sfx, rsfx, ARGV[1] == '0', now) -> reply
   if reply then return reply end
 end
 --@ end
@@ -281,21 +292,27 @@ end
 -- ARGV[1]   capacity (the burst)
 -- ARGV[2]   u, one unit in scaled units (see calc.Params)
 -- ARGV[3]   the stored value's suffix: '/' .. tau, tau = ceil(capacity * u / r)
--- ARGV[4]   the cost, when it is not 1 or r is sent
--- ARGV[5]   r, the refill in scaled units per µs, when it is not 1 (an
---           emission interval of no whole µs)
+-- ARGV[4]   r, the refill in scaled units per µs, when it is not 1 (an
+--           emission interval of no whole µs) or the cost is sent
+-- ARGV[5]   the cost, when it is not 1
 --
 -- Reply: allowed (0 or 1), remaining, retry_after µs, reset_after µs, as
 -- one.lua's fast paths reply; or an empty reply, having written nothing,
 -- for a value gcra_check leaves to the general code (another limit's, or
 -- not a TAT), which the algorithm's one-check script then decides.
+--
+-- The numbers, integers the Go side formats, are turned into numbers by
+-- arithmetic rather than tonumber: a call of a library function costs
+-- Redis about a thousand instructions.
 local floor = math.floor
-local cost, r = 1, 1
+local sfx, rsfx, r, cost = ARGV[3], nil, 1, 1
 if ARGV[4] then
-  cost = tonumber(ARGV[4])
-  if ARGV[5] then r = tonumber(ARGV[5]) end
+  r = ARGV[4] + 0
+  -- the suffix of a value with a fraction: ":<r>/<tau>"
+  if r ~= 1 then rsfx = ':' .. ARGV[4] .. sfx end
+  if ARGV[5] then cost = ARGV[5] + 0 end
 end
---@ inline local gcra_check(KEYS[1], tonumber(ARGV[1]), r, tonumber(ARGV[2]), cost, ARGV[3], true, nil) -> reply
+--@ inline local gcra_check(KEYS[1], ARGV[1] + 0, r, ARGV[2] + 0, cost, sfx, rsfx, true, nil) -> reply
 if reply then return reply end
 return {}
 --@ end
@@ -316,7 +333,7 @@ do
   local floor = math.floor
   local na = #ARGV
   local scap, sr, su, scost -- the strings of the numbers below
-  local cap, r, u, cost, sfx, tau
+  local cap, r, u, cost, sfx, rsfx, tau
   while a <= na do
     -- n is 0 when the call's numbers are the last call's (see batch.lua),
     -- which was decided here: cap, r, u and cost hold them
@@ -329,7 +346,8 @@ do
         scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
         cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
         --@ inline bucket_tau(cap, u, r) -> tau
-        sfx = '/' .. string.format(intf, tau)
+        sfx, rsfx = '/' .. string.format(intf, tau), nil
+        if r ~= 1 then rsfx = ':' .. sr .. sfx end
       end
     end
     local key = KEYS[k]
@@ -341,7 +359,7 @@ do
     local ta, tb = nil, 0
     if v then
       if type(v) ~= 'string' then break end
-      --@ inline gcra_parse(v, sfx, r) -> ta, tb
+      --@ inline gcra_parse(v, sfx, rsfx) -> ta, tb
       if not ta then break end
     end
     local now = call_now(ARGV[a + 1])
@@ -355,7 +373,7 @@ do
     if remaining < 0 then remaining = 0 end
     if allowed == 1 then
       -- gcra_defer (batch_calls below): the value, written at the end
-      --@ inline local gcra_value(nxt, r, now, sfx) -> value, f
+      --@ inline local gcra_value(nxt, r, now, sfx, rsfx) -> value, f
       --@ inline local bucket_ttl(reset, ARGV[a + 1] == '0') -> ttl
       tats[key] = value
       if not dirty[key] then order[#order + 1] = key end
@@ -394,7 +412,7 @@ end
 -- allowed, remaining, retry_after, reset_after (remaining may be below 0
 -- after the clock went back: callers clamp), then the remaining and
 -- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
+-- the value's suffixes ("/<tau>", and ":<r>/<tau>" for r ~= 1) to write.
 local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
@@ -403,10 +421,11 @@ local function gcra_eval(key, a, now)
   end
   local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   --@ inline local bucket_tau(cap, u, r) -> tau
-  local sfx = '/' .. string.format(intf, tau)
+  local sfx, rsfx = '/' .. string.format(intf, tau), nil
+  if r ~= 1 then rsfx = ':' .. ARGV[a + 3] .. sfx end
   local ta, tb = nil, 0
   if v then
-    --@ inline gcra_parse(v, sfx, r) -> ta, tb
+    --@ inline gcra_parse(v, sfx, rsfx) -> ta, tb
     if not ta then return end
   end
   local diff = 0
@@ -416,13 +435,14 @@ local function gcra_eval(key, a, now)
   --@ inline local bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt
   -- the state as it is: a cost that never fits
   --@ inline local bucket_decide(diff, cap, u, r, cap + 1) -> _, left, _, until_full, _
-  return allowed, remaining, retry, reset, left, until_full, nxt, r, sfx
+  return allowed, remaining, retry, reset, left, until_full, nxt, r, sfx, rsfx
 end
 
 -- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx, server)
-  --@ inline local gcra_value(nxt, r, now, sfx) -> value, f
+-- (followed by sfx, "/<tau>", or with a fraction rsfx, ":<r>/<tau>"),
+-- full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx, rsfx, server)
+  --@ inline local gcra_value(nxt, r, now, sfx, rsfx) -> value, f
   --@ inline local bucket_ttl(reset, server) -> ttl
   tats[key] = value
   if not dirty[key] then order[#order + 1] = key end
@@ -435,10 +455,10 @@ end
 -- not the common case, and then it has written nothing.
 local function gcra_call(n, now, mode, k, a, o, server)
   if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx, rsfx = gcra_eval(KEYS[k], a, now)
     if not allowed then return false end
     if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx, server)
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx, rsfx, server)
     elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
       allowed = 2
     end
@@ -457,7 +477,7 @@ local function gcra_call(n, now, mode, k, a, o, server)
     local e, p = out[i], o + 4 * (i - 1)
     local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
     if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9], server)
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9], e[10], server)
     elseif allowed == 1 then
       -- nothing is consumed: a passing check reports its state as it is
       remaining, reset = e[5], e[6]

@@ -18,7 +18,7 @@ import (
 // or a GCRA limit is sent, when the pipeline has a round trip free for it,
 // as the algorithm's lean script (docs/scripts/lean_fixed_window.lua,
 // lean_gcra.lua) with only the numbers that script reads: 2 ARGV for a
-// fixed window of cost 1, 3 for GCRA (5 for an emission interval of no
+// fixed window of cost 1, 3 for GCRA (4 for an emission interval of no
 // whole µs), against 6 for the one-check script. Redis pays for every
 // ARGV of every call (parsing it, a Lua string, a slot of the ARGV table:
 // on Redis 7.0 about as much as an INCRBY), so the fixed window's lean
@@ -50,10 +50,11 @@ const maxExact = 1 << 53
 // argsFor, so that no client formats them again per call), or nil when p
 // has none or it does not apply: a fixed window's cost above the
 // capacity; GCRA numbers Lua would not hold exactly. A fixed window sends
-// its capacity and period (µs), GCRA its capacity, u and the suffix of a
-// value its limit writes ("/" and its full window, calc.Tau), then r when
-// the emission interval is no whole number of µs (r > 1); each then its
-// cost, unless it is 1 and nothing follows it.
+// its capacity and period (µs), and for a period of no whole ms its cost
+// and "h" (a hash), GCRA its capacity, u and the suffix of a
+// value its limit writes ("/" and its full window, calc.Tau), then r
+// when the emission interval is no whole number of µs (r > 1) or a cost
+// follows; each then its cost, unless it is 1.
 func newLeanArgs(p *calc.Params) []any {
 	var args []any
 	switch algorithms.Algorithm(p.Alg) {
@@ -62,13 +63,17 @@ func newLeanArgs(p *calc.Params) []any {
 			return nil
 		}
 		args = []any{itoa(p.Cap), itoa(p.Period)}
+		if p.Period%1000 != 0 {
+			// the hash layout: the cost, then "h"
+			return append(args, itoa(p.Cost), "h")
+		}
 	case algorithms.GCRA:
 		if p.U <= 0 || p.R <= 0 || p.Cap > maxExact/p.U || p.Cost > maxExact/p.U {
 			return nil
 		}
 		args = []any{itoa(p.Cap), itoa(p.U), "/" + itoa(calc.Tau(p))}
-		if p.R != 1 {
-			return append(args, itoa(p.Cost), itoa(p.R))
+		if p.R != 1 || p.Cost != 1 {
+			args = append(args, itoa(p.R))
 		}
 	default:
 		return nil

@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 3cdca43ad5e39c64e302ac1dca0a23861891522f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 24b649211ede93e5bea31642b42e0c642a601573 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   batch_state, fast, fixed_window.fast, batch_fast, prelude,
@@ -113,7 +113,9 @@ local function fixed_window_fast(key, b, now, server)
           do -- window_end(now, period) -> start, stop, from fixed_window.lua
             local now, period = t, period + 0
             -- the window of period (µs) that holds now, aligned to the Unix epoch
-            start = floor(now / period) * period
+            -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+            -- string layout's common case then need not define)
+            start = now - now % period
             stop = start + period
           end
           local last
@@ -205,7 +207,9 @@ local function fixed_window_fast(key, b, now, server)
           -- at now writes to
           do -- window_end(now, period) -> start, stop, from fixed_window.lua
             -- the window of period (µs) that holds now, aligned to the Unix epoch
-            start = floor(now / period) * period
+            -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+            -- string layout's common case then need not define)
+            start = now - now % period
             stop = start + period
           end
           count = 0
@@ -686,7 +690,9 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit, server)
     -- at now writes to
     do -- window_end(now, period) -> start, stop, from fixed_window.lua
       -- the window of period (µs) that holds now, aligned to the Unix epoch
-      start = floor(now / period) * period
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
       stop = start + period
     end
     count = 0

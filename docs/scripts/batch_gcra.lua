@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 0483f63bd07552b2158065e497d67d8253b557c5 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 bc3fd6d58d4e64a9e07c194a145ea30b9ec5aff8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   batch_state, fast, gcra.batch, prelude, gcra.bucket, gcra.functions,
@@ -77,7 +77,7 @@ do
   local floor = math.floor
   local na = #ARGV
   local scap, sr, su, scost -- the strings of the numbers below
-  local cap, r, u, cost, sfx, tau
+  local cap, r, u, cost, sfx, rsfx, tau
   while a <= na do
     -- n is 0 when the call's numbers are the last call's (see batch.lua),
     -- which was decided here: cap, r, u and cost hold them
@@ -94,7 +94,8 @@ do
           -- bucket takes to refill, which every bucket key stores (calc.Tau)
           tau = floor((cap * u + r - 1) / r)
         end
-        sfx = '/' .. string.format(intf, tau)
+        sfx, rsfx = '/' .. string.format(intf, tau), nil
+        if r ~= 1 then rsfx = ':' .. sr .. sfx end
       end
     end
     local key = KEYS[k]
@@ -106,21 +107,24 @@ do
     local ta, tb = nil, 0
     if v then
       if type(v) ~= 'string' then break end
-      do -- gcra_parse(v, sfx, r) -> a, b, from gcra.lua
+      do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
         local a, b
         -- a value written under this limit, whose full window's suffix is sfx
-        -- ("/<tau>"), and whose TAT has no fraction or one counted in this
-        -- limit's r: its TAT's whole µs a and fraction b; a is nil for any other
-        -- value (another limit's, an older form, not a TAT), which only the
-        -- general code (gcra_tat, bucket_debt) reads
+        -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+        -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+        -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+        -- and fraction b; a is nil for any other value (another limit's, an older
+        -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+        -- reads. Every call of a library function costs Redis about a thousand
+        -- instructions: a value with a fraction is matched once, its digits
+        -- turned into numbers by arithmetic (they are digits: no tonumber call).
         a, b = nil, 0
-        if string.sub(v, -#sfx) == sfx then
-          local s = string.sub(v, 1, -#sfx - 1)
-          a = tonumber(s)
-          if not a then
-            local sa, sb, sr = string.match(s, '^(%d+):(%d+):(%d+)$')
-            if sa and tonumber(sr) == r then a, b = tonumber(sa), tonumber(sb) end
-          end
+        local sa, sb
+        if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+        if sa then
+          a, b = sa + 0, sb + 0
+        elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+          a = tonumber(string.sub(v, 1, -#sfx - 1))
         end
         ta, tb = a, b
       end
@@ -160,12 +164,13 @@ do
     if allowed == 1 then
       -- gcra_defer (batch_calls below): the value, written at the end
       local value, f
-      do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
-        -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-        -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-        -- where the TAT's length proves it exact (a µs on the server's clock has
-        -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-        -- caller's other integers
+      do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+        -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+        -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+        -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+        -- with '%d' where the TAT's length proves it exact (a µs on the server's
+        -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+        -- for the caller's other integers
         f = '%d'
         local at, frac = now + floor(nxt / r), nxt % r
         value = string.format(f, at)
@@ -173,8 +178,11 @@ do
           f = '%.0f'
           value = string.format(f, at)
         end
-        if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-        value = value .. sfx
+        if frac ~= 0 then
+          value = value .. ':' .. string.format(f, frac) .. rsfx
+        else
+          value = value .. sfx
+        end
       end
       local ttl
       do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
@@ -488,14 +496,16 @@ end
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
 -- to expire when it is reached (bucket_ttl).
 local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
   local value, f
-  do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
-    local nxt, sfx = diff, '/' .. fmt(tau)
-    -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-    -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-    -- where the TAT's length proves it exact (a µs on the server's clock has
-    -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-    -- caller's other integers
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
     f = '%d'
     local at, frac = now + floor(nxt / r), nxt % r
     value = string.format(f, at)
@@ -503,8 +513,11 @@ local function gcra_write(key, diff, r, now, tau, server)
       f = '%.0f'
       value = string.format(f, at)
     end
-    if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-    value = value .. sfx
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
   end
   local ttl
   do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
@@ -624,7 +637,7 @@ end
 -- allowed, remaining, retry_after, reset_after (remaining may be below 0
 -- after the clock went back: callers clamp), then the remaining and
 -- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
+-- the value's suffixes ("/<tau>", and ":<r>/<tau>" for r ~= 1) to write.
 local function gcra_eval(key, a, now)
   local v = tats[key]
   if v == nil then
@@ -638,24 +651,28 @@ local function gcra_eval(key, a, now)
     -- bucket takes to refill, which every bucket key stores (calc.Tau)
     tau = floor((cap * u + r - 1) / r)
   end
-  local sfx = '/' .. string.format(intf, tau)
+  local sfx, rsfx = '/' .. string.format(intf, tau), nil
+  if r ~= 1 then rsfx = ':' .. ARGV[a + 3] .. sfx end
   local ta, tb = nil, 0
   if v then
-    do -- gcra_parse(v, sfx, r) -> a, b, from gcra.lua
+    do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
       local a, b
       -- a value written under this limit, whose full window's suffix is sfx
-      -- ("/<tau>"), and whose TAT has no fraction or one counted in this
-      -- limit's r: its TAT's whole µs a and fraction b; a is nil for any other
-      -- value (another limit's, an older form, not a TAT), which only the
-      -- general code (gcra_tat, bucket_debt) reads
+      -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+      -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+      -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+      -- and fraction b; a is nil for any other value (another limit's, an older
+      -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+      -- reads. Every call of a library function costs Redis about a thousand
+      -- instructions: a value with a fraction is matched once, its digits
+      -- turned into numbers by arithmetic (they are digits: no tonumber call).
       a, b = nil, 0
-      if string.sub(v, -#sfx) == sfx then
-        local s = string.sub(v, 1, -#sfx - 1)
-        a = tonumber(s)
-        if not a then
-          local sa, sb, sr = string.match(s, '^(%d+):(%d+):(%d+)$')
-          if sa and tonumber(sr) == r then a, b = tonumber(sa), tonumber(sb) end
-        end
+      local sa, sb
+      if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+      if sa then
+        a, b = sa + 0, sb + 0
+      elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+        a = tonumber(string.sub(v, 1, -#sfx - 1))
       end
       ta, tb = a, b
     end
@@ -708,19 +725,21 @@ local function gcra_eval(key, a, now)
     end
     _, left, _, until_full, _ = allowed, remaining, retry, reset, nxt
   end
-  return allowed, remaining, retry, reset, left, until_full, nxt, r, sfx
+  return allowed, remaining, retry, reset, left, until_full, nxt, r, sfx, rsfx
 end
 
 -- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx, server)
+-- (followed by sfx, "/<tau>", or with a fraction rsfx, ":<r>/<tau>"),
+-- full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx, rsfx, server)
   local value, f
-  do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
-    -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-    -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-    -- where the TAT's length proves it exact (a µs on the server's clock has
-    -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-    -- caller's other integers
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
     f = '%d'
     local at, frac = now + floor(nxt / r), nxt % r
     value = string.format(f, at)
@@ -728,8 +747,11 @@ local function gcra_defer(key, nxt, r, reset, now, sfx, server)
       f = '%.0f'
       value = string.format(f, at)
     end
-    if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-    value = value .. sfx
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
   end
   local ttl
   do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
@@ -767,10 +789,10 @@ end
 -- not the common case, and then it has written nothing.
 local function gcra_call(n, now, mode, k, a, o, server)
   if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx, rsfx = gcra_eval(KEYS[k], a, now)
     if not allowed then return false end
     if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx, server)
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx, rsfx, server)
     elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
       allowed = 2
     end
@@ -789,7 +811,7 @@ local function gcra_call(n, now, mode, k, a, o, server)
     local e, p = out[i], o + 4 * (i - 1)
     local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
     if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9], server)
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9], e[10], server)
     elseif allowed == 1 then
       -- nothing is consumed: a passing check reports its state as it is
       remaining, reset = e[5], e[6]

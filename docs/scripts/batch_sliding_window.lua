@@ -17,7 +17,7 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 78fb122299d73e1d49122865d463713e58b08f74 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 d57c58281563c0ce53e9311520e5434d8b136621 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   batch_state, fast, sliding_window.fast, batch_fast, prelude,
@@ -95,7 +95,9 @@ local function sliding_window_fast(key, b, now, server)
       do -- window_end(now, period) -> start, stop, from fixed_window.lua
         local stop
         -- the window of period (µs) that holds now, aligned to the Unix epoch
-        start = floor(now / period) * period
+        -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+        -- string layout's common case then need not define)
+        start = now - now % period
         stop = start + period
         _ = stop
       end
@@ -606,7 +608,9 @@ local function sliding_window(key, cap, period, _, _, cost, now, commit, server)
     do -- window_end(now, period) -> start, stop, from fixed_window.lua
       local stop
       -- the window of period (µs) that holds now, aligned to the Unix epoch
-      start = floor(now / period) * period
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
       stop = start + period
       _ = stop
     end

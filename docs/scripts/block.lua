@@ -16,7 +16,7 @@
 --   allowed, remaining (after the block), retry_after µs, reset_after µs,
 --   now µs
 --
--- SHA1 ab4353a2c7d37441bb263d1666fbd67892e34918 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 5afc43b85589b0941333e94e5a3691dadda9a06e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   prelude, gcra.bucket, token_bucket.functions, gcra.functions, now, block
@@ -423,14 +423,16 @@ end
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
 -- to expire when it is reached (bucket_ttl).
 local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
   local value, f
-  do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
-    local nxt, sfx = diff, '/' .. fmt(tau)
-    -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-    -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-    -- where the TAT's length proves it exact (a µs on the server's clock has
-    -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-    -- caller's other integers
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
     f = '%d'
     local at, frac = now + floor(nxt / r), nxt % r
     value = string.format(f, at)
@@ -438,8 +440,11 @@ local function gcra_write(key, diff, r, now, tau, server)
       f = '%.0f'
       value = string.format(f, at)
     end
-    if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-    value = value .. sfx
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
   end
   local ttl
   do -- bucket_ttl(reset, server) -> ttl, from gcra.lua

@@ -19,7 +19,7 @@
 --   had committed, but some checks found a count they could not tell as its
 --   commit's: the now, then their positions (nothing given back to them)
 --
--- SHA1 4ed6c28e370fcf23148a35234dd91feb200f00da (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 0c69bc5df51e9d90610e881a8df1f9cc9c8f9766 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   prelude, fixed_window.string, fixed_window.functions, sliding_log,
@@ -387,7 +387,9 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit, server)
     -- at now writes to
     do -- window_end(now, period) -> start, stop, from fixed_window.lua
       -- the window of period (µs) that holds now, aligned to the Unix epoch
-      start = floor(now / period) * period
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
       stop = start + period
     end
     count = 0
@@ -597,7 +599,9 @@ local function sliding_window(key, cap, period, _, _, cost, now, commit, server)
     do -- window_end(now, period) -> start, stop, from fixed_window.lua
       local stop
       -- the window of period (µs) that holds now, aligned to the Unix epoch
-      start = floor(now / period) * period
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
       stop = start + period
       _ = stop
     end
@@ -979,14 +983,16 @@ end
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
 -- to expire when it is reached (bucket_ttl).
 local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
   local value, f
-  do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
-    local nxt, sfx = diff, '/' .. fmt(tau)
-    -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-    -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-    -- where the TAT's length proves it exact (a µs on the server's clock has
-    -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-    -- caller's other integers
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
     f = '%d'
     local at, frac = now + floor(nxt / r), nxt % r
     value = string.format(f, at)
@@ -994,8 +1000,11 @@ local function gcra_write(key, diff, r, now, tau, server)
       f = '%.0f'
       value = string.format(f, at)
     end
-    if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-    value = value .. sfx
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
   end
   local ttl
   do -- bucket_ttl(reset, server) -> ttl, from gcra.lua

@@ -16,7 +16,7 @@
 --   if and only if it is at most the capacity; a denial took the cost back);
 --   empty, nothing written, for a state one_fixed_window decides
 --
--- SHA1 398a91641032cb477f9b9f5f7650dd1673d8864d (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 352a2b4fe66c54d0522f5c4ad52773d88cd8ee4a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   fixed_window.lean
@@ -32,7 +32,10 @@
 -- KEYS[1]   the storage key (see fixed_window.lua)
 -- ARGV[1]   capacity
 -- ARGV[2]   period in µs
--- ARGV[3]   the cost, when it is not 1
+-- ARGV[3]   the cost, when it is not 1 or ARGV[4] is sent
+-- ARGV[4]   'h' for a period of no whole ms (the key is a hash), which
+--           the script so tells without parsing the period (a string's
+--           arithmetic costs Redis a strtod on every call)
 --
 -- Reply, for a period of whole ms (fw_count): {count, reset_after µs},
 -- count being the key's count with this check's cost added, and the check
@@ -45,10 +48,9 @@
 -- written, to the algorithm's one-check script (a key of the other
 -- layout: an older layout, a calendar quota's window, a client clock's
 -- write; a string with no TTL that was there before).
-local floor = math.floor
 local key, cap, period, cost, ncost = KEYS[1], ARGV[1], ARGV[2], '1', 1
 if ARGV[3] then cost, ncost = ARGV[3], tonumber(ARGV[3]) end
-if period % 1000 == 0 then
+if not ARGV[4] then
   local count, reset
   do -- fw_count(key, cap, period, cost, ncost, now) -> count, reset, from fixed_window.lua
     local now = nil
@@ -81,7 +83,9 @@ if period % 1000 == 0 then
         do -- window_end(now, period) -> start, stop, from fixed_window.lua
           local now, period = t, period + 0
           -- the window of period (µs) that holds now, aligned to the Unix epoch
-          start = floor(now / period) * period
+          -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+          -- string layout's common case then need not define)
+          start = now - now % period
           stop = start + period
         end
         local last
@@ -124,6 +128,7 @@ if period % 1000 == 0 then
   if count then return {count, reset} end
   return {}
 end
+local floor = math.floor
 local allowed, remaining, retry, reset
 do -- fw_hash_check(key, cap, period, cost, now, server) -> allowed, remaining, retry, reset, from fixed_window.lua
   local cap, period, cost, now, server = tonumber(cap), tonumber(period), ncost, nil, true
@@ -152,7 +157,9 @@ do -- fw_hash_check(key, cap, period, cost, now, server) -> allowed, remaining, 
         -- at now writes to
         do -- window_end(now, period) -> start, stop, from fixed_window.lua
           -- the window of period (µs) that holds now, aligned to the Unix epoch
-          start = floor(now / period) * period
+          -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+          -- string layout's common case then need not define)
+          start = now - now % period
           stop = start + period
         end
         count = 0

@@ -16,7 +16,7 @@
 --   allowed (0 or 1), remaining, retry_after µs, reset_after µs;
 --   empty, nothing written, for a value one_gcra decides
 --
--- SHA1 af429e71bfc56390d4c8ee436e6736c226c4d5ef (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 49f884cd407afab79b6cbccf9da8ad494e9f30a6 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   gcra.lean
@@ -31,23 +31,29 @@
 -- ARGV[1]   capacity (the burst)
 -- ARGV[2]   u, one unit in scaled units (see calc.Params)
 -- ARGV[3]   the stored value's suffix: '/' .. tau, tau = ceil(capacity * u / r)
--- ARGV[4]   the cost, when it is not 1 or r is sent
--- ARGV[5]   r, the refill in scaled units per µs, when it is not 1 (an
---           emission interval of no whole µs)
+-- ARGV[4]   r, the refill in scaled units per µs, when it is not 1 (an
+--           emission interval of no whole µs) or the cost is sent
+-- ARGV[5]   the cost, when it is not 1
 --
 -- Reply: allowed (0 or 1), remaining, retry_after µs, reset_after µs, as
 -- one.lua's fast paths reply; or an empty reply, having written nothing,
 -- for a value gcra_check leaves to the general code (another limit's, or
 -- not a TAT), which the algorithm's one-check script then decides.
+--
+-- The numbers, integers the Go side formats, are turned into numbers by
+-- arithmetic rather than tonumber: a call of a library function costs
+-- Redis about a thousand instructions.
 local floor = math.floor
-local cost, r = 1, 1
+local sfx, rsfx, r, cost = ARGV[3], nil, 1, 1
 if ARGV[4] then
-  cost = tonumber(ARGV[4])
-  if ARGV[5] then r = tonumber(ARGV[5]) end
+  r = ARGV[4] + 0
+  -- the suffix of a value with a fraction: ":<r>/<tau>"
+  if r ~= 1 then rsfx = ':' .. ARGV[4] .. sfx end
+  if ARGV[5] then cost = ARGV[5] + 0 end
 end
 local reply
-do -- gcra_check(key, cap, r, u, cost, sfx, server, now) -> reply, from gcra.lua
-  local key, cap, u, sfx, server, now = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], true, nil
+do -- gcra_check(key, cap, r, u, cost, sfx, rsfx, server, now) -> reply, from gcra.lua
+  local key, cap, u, server, now = KEYS[1], ARGV[1] + 0, ARGV[2] + 0, true, nil
   -- one check, the common case: a key that is absent or holds a value of
   -- this limit (gcra_parse) is decided here, from GET, TIME (only when now
   -- is nil, once the value is known to be decided here) and its SET, and
@@ -57,20 +63,23 @@ do -- gcra_check(key, cap, r, u, cost, sfx, server, now) -> reply, from gcra.lua
   local v = redis.call('GET', key)
   local a, b = nil, 0
   if v then
-    do -- gcra_parse(v, sfx, r) -> a, b, from gcra.lua
+    do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
       -- a value written under this limit, whose full window's suffix is sfx
-      -- ("/<tau>"), and whose TAT has no fraction or one counted in this
-      -- limit's r: its TAT's whole µs a and fraction b; a is nil for any other
-      -- value (another limit's, an older form, not a TAT), which only the
-      -- general code (gcra_tat, bucket_debt) reads
+      -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+      -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+      -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+      -- and fraction b; a is nil for any other value (another limit's, an older
+      -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+      -- reads. Every call of a library function costs Redis about a thousand
+      -- instructions: a value with a fraction is matched once, its digits
+      -- turned into numbers by arithmetic (they are digits: no tonumber call).
       a, b = nil, 0
-      if string.sub(v, -#sfx) == sfx then
-        local s = string.sub(v, 1, -#sfx - 1)
-        a = tonumber(s)
-        if not a then
-          local sa, sb, sr = string.match(s, '^(%d+):(%d+):(%d+)$')
-          if sa and tonumber(sr) == r then a, b = tonumber(sa), tonumber(sb) end
-        end
+      local sa, sb
+      if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+      if sa then
+        a, b = sa + 0, sb + 0
+      elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+        a = tonumber(string.sub(v, 1, -#sfx - 1))
       end
     end
   end
@@ -110,13 +119,14 @@ do -- gcra_check(key, cap, r, u, cost, sfx, server, now) -> reply, from gcra.lua
     if remaining < 0 then remaining = 0 end
     if allowed == 1 then
       local value, f
-      do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
+      do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
         local now = t
-        -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-        -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-        -- where the TAT's length proves it exact (a µs on the server's clock has
-        -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-        -- caller's other integers
+        -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+        -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+        -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+        -- with '%d' where the TAT's length proves it exact (a µs on the server's
+        -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+        -- for the caller's other integers
         f = '%d'
         local at, frac = now + floor(nxt / r), nxt % r
         value = string.format(f, at)
@@ -124,8 +134,11 @@ do -- gcra_check(key, cap, r, u, cost, sfx, server, now) -> reply, from gcra.lua
           f = '%.0f'
           value = string.format(f, at)
         end
-        if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-        value = value .. sfx
+        if frac ~= 0 then
+          value = value .. ':' .. string.format(f, frac) .. rsfx
+        else
+          value = value .. sfx
+        end
       end
       local ttl
       do -- bucket_ttl(reset, server) -> ttl, from gcra.lua

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 fd6f32e47bc3536ac093b19008ed449bee27303c (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 00c4614876bf53292a564defca4defefee8f2032 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   fixed_window.one, now, prelude, fixed_window.string,
@@ -69,7 +69,9 @@ if not KEYS[3] then
           do -- window_end(now, period) -> start, stop, from fixed_window.lua
             local now, period = t, period + 0
             -- the window of period (µs) that holds now, aligned to the Unix epoch
-            start = floor(now / period) * period
+            -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+            -- string layout's common case then need not define)
+            start = now - now % period
             stop = start + period
           end
           local last
@@ -159,7 +161,9 @@ if not KEYS[3] then
             -- at now writes to
             do -- window_end(now, period) -> start, stop, from fixed_window.lua
               -- the window of period (µs) that holds now, aligned to the Unix epoch
-              start = floor(now / period) * period
+              -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+              -- string layout's common case then need not define)
+              start = now - now % period
               stop = start + period
             end
             count = 0
@@ -608,7 +612,9 @@ local function fixed_window(key, cap, period, _, _, cost, now, commit, server)
     -- at now writes to
     do -- window_end(now, period) -> start, stop, from fixed_window.lua
       -- the window of period (µs) that holds now, aligned to the Unix epoch
-      start = floor(now / period) * period
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
       stop = start + period
     end
     count = 0

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 fb039c7919abcea942a096488af2b7032f4be02b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 11aa9e1fe2385730bd2dafa9039243c7e1103711 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   now, fast, gcra.one, prelude, gcra.bucket, gcra.functions, one
@@ -52,10 +52,13 @@ if not KEYS[2] then
     -- bucket takes to refill, which every bucket key stores (calc.Tau)
     tau = floor((cap * u + r - 1) / r)
   end
-  -- a value of this limit ends with its full window: "<tat>/<tau>"
+  -- a value of this limit ends with its full window: "<tat>/<tau>", or
+  -- "<a>:<b>:<r>/<tau>" with a fraction
+  local sfx, rsfx = '/' .. string.format(intf, tau), nil
+  if r ~= 1 then rsfx = ':' .. ARGV[4] .. sfx end
   local reply
-  do -- gcra_check(key, cap, r, u, cost, sfx, server, now) -> reply, from gcra.lua
-    local key, cost, sfx, server = KEYS[1], tonumber(ARGV[6]), '/' .. string.format(intf, tau), ARGV[1] == '0'
+  do -- gcra_check(key, cap, r, u, cost, sfx, rsfx, server, now) -> reply, from gcra.lua
+    local key, cost, server = KEYS[1], tonumber(ARGV[6]), ARGV[1] == '0'
     -- one check, the common case: a key that is absent or holds a value of
     -- this limit (gcra_parse) is decided here, from GET, TIME (only when now
     -- is nil, once the value is known to be decided here) and its SET, and
@@ -65,20 +68,23 @@ if not KEYS[2] then
     local v = redis.call('GET', key)
     local a, b = nil, 0
     if v then
-      do -- gcra_parse(v, sfx, r) -> a, b, from gcra.lua
+      do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
         -- a value written under this limit, whose full window's suffix is sfx
-        -- ("/<tau>"), and whose TAT has no fraction or one counted in this
-        -- limit's r: its TAT's whole µs a and fraction b; a is nil for any other
-        -- value (another limit's, an older form, not a TAT), which only the
-        -- general code (gcra_tat, bucket_debt) reads
+        -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+        -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+        -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+        -- and fraction b; a is nil for any other value (another limit's, an older
+        -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+        -- reads. Every call of a library function costs Redis about a thousand
+        -- instructions: a value with a fraction is matched once, its digits
+        -- turned into numbers by arithmetic (they are digits: no tonumber call).
         a, b = nil, 0
-        if string.sub(v, -#sfx) == sfx then
-          local s = string.sub(v, 1, -#sfx - 1)
-          a = tonumber(s)
-          if not a then
-            local sa, sb, sr = string.match(s, '^(%d+):(%d+):(%d+)$')
-            if sa and tonumber(sr) == r then a, b = tonumber(sa), tonumber(sb) end
-          end
+        local sa, sb
+        if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+        if sa then
+          a, b = sa + 0, sb + 0
+        elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+          a = tonumber(string.sub(v, 1, -#sfx - 1))
         end
       end
     end
@@ -118,13 +124,14 @@ if not KEYS[2] then
       if remaining < 0 then remaining = 0 end
       if allowed == 1 then
         local value, f
-        do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
+        do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
           local now = t
-          -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-          -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-          -- where the TAT's length proves it exact (a µs on the server's clock has
-          -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-          -- caller's other integers
+          -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+          -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+          -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+          -- with '%d' where the TAT's length proves it exact (a µs on the server's
+          -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+          -- for the caller's other integers
           f = '%d'
           local at, frac = now + floor(nxt / r), nxt % r
           value = string.format(f, at)
@@ -132,8 +139,11 @@ if not KEYS[2] then
             f = '%.0f'
             value = string.format(f, at)
           end
-          if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-          value = value .. sfx
+          if frac ~= 0 then
+            value = value .. ':' .. string.format(f, frac) .. rsfx
+          else
+            value = value .. sfx
+          end
         end
         local ttl
         do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
@@ -436,14 +446,16 @@ end
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
 -- to expire when it is reached (bucket_ttl).
 local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
   local value, f
-  do -- gcra_value(nxt, r, now, sfx) -> value, f, from gcra.lua
-    local nxt, sfx = diff, '/' .. fmt(tau)
-    -- the value of a TAT now + nxt/r µs under the limit whose suffix is sfx:
-    -- "<a>" or "<a>:<b>:<r>", then sfx. Its integers are written with '%d'
-    -- where the TAT's length proves it exact (a µs on the server's clock has
-    -- 16 digits; see lua/doc.go), else with '%.0f': f says which, for the
-    -- caller's other integers
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
     f = '%d'
     local at, frac = now + floor(nxt / r), nxt % r
     value = string.format(f, at)
@@ -451,8 +463,11 @@ local function gcra_write(key, diff, r, now, tau, server)
       f = '%.0f'
       value = string.format(f, at)
     end
-    if frac ~= 0 then value = value .. ':' .. string.format(f, frac) .. ':' .. string.format(f, r) end
-    value = value .. sfx
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
   end
   local ttl
   do -- bucket_ttl(reset, server) -> ttl, from gcra.lua

@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 96abbfbccab9d9de27ad3c68e4caec3c712abb15 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 a66616c64edd8db4d1eac2cd42ec54c92712ea01 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   now, fast, sliding_window.fast, one_fast, prelude,
@@ -71,7 +71,9 @@ local function sliding_window_fast(key, b, now, server)
       do -- window_end(now, period) -> start, stop, from fixed_window.lua
         local stop
         -- the window of period (µs) that holds now, aligned to the Unix epoch
-        start = floor(now / period) * period
+        -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+        -- string layout's common case then need not define)
+        start = now - now % period
         stop = start + period
         _ = stop
       end
@@ -546,7 +548,9 @@ local function sliding_window(key, cap, period, _, _, cost, now, commit, server)
     do -- window_end(now, period) -> start, stop, from fixed_window.lua
       local stop
       -- the window of period (µs) that holds now, aligned to the Unix epoch
-      start = floor(now / period) * period
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
       stop = start + period
       _ = stop
     end
