@@ -40,7 +40,9 @@
 
 --@ formula window_end(now, period) -> start, stop
 -- the window of period (µs) that holds now, aligned to the Unix epoch
-start = floor(now / period) * period
+-- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+-- string layout's common case then need not define)
+start = now - now % period
 stop = start + period
 --@ end
 
@@ -398,7 +400,10 @@ end
 -- KEYS[1]   the storage key (see fixed_window.lua)
 -- ARGV[1]   capacity
 -- ARGV[2]   period in µs
--- ARGV[3]   the cost, when it is not 1
+-- ARGV[3]   the cost, when it is not 1 or ARGV[4] is sent
+-- ARGV[4]   'h' for a period of no whole ms (the key is a hash), which
+--           the script so tells without parsing the period (a string's
+--           arithmetic costs Redis a strtod on every call)
 --
 -- Reply, for a period of whole ms (fw_count): {count, reset_after µs},
 -- count being the key's count with this check's cost added, and the check
@@ -411,14 +416,14 @@ end
 -- written, to the algorithm's one-check script (a key of the other
 -- layout: an older layout, a calendar quota's window, a client clock's
 -- write; a string with no TTL that was there before).
-local floor = math.floor
 local key, cap, period, cost, ncost = KEYS[1], ARGV[1], ARGV[2], '1', 1
 if ARGV[3] then cost, ncost = ARGV[3], tonumber(ARGV[3]) end
-if period % 1000 == 0 then
+if not ARGV[4] then
   --@ inline local fw_count(key, cap, period, cost, ncost, nil) -> count, reset
   if count then return {count, reset} end
   return {}
 end
+local floor = math.floor
 --@ inline local fw_hash_check(key, tonumber(cap), tonumber(period), ncost, nil, true) -> allowed, remaining, retry, reset
 if allowed then return {allowed, remaining, retry, reset} end
 return {}
