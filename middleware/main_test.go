@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,7 +244,46 @@ func latencyMargin() time.Duration {
 		time.Sleep(10 * time.Millisecond)
 		late = max(late, time.Since(start)-10*time.Millisecond)
 	}
-	return 150*time.Millisecond + 20*late
+	return 150*time.Millisecond + 20*late + 3*schedWaitSinceLast()
+}
+
+// schedWait holds the scheduler's latency histogram as the last call of
+// schedWaitSinceLast read it.
+var schedWait struct {
+	sync.Mutex
+	last []uint64
+}
+
+// schedWaitSinceLast returns the longest time a goroutine of the process
+// waited, runnable, for a CPU since the previous call (the upper bound of
+// the highest bucket of /sched/latencies:seconds that grew): on a machine
+// whose other processes keep the CPUs busy, the requests timed between
+// two calls of latencyMargin may have waited that long, more than once,
+// for reasons that are not the limiter's.
+func schedWaitSinceLast() time.Duration {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	h := s[0].Value.Float64Histogram()
+	schedWait.Lock()
+	defer schedWait.Unlock()
+	last := schedWait.last
+	schedWait.last = slices.Clone(h.Counts)
+	if len(last) != len(h.Counts) {
+		return 0
+	}
+	for i := len(h.Counts) - 1; i >= 0; i-- {
+		if h.Counts[i] > last[i] {
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.Buckets[i]
+			}
+			return time.Duration(hi * float64(time.Second))
+		}
+	}
+	return 0
 }
 
 // waitFor polls cond for up to 10 seconds: what it waits for happens at

@@ -140,6 +140,7 @@ type oldStore struct {
 	calendar func() time.Time // on the server's clock: the clock calendar windows are computed around
 	sharded  bool             // a Redis Cluster client: pending markers, parts, compensation
 	rng      *rand.Rand       // draws among the scripts a call may go to
+	lift     *ttlLift         // nil, or the bucket keys whose TTLs the test raises after each script (see ttlLift)
 }
 
 // The algorithm numbers of the fixture's ARGV (multi.lua's header).
@@ -245,7 +246,18 @@ func (o *oldStore) clock() (int64, time.Time) {
 
 // run runs the fixture's script name: EVALSHA, then EVAL on NOSCRIPT.
 func (o *oldStore) run(ctx context.Context, name string, keys []string, args []any) ([]int64, error) {
-	return o.fx.scripts[name].Run(ctx, o.c, keys, args...).Int64Slice()
+	if o.lift == nil {
+		return o.fx.scripts[name].Run(ctx, o.c, keys, args...).Int64Slice()
+	}
+	held, err := o.lift.hold(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := o.fx.scripts[name].Run(ctx, o.c, keys, args...).Int64Slice()
+	if err := o.lift.raise(ctx, held); err != nil {
+		return nil, err
+	}
+	return vals, err
 }
 
 // oldSibling names a marker of key in key's hash slot, as the release

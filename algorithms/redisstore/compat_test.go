@@ -80,6 +80,53 @@ func TestStateAcrossReleases(t *testing.T) {
 	}
 }
 
+// TestStateAcrossReleasesClockBack is the case of a random sequence
+// (gcra, REDLIMIT_COMPAT_SEED=1796678849647752337), played on purpose for
+// both buckets: on an injected clock, a key the old side charged, the
+// clock past the instant its state is full, then back before it. The old
+// side's scripts may give such a key a shorter TTL than this release's
+// (the previous release's predate the expiry margin: see ttlLift); read
+// after the step back, it must decide as the model's does.
+func TestStateAcrossReleasesClockBack(t *testing.T) {
+	redistest.Require(t)
+	fx := loadFixture(t)
+	preload := faketimePreload(t)
+	for _, f := range compatFeatures() {
+		if f.alg != algorithms.TokenBucket && f.alg != algorithms.GCRA {
+			continue
+		}
+		t.Run(f.name, func(t *testing.T) {
+			srv := startFrozen(t, preload, f.start)
+			c := srv.Client(t)
+			for i, reader := range []side{oldSide, newSide} {
+				leg := compatLeg{name: "injected clock, clock back, read by the " + reader.String() + " side", limit: f.limits[0], comp: f.comp}
+				w := newWorld(t, fx, f, leg, i)
+				w.onServer(srv, c)
+				k := algorithms.Check{Key: w.k, Algorithm: f.alg, Limit: leg.limit, Cost: 1}
+				w.allow(oldSide, "one", k)
+				// the model's time to full, read by a check that can never
+				// pass (it changes nothing)
+				peek, r := k, make([]algorithms.Result, 1)
+				peek.Cost = leg.limit.Capacity(f.alg) + 1
+				if err := w.model.Allow(w.ctx, []algorithms.Check{peek}, r); err != nil || r[0].ResetAfter == 0 {
+					t.Fatalf("the model's peek: %v %v", backendtest.FormatResult(r[0]), err)
+				}
+				full := r[0].ResetAfter
+				// the store's time past the instant the state is full,
+				// within the margin; then the clock back before it
+				w.set(w.now.Add(full + 100*time.Millisecond))
+				w.set(w.now.Add(-600 * time.Millisecond))
+				w.step++
+				w.allow(reader, "one", k)
+				if !w.failed {
+					w.step++
+					w.allow(reader, "layered", k, algorithms.Check{Key: w.c, Algorithm: f.alg, Limit: leg.comp, Cost: 1})
+				}
+			}
+		})
+	}
+}
+
 // compatFeature is one subtest: an algorithm (or a calendar quota), the
 // limits of its key under test, and the limit of a companion key that
 // layered calls check with it.
@@ -331,6 +378,116 @@ func (w *world) onServer(srv *frozenServer, c *redis.Client) {
 		redisstore.SetCalendarClock(cur, w.clock)
 	}
 	w.cur = cur
+	if !w.leg.server && (w.f.alg == algorithms.TokenBucket || w.f.alg == algorithms.GCRA) {
+		w.old.lift = w.measureLift(c)
+	}
+}
+
+// ttlLift raises the TTLs that the previous release's scripts give the
+// bucket keys of a sequence on an injected clock to those this release's
+// give them, ms longer, after each script of the old side that wrote one.
+//
+// On a clock that is not the server's, this release's token bucket and
+// GCRA keys live a second past the instant their state is full
+// (expiry_margin in lua/prelude.lua, calc.ExpiryMargin; docs/reliability.md,
+// "Clocks and expiry"), and so do memstore's, the model: a clock that
+// steps back by up to that much finds the state, not an expired key. The
+// previous release's scripts may predate the margin (the fixture of
+// v0.1.0 does: its TTLs are the time to full, rounded up to the ms).
+// Nothing in how either release reads a key depends on its TTL: a state
+// past its full instant decides as no state, so the longer life changes
+// nothing on a clock that does not step back. On one that does, a key the
+// old side wrote expires before the model's, and the next call finds a
+// full bucket where the model finds the state: the old release's own
+// lifetime for the keys it writes, which this release cannot change, not
+// a reading of the other's state. The test compares the state, so it
+// gives the old side's keys this release's lifetime, and
+// TestStateAcrossReleasesClockBack plays the case.
+type ttlLift struct {
+	c    *redis.Client
+	keys map[string]bool // the sequence's bucket keys
+	ms   int64           // how much longer, in ms
+}
+
+// measureLift returns the ttlLift of w's bucket keys on the frozen server
+// (c), or nil when the old side's scripts give a key the TTL this
+// release's give it: each side charges a key of its own with one unit,
+// and a TTL less the time to full in ms it replied is that side's margin.
+// The server's clock stands still: a TTL read after the script is the
+// one it set.
+func (w *world) measureLift(c *redis.Client) *ttlLift {
+	margin := func(st compatStore, key string) int64 {
+		r := make([]algorithms.Result, 1)
+		err := st.Allow(w.ctx, []algorithms.Check{{Key: key, Algorithm: w.f.alg, Limit: w.leg.limit, Cost: 1}}, r)
+		if err != nil || !r[0].Allowed {
+			w.t.Fatalf("measuring the TTL of %s: %s, %v", key, backendtest.FormatResult(r[0]), err)
+		}
+		ttl, err := c.Do(w.ctx, "PTTL", key).Int64()
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if err := c.Del(w.ctx, key).Err(); err != nil {
+			w.t.Fatal(err)
+		}
+		return ttl - int64((r[0].ResetAfter+time.Millisecond-1)/time.Millisecond)
+	}
+	probe := strings.Replace(w.k, ":k:", ":ttl:", 1)
+	// an old store of its own: the sequence's draws stay as they were
+	old := *w.old
+	old.rng = rand.New(rand.NewPCG(0, 0))
+	lift := margin(w.cur, probe+"new") - margin(&old, probe+"old")
+	if lift == 0 {
+		return nil
+	}
+	w.t.Logf("%s: the old side's bucket keys live %d ms less than this release's: raised after each of its scripts (ttlLift)", w.leg.name, lift)
+	return &ttlLift{c: c, ms: lift, keys: map[string]bool{w.k: true, w.c: true}}
+}
+
+// hold makes the sequence's keys among keys persistent before a script
+// runs, and returns their TTLs in ms (-2: no key): a key that has a TTL
+// after the script was written by it (every write of a bucket sets one;
+// no bucket script reads it).
+func (l *ttlLift) hold(ctx context.Context, keys []string) (map[string]int64, error) {
+	held := map[string]int64{}
+	for _, k := range keys {
+		if _, seen := held[k]; seen || !l.keys[k] {
+			continue
+		}
+		ttl, err := l.c.Do(ctx, "PTTL", k).Int64()
+		if err != nil {
+			return nil, err
+		}
+		if ttl >= 0 {
+			if err := l.c.Persist(ctx, k).Err(); err != nil {
+				return nil, err
+			}
+		}
+		held[k] = ttl
+	}
+	return held, nil
+}
+
+// raise gives each key held that the script wrote its TTL and l.ms more,
+// and those it did not write their TTL back.
+func (l *ttlLift) raise(ctx context.Context, held map[string]int64) error {
+	for k, before := range held {
+		ttl, err := l.c.Do(ctx, "PTTL", k).Int64()
+		if err != nil {
+			return err
+		}
+		switch {
+		case ttl >= 0:
+			ttl += l.ms
+		case ttl == -1 && before >= 0:
+			ttl = before
+		default:
+			continue // gone, or had no TTL before either
+		}
+		if err := l.c.PExpire(ctx, k, time.Duration(ttl)*time.Millisecond).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // onCluster sets w up on the cluster, on an injected clock. The nodes'

@@ -31,7 +31,7 @@ func TestSentinel(t *testing.T) {
 	t.Parallel()
 	t.Run("SENTINEL FAILOVER", func(t *testing.T) {
 		forgotten, window := sentinelFailover(t, func(st *redistest.Sentinel) {
-			if _, err := st.Failover(context.Background(), 10*time.Second); err != nil {
+			if _, err := st.Failover(context.Background(), 30*time.Second); err != nil {
 				t.Error(err)
 			}
 		})

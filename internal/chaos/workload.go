@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/middleware/engine"
 )
@@ -153,22 +154,33 @@ func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient f
 		return nil, err
 	}
 	backend := mutate(cfg.Mutate, client, store)
+	// One fallback for the instance, as a service gives the engines that
+	// share keys (late-x is a rule of late-c and late-d): an engine's
+	// default fallback is its own, and two engines deciding one key on
+	// two fallbacks would hold two shares of it, where the checker
+	// (fallback-share) holds the instance to one.
+	fallback, err := memstore.New(memstore.Config{})
+	if err != nil {
+		in.close()
+		return nil, err
+	}
 	sets := ruleSets()
 	late := lateSets()
 	maps.Copy(sets, late)
 	for name, rules := range sets {
 		_, noDenyCache := late[name]
 		e, err := engine.New(backend, engine.Config{
-			Rules:         rules,
-			NoDenyCache:   noDenyCache,
-			Prefix:        cfg.Prefix,
-			Timeout:       cfg.Timeout,
-			OnError:       engine.Fallback,
-			ProbeInterval: 100 * time.Millisecond,
-			Instances:     cfg.Instances,
-			RefundWindow:  10 * time.Second,
-			OnDecision:    in.onDecision,
-			Logger:        discardLogger,
+			Rules:           rules,
+			NoDenyCache:     noDenyCache,
+			Prefix:          cfg.Prefix,
+			Timeout:         cfg.Timeout,
+			OnError:         engine.Fallback,
+			FallbackBackend: fallback,
+			ProbeInterval:   100 * time.Millisecond,
+			Instances:       cfg.Instances,
+			RefundWindow:    10 * time.Second,
+			OnDecision:      in.onDecision,
+			Logger:          discardLogger,
 		})
 		if err != nil {
 			in.close()

@@ -111,9 +111,9 @@ protected-mode no
 dir %s
 sentinel monitor %s 127.0.0.1 %d %d
 sentinel down-after-milliseconds %s %d
-sentinel failover-timeout %s 10000
+sentinel failover-timeout %s %d
 sentinel parallel-syncs %s 1
-`, port, dir, MasterName, masterPort, quorum, MasterName, SentinelDownAfter.Milliseconds(), MasterName, MasterName)
+`, port, dir, MasterName, masterPort, quorum, MasterName, SentinelDownAfter.Milliseconds(), MasterName, failoverTimeout.Milliseconds(), MasterName)
 		return []string{conf, "--sentinel"}, os.WriteFile(conf, []byte(text), 0o600)
 	})
 }
@@ -165,18 +165,32 @@ func (st *Sentinel) Failover(ctx context.Context, timeout time.Duration) (newMas
 	if err := sc.Failover(ctx, MasterName).Err(); err != nil {
 		return "", err
 	}
-	deadline := time.Now().Add(timeout)
+	// A sentinel gives up a failover whose promotion it has not seen
+	// within failover-timeout (10 s), as on a machine too loaded to run
+	// the replica in time; it is asked again then, until timeout.
+	start := time.Now()
+	deadline := start.Add(timeout)
+	again := start.Add(failoverTimeout + 2*time.Second)
 	for {
 		addr, err := st.MasterAddr(ctx)
 		if err == nil && addr != old {
 			return addr, nil
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return "", fmt.Errorf("redistest: master still %s after %v (%v)", old, timeout, err)
+		}
+		if now.After(again) {
+			// -INPROG when the first is still going: nothing to do
+			_ = sc.Failover(ctx, MasterName).Err()
+			again = now.Add(failoverTimeout + 2*time.Second)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// failoverTimeout is the sentinels' failover-timeout.
+const failoverTimeout = 10 * time.Second
 
 // WaitReady waits until every replica's link to the master is up and every
 // sentinel lists every replica as a healthy replica of the master it

@@ -49,7 +49,10 @@ type Config struct {
 	OnError ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
-	// policy. Default: a new memstore.Store.
+	// policy. Default: a new memstore.Store, shared with the engines derived
+	// with With. Engines built by separate calls to New that share keys
+	// each hold a key's share on their own fallback: give them one
+	// FallbackBackend (see docs/failure-policies.md).
 	FallbackBackend algorithms.Backend
 
 	// FallbackAfter is how long, under the Fallback policy, the primary

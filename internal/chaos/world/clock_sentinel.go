@@ -44,7 +44,7 @@ func (w *world) clockSentinel(ctx context.Context, skew time.Duration, ev *Event
 		if err == nil && m != orig {
 			if err = w.waitSentinelReplicas(ctx, m, orig, others); err == nil {
 				if err = fence(ctx, m, "", len(w.dataNodes())); err == nil {
-					_, err = w.sent.Failover(ctx, 15*time.Second)
+					_, err = w.sent.Failover(ctx, 30*time.Second)
 				}
 			}
 		}
@@ -82,7 +82,7 @@ func (w *world) clockSentinel(ctx context.Context, skew time.Duration, ev *Event
 	if err := fence(ctx, orig, "", len(w.dataNodes())); err != nil {
 		return heal, err
 	}
-	nm, err := w.sent.Failover(ctx, 15*time.Second)
+	nm, err := w.sent.Failover(ctx, 30*time.Second)
 	if err == nil && nm != s.Addr {
 		err = fmt.Errorf("world: SENTINEL FAILOVER promoted %s, not the skewed %s", nm, s.Addr)
 	}

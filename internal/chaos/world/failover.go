@@ -65,7 +65,7 @@ func (w *world) injectFailover(ctx context.Context, rng *rand.Rand, ev *Event) (
 		if err := fence(ctx, m, "", len(w.dataNodes())-1); err != nil {
 			return nil, err
 		}
-		nm, err := w.sent.Failover(ctx, 15*time.Second)
+		nm, err := w.sent.Failover(ctx, 30*time.Second)
 		ev.Detail = fmt.Sprintf("SENTINEL FAILOVER: %s → %s", m, nm)
 		return noHeal, err
 	}
