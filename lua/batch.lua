@@ -1,11 +1,13 @@
 -- Batch: several decide calls, queued behind the round trips in flight,
--- decided in one script, one call after another. The Go side joins it as
+-- decided in one script, one call after another. It follows
 -- batch_state.lua, a flat loop (see the end of this header) with what it
--- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
--- are functions (<algorithm>_one.lua), each once, a line defining
--- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
--- in dispatch.lua: only the script's own algorithm in a batch of one
--- algorithm, all five in a mixed batch), then this file.
+-- needs, the prelude, fast.lua, the algorithms' functions and fast
+-- functions (their sections functions and fast), each once, and GCRA's
+-- batch calls (gcra.lua's section batch_calls) in the scripts that hold
+-- GCRA; the recipe fills checks, writes and fasts (the algorithms'
+-- functions by number, as in dispatch.lua: only the script's own
+-- algorithm in a batch of one algorithm, all of them in a mixed batch) and
+-- gcra_call (nil in a script without GCRA).
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -39,15 +41,16 @@
 --
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
--- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, in the batch scripts of fixed_window, sliding_window
--- and token_bucket batch_fast.lua the one-check calls through the
--- algorithm's fast function, and this file goes on from the first call
--- they left.
+-- that hold GCRA, gcra.lua's section batch then decides the GCRA calls at
+-- the head of the batch, flat, in the batch scripts of fixed_window,
+-- sliding_window and token_bucket batch_fast.lua the one-check calls
+-- through the algorithm's fast function, and this file goes on from the
+-- first call they left.
+local checks, writes, fasts, gcra_call = ${checks}, ${writes}, ${fasts}, ${gcra_call}
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
-local function decide(n, now, mode, k, a, o)
+local function decide(n, now, mode, k, a, o, server)
   -- a part whose commit marker exists already was cancelled (cancel.lua),
   -- or is a resend of a part that committed: it decides nothing
   if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
@@ -56,7 +59,7 @@ local function decide(n, now, mode, k, a, o)
   end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true, server)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
@@ -76,7 +79,7 @@ local function decide(n, now, mode, k, a, o)
   for i = 1, n do
     local c = a + 6 * (i - 1)
     local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
-      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false, server)}
     if out[1] == 0 then all = false end
     pending[i] = out
     local p = o + (i - 1) * 4
@@ -91,7 +94,7 @@ local function decide(n, now, mode, k, a, o)
       -- nothing is consumed: a passing check reports its state as it is
       local cap = tonumber(ARGV[c + 1])
       local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
-        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false, server)
       reply[p + 2], reply[p + 4] = remaining, reset
     end
     if reply[p + 2] < 0 then reply[p + 2] = 0 end
@@ -112,116 +115,22 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
--- gcra_one.lua decides one check, flat, with each key's TAT read once and
--- written once while calls of that kind follow one another: tats holds the TAT as stored
--- (false: no state) of the keys read, dirty the PX in ms of those to
--- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
--- key's TAT at the end of such a run leaves the state that writing it at
--- each call would: the last value written, and the same expiry (the time
--- of the commands of a script is the time it started, since Redis 7).
-
--- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
--- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
--- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after (remaining may be below 0
--- after the clock went back: callers clamp), then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
-local function gcra_eval(key, a, now)
-  local v = tats[key]
-  if v == nil then
-    v = redis.call('GET', key)
-    tats[key] = v
-  end
-  local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local full = cap * u
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local t
-  if v then
-    if string.sub(v, -#sfx) ~= sfx then return end
-    t = tonumber(string.sub(v, 1, -#sfx - 1))
-    if not t then return end
-  end
-  local diff = 0
-  if t and t >= now then diff = (t - now) * r end
-  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
-  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
-end
-
--- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx)
-  local floor = math.floor
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat .. sfx
-  if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = bucket_ttl(reset)
-end
-
--- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
--- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
--- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
--- not the common case, and then it has written nothing.
-local function gcra_call(n, now, mode, k, a, o)
-  if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
-    if not allowed then return false end
-    if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
-    return true
-  end
-  local out, all = {}, true
-  for i = 1, n do
-    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
-    if not e[1] then return false end
-    if e[1] ~= 1 then all = false end
-    out[i] = e
-  end
-  for i = 1, n do
-    local e, p = out[i], o + 4 * (i - 1)
-    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
-    if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
-    elseif allowed == 1 then
-      -- nothing is consumed: a passing check reports its state as it is
-      remaining, reset = e[5], e[6]
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
-  end
-  return true
-end
-
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
 -- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
     for i = 2, n do
       if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
     end
-    if gcra then
-      if gcra_call(n, now, mode, k, a, o) then return end
+    if gcra and gcra_call then
+      if gcra_call(n, now, mode, k, a, o, server) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -231,12 +140,12 @@ local function one(n, now, mode, k, a, o)
     end
   end
   if #order > 0 or next(tats) then flush() end
-  decide(n, now, mode, k, a, o)
+  decide(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  server_clock = ARGV[a + 1] == '0'
+  local server = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -245,7 +154,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

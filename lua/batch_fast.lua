@@ -1,10 +1,10 @@
 -- One-check calls at the head of a batch of one algorithm whose fast path
 -- is a function (fixed_window, sliding_window, token_bucket), the common
 -- case, decided flat before the prelude and the algorithm are defined
--- (each function a script defines costs on every call of it): the Go side
--- joins batch_state.lua, fast.lua (intf), the algorithm's <algorithm>_one.lua,
--- a line naming its fast function `fast` and its number, as ARGV sends it,
--- `fast_alg`, then this file, then the rest of the batch script.
+-- (each function a script defines costs on every call of it): it follows
+-- batch_state.lua, fast.lua (intf) and the algorithm's fast function (its
+-- section fast), which the recipe names, fast, with its number as ARGV
+-- sends it, fast_alg; the rest of the batch script follows it.
 --
 -- While the next call is one check of that algorithm (n = 1 with that
 -- number, or n = 0: the numbers of the last call, decided here) on one
@@ -20,6 +20,7 @@
 -- after it. These algorithms write their state as they decide, so there is
 -- nothing to flush: when every call is decided the reply is returned at
 -- once. batch_state.lua declares the state (t, reply, k, a, o, last).
+local fast, fast_alg = ${fast}, '${id}'
 do
   local na = #ARGV
   while a <= na do

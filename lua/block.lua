@@ -1,7 +1,7 @@
 -- Block: takes a quota block of a token bucket or GCRA key, k units its
 -- caller may use from now until now + hold, never later (a rule with
--- quota blocks, see docs/leasing.md). The Go side joins it after the
--- prelude, token_bucket.lua, gcra.lua and now.lua.
+-- quota blocks, see docs/leasing.md). It follows the prelude, the
+-- functions of gcra.lua and token_bucket.lua, and now.lua.
 --
 -- KEYS[1]     the storage key
 -- ARGV[1]     now in µs; 0 means the Redis server clock (TIME)
@@ -17,28 +17,25 @@
 -- units included) stays within burst + rate * interval. The debt may
 -- exceed a full bucket by up to hold; the key then waits for it, as one
 -- whose clock went back (bucket_debt, under the same limit). Its units are
--- never given back (see docs/leasing.md).
+-- never given back (see docs/leasing.md). The arithmetic is gcra.lua's
+-- bucket_block.
 --
 -- Reply: allowed (0/1), remaining (after the block), retry_after µs,
--- reset_after µs, now µs. algorithms/internal/calc/block.go is its Go twin.
-server_clock = ARGV[1] == '0'
+-- reset_after µs, now µs. calc's State.Block is its Go twin.
+local server = ARGV[1] == '0'
 local cap, r, u, k = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local tb = ARGV[7] == '4'
 local check = gcra
 if tb then check = token_bucket end
-local allowed, remaining, retry, reset, nxt, _, _, x, y = check(KEYS[1], cap, 0, r, u, k, now, false)
+local allowed, remaining, retry, reset, nxt = check(KEYS[1], cap, 0, r, u, k, now, false, server)
 if remaining < 0 then remaining = 0 end
 if allowed ~= 1 then return {0, remaining, retry, reset, now} end
-local debt = nxt - k * u
-local held = tonumber(ARGV[8]) * r
-if debt < held then debt = held end
-nxt = debt + k * u
-reset = ceil_div(nxt, r)
+--@ inline local bucket_block(nxt, tonumber(ARGV[8]), cap, u, r, k) -> held, left, until_full
+--@ inline local bucket_tau(cap, u, r) -> tau
 if tb then
-  token_bucket_write(KEYS[1], nxt, r, now, reset, y)
+  token_bucket_write(KEYS[1], held, r, now, until_full, tau, server)
 else
-  gcra_write(KEYS[1], nxt, r, now, x)
+  gcra_write(KEYS[1], held, r, now, tau, server)
 end
-remaining = floor((cap * u - nxt) / u)
-if remaining < 0 then remaining = 0 end
-return {1, remaining, 0, reset, now}
+if left < 0 then left = 0 end
+return {1, left, 0, until_full, now}

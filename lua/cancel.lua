@@ -3,10 +3,9 @@
 -- first, or its connection broke in the middle of the reply. Without it,
 -- such a part that had committed would keep the units of a request that
 -- was never served (a route rule shared by every client drained by the
--- calls that timed out). The Go side joins it after the prelude, the
--- algorithm files, calendar.lua, now.lua, unknown.lua and a line
--- defining `undo`, each algorithm's <name>_refund by its number (generated
--- by lua.go), as refund.lua.
+-- calls that timed out). It follows the prelude, the algorithms'
+-- functions, now.lua and unknown.lua; the recipe fills undo, each
+-- algorithm's <name>_refund by its number, as refund.lua's late.
 --
 -- KEYS[i], i <= n    the storage key of check i
 -- KEYS[n+1]          the part's commit marker
@@ -30,7 +29,8 @@
 -- 1>:...|<record 1>...": each check gives back its cost as refund.lua's
 -- late refunds do (<name>_refund(key, cap, period, r, u, cost, at, reset,
 -- now, mark)), and a concurrency check removes its slots.
-server_clock = ARGV[1] == '0'
+local undo = ${undo}
+local server = ARGV[1] == '0'
 local n = #KEYS - 1
 local unknown = unknown_algorithm(undo, n, 6)
 if unknown then return unknown end
@@ -48,7 +48,7 @@ local reply = {1, now}
 for i = 1, n do
   local o = 3 + 6 * (i - 1)
   if undo[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-      tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i]) then
+      tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), at, resets[i], now, marks[i], server) then
     reply[1], reply[#reply + 1] = 3, i
   end
 end

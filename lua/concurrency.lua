@@ -1,3 +1,8 @@
+-- Concurrency limits: their state and its code; algorithms/internal/calc/
+-- concurrency.go is the Go twin. The renewal of leases (renew.lua) is a
+-- section of its own, which only the renew script holds.
+
+--@ section functions
 -- Concurrency: the slots of a key in flight, a sorted set with one member
 -- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
 -- with the instant (µs) its lease expires. A slot counts while its expiry
@@ -71,3 +76,32 @@ end
 local function concurrency_refund(key, _, _, lease, _, cost, now, _)
   concurrency_remove(key, lease, cost, now)
 end
+--@ end
+
+--@ section renew
+-- concurrency_renew extends the slots 0 to cost-1 of lease on key to
+-- expire at now + period, or later if they did already, when the lease
+-- still holds its first slot once the expired slots are dropped; then
+-- sets the key's TTL to its last slot's expiry. It returns 1 if the lease
+-- was held, else 0 (released, or expired: its slots may have gone to
+-- others, and are not brought back).
+local function concurrency_renew(key, lease, cost, period, now)
+  local l = fmt(lease)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  local held = 0
+  if redis.call('ZSCORE', key, l .. ':0') then
+    held = 1
+    local expiry = now + period
+    local j = 0
+    while j < cost do
+      local m = l .. ':' .. fmt(j)
+      local s = redis.call('ZSCORE', key, m)
+      if s and tonumber(s) < expiry then redis.call('ZADD', key, 'XX', fmt(expiry), m) end
+      j = j + 1
+    end
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then pexpire(key, tonumber(last[2]) - now) end
+  return held
+end
+--@ end

@@ -1,8 +1,8 @@
 -- Dispatch: several checks of one request, decided all-or-nothing, or the
--- refund of a decide call. The Go side joins it after the prelude, the
--- algorithm files, calendar.lua, now.lua and a line defining `checks`,
--- `writes` and `refunds`: each algorithm's functions by its number
--- (lua.go generates it from the one list that numbers them).
+-- refund of a decide call. It follows the prelude, every algorithm's
+-- functions and now.lua; the recipe fills checks, writes and refunds, each
+-- algorithm's functions by its number (from the one list in
+-- lua/internal/gen that numbers them).
 --
 -- ARGV[1]            now in µs; 0 means the Redis server clock (TIME)
 -- ARGV[2]            mode: 0 decide, 1 refund, 2 decide on a sharded client
@@ -63,9 +63,10 @@
 -- A denial replied 0 can never be undone by a refund: every commit whose
 -- marker is still live has set the pending marker since (with the same
 -- TTL), so none is.
+local checks, writes, refunds = ${checks}, ${writes}, ${refunds}
 local mode = ARGV[2]
 local n = #KEYS
-server_clock = ARGV[1] == '0'
+local server = ARGV[1] == '0'
 if mode == '1' then
   n = n - 1
 elseif mode == '2' then
@@ -94,7 +95,7 @@ local function eval(i, peek)
   local alg, cap, period, r, u, cost = args(i)
   if not alg then return unknown(i) end
   if peek then cost = cap + 1 end
-  return checks[alg](KEYS[i], cap, period, r, u, cost, now, false)
+  return checks[alg](KEYS[i], cap, period, r, u, cost, now, false, server)
 end
 
 local reply = {}
@@ -110,7 +111,7 @@ if mode == '1' then
     local at = tonumber(ARGV[3 + 7 * n])
     for i = 1, n do
       local alg, cap, period, r, u, cost = args(i)
-      if refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i]) then
+      if refunds[alg](KEYS[i], cap, period, r, u, cost, at, tonumber(ARGV[2 + 6 * n + i]), now, marks[i], server) then
         missed[#missed + 1] = i
       end
     end

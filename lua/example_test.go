@@ -7,30 +7,14 @@ import (
 	"github.com/redlimit/redlimit/lua"
 )
 
-// Multi holds the five algorithms between a prelude and a dispatch; each
-// part documents itself.
-func ExampleMulti() {
-	for _, line := range strings.Split(lua.Multi(), "\n") {
-		for _, head := range []string{"-- Fixed window:", "-- Sliding log:", "-- Sliding window counter:", "-- Token bucket:", "-- GCRA:"} {
-			if strings.HasPrefix(line, head) {
-				fmt.Println(line)
-			}
-		}
-	}
+// A script is named after what it is for; a one-check script holds its
+// own algorithm and no other.
+func ExampleScript() {
+	gcra, ok := lua.Script("one_gcra")
+	fmt.Println(ok, strings.Contains(gcra, "local function gcra("), strings.Contains(gcra, "local function token_bucket("))
+	_, ok = lua.Script("one_leaky_bucket")
+	fmt.Println(ok)
 	// Output:
-	// -- Fixed window: two layouts, one per clock.
-	// -- Sliding log: sorted set, one member per unit, score = µs. An entry at s
-	// -- Sliding window counter: hash {s = start µs of the stored window, e = its
-	// -- Token bucket: hash {m = tokens missing from a full bucket, as the time
-	// -- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
-}
-
-// A one-check script holds its own algorithm and no other.
-func ExampleSingle() {
-	gcra := lua.Single("gcra")
-	fmt.Println(strings.Contains(gcra, "local function gcra("), strings.Contains(gcra, "local function token_bucket("))
-	fmt.Println(strings.Contains(gcra, "local check, alg = gcra, '5'\n"), lua.Single("leaky_bucket") == "")
-	// Output:
-	// true false
-	// true true
+	// true true false
+	// false
 }

@@ -1,5 +1,5 @@
--- Renew: extends the concurrency leases still held. Joined after
--- prelude.lua, concurrency.lua and now.lua.
+-- Renew: extends the concurrency leases still held (concurrency_renew,
+-- concurrency.lua). Joined after prelude.lua, concurrency.lua and now.lua.
 --
 -- KEYS[i]            the storage key of lease i (on a sharded client, the
 --                    keys of one call live in one hash slot)
@@ -12,23 +12,7 @@
 -- back); then the now used, in µs.
 local reply = {}
 for i = 1, #KEYS do
-  local key = KEYS[i]
-  local l, cost, period = fmt(tonumber(ARGV[3 * i - 1])), tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
-  reply[i] = 0
-  if redis.call('ZSCORE', key, l .. ':0') then
-    reply[i] = 1
-    local expiry = now + period
-    local j = 0
-    while j < cost do
-      local m = l .. ':' .. fmt(j)
-      local s = redis.call('ZSCORE', key, m)
-      if s and tonumber(s) < expiry then redis.call('ZADD', key, 'XX', fmt(expiry), m) end
-      j = j + 1
-    end
-  end
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then pexpire(key, tonumber(last[2]) - now) end
+  reply[i] = concurrency_renew(KEYS[i], tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), now)
 end
 reply[#KEYS + 1] = now
 return reply

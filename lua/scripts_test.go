@@ -4,15 +4,15 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"flag"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/redlimit/redlimit/lua"
+	"github.com/redlimit/redlimit/lua/internal/gen"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/scripts/*.lua from the scripts the code sends")
@@ -22,11 +22,9 @@ var update = flag.Bool("update", false, "rewrite docs/scripts/*.lua from the scr
 const scriptsDir = "../docs/scripts"
 
 // script is one script Redis runs, as a checked-in file under scripts/:
-// its name, what it is for, its calling convention, and the code that
-// builds it.
+// its name, what it is for and its calling convention.
 type script struct {
 	name, purpose, keys, argv, reply string
-	src                              string
 }
 
 const (
@@ -50,8 +48,8 @@ reply them (-1 and zeros: the call raised an error and is run alone),
 then the now for a call of several checks or in mode 3`
 )
 
-// scripts lists every script the code sends, named. TestScriptFiles checks
-// that it covers lua.Scripts().
+// scripts documents every script the code sends, by name. TestScriptFiles
+// checks that it covers every script the sources build.
 func scripts() []script {
 	algs := []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra", "concurrency"}
 	var s []script
@@ -60,7 +58,6 @@ func scripts() []script {
 			name:    "one_" + a,
 			purpose: "Decides one " + a + " check: the common call, a script of its own holding only this algorithm.",
 			keys:    oneKeys, argv: oneArgv, reply: oneReply,
-			src: lua.Single(a),
 		})
 	}
 	s = append(s, script{
@@ -77,7 +74,6 @@ ARGV[7]  with KEYS[3]: the refund window in ms`,
 		reply: oneReply + `; allowed 3 and the now when the
 server's now lies outside both windows (nothing decided, nothing written:
 the Go side sends again with windows around that now)`,
-		src: lua.Single("calendar"),
 	})
 	s = append(s,
 		script{
@@ -92,7 +88,6 @@ ARGV[3]  cost, when it is not 1`,
 			reply: `{count, reset_after µs}: the key's count with the cost added (allowed
 if and only if it is at most the capacity; a denial took the cost back);
 empty, nothing written, for a state one_fixed_window decides`,
-			src: lua.Lean("fixed_window"),
 		},
 		script{
 			name: "lean_gcra",
@@ -106,7 +101,6 @@ ARGV[3]  the stored value's suffix, '/' .. capacity*u
 ARGV[4]  cost, when it is not 1`,
 			reply: `allowed (0 or 1), remaining, retry_after µs, reset_after µs;
 empty, nothing written, for a value one_gcra decides`,
-			src: lua.Lean("gcra"),
 		},
 	)
 	for _, a := range algs {
@@ -115,7 +109,6 @@ empty, nothing written, for a value one_gcra decides`,
 			purpose: `Decides several queued calls whose checks are all ` + a + `, one after
 another, each exactly as its own script would alone, in one EVALSHA.`,
 			keys: batchKeys, argv: batchArgv, reply: batchReply,
-			src: lua.Batch(a),
 		})
 	}
 	s = append(s,
@@ -124,7 +117,6 @@ another, each exactly as its own script would alone, in one EVALSHA.`,
 			purpose: `Decides several queued calls of any algorithms, as batch_<algorithm>
 does: it holds all of them, so a queue of mixed calls costs one script.`,
 			keys: batchKeys, argv: batchArgv, reply: batchReply,
-			src: lua.BatchAll(),
 		},
 		script{
 			name: "multi",
@@ -149,7 +141,6 @@ reset_after µs), then the now in µs; allowed 3 for every check when a
 calendar check's windows do not hold the server's now; mode 1 then
 lists the positions of the checks that found a count they could not
 tell as the commit's (nothing given back to them)`,
-			src: lua.Multi(),
 		},
 		script{
 			name: "block",
@@ -163,7 +154,6 @@ ARGV[7]  the algorithm: 4 token_bucket, 5 gcra
 ARGV[8]  the hold in µs`,
 			reply: `allowed, remaining (after the block), retry_after µs, reset_after µs,
 now µs`,
-			src: lua.Block(),
 		},
 		script{
 			name: "refund",
@@ -180,7 +170,6 @@ ARGV[3+7(i-1)...]  per check: algorithm, capacity, period µs, r, u, the
 then the now in µs. 2 when the marker existed but some checks found a
 count they could not tell as the commit's: the now, then their positions
 (nothing given back to them)`,
-			src: lua.Refund(),
 		},
 		script{
 			name: "cancel",
@@ -197,7 +186,6 @@ ARGV[3+6(i-1)...]  per check, as the part sent it: algorithm, capacity,
 its units are given back, 2 cancelled already; then the now in µs. 3 it
 had committed, but some checks found a count they could not tell as its
 commit's: the now, then their positions (nothing given back to them)`,
-			src: lua.Cancel(),
 		},
 		script{
 			name:    "release",
@@ -206,7 +194,6 @@ commit's: the now, then their positions (nothing given back to them)`,
 			argv: `ARGV[1]         now in µs; 0: the server's clock (TIME)
 ARGV[2i, 2i+1]  lease i's id and cost (slots)`,
 			reply: `per lease, the slots that were held and are now free; then the now in µs`,
-			src:   lua.Release(),
 		},
 		script{
 			name:    "renew",
@@ -216,7 +203,6 @@ ARGV[2i, 2i+1]  lease i's id and cost (slots)`,
 ARGV[3i-1..3i+1]   lease i's id, cost (slots) and period (µs)`,
 			reply: `per lease, 1 if it was held (now expiring at now+period), else 0;
 then the now in µs`,
-			src: lua.Renew(),
 		},
 	)
 	return s
@@ -226,31 +212,45 @@ then the now in µs`,
 // is byte for byte the script the code sends.
 const body = "-- ---- the script, as sent ----\n"
 
+// built returns every script the code sends, as the generator builds
+// them from the sources, each checked against lua.Script.
+func built(t *testing.T) []gen.Script {
+	t.Helper()
+	all, err := gen.Build(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		if got, ok := lua.Script(s.Name); !ok || got != s.Text {
+			t.Errorf("lua.Script(%q) is not the script the sources build", s.Name)
+		}
+	}
+	return all
+}
+
 // TestScriptFiles keeps docs/scripts/ true: every script the code sends
-// (lua.Scripts()) is a file there, named after what it is for, whose
-// header says its purpose, KEYS, ARGV, reply, SHA1 (as SCRIPT and SLOWLOG
-// show it) and the sources it is built from, and whose body is the script
-// itself. It fails when a file differs from what the code sends, or when a
-// script has no file; go test ./lua -run TestScriptFiles -update rewrites
-// them.
+// is a file there, named after what it is for, whose header says its
+// purpose, KEYS, ARGV, reply, SHA1 (as SCRIPT and SLOWLOG show it) and
+// the sections it is built from, and whose body is the script itself. It
+// fails when a file differs from what the code sends, or when a script
+// has no file; go test ./lua -run TestScriptFiles -update rewrites them.
 func TestScriptFiles(t *testing.T) {
-	all := scripts()
-	var named []string
-	for _, s := range all {
-		if s.src == "" {
-			t.Errorf("%s: the code builds no such script", s.name)
-		}
-		named = append(named, s.src)
+	docs := map[string]script{}
+	for _, s := range scripts() {
+		docs[s.name] = s
 	}
-	for i, src := range lua.Scripts() {
-		if !slices.Contains(named, src) {
-			t.Errorf("lua.Scripts()[%d] has no file under scripts/: name it in scripts()", i)
-		}
-	}
-	sources := luaSources(t)
 	want := map[string]string{}
-	for _, s := range all {
-		want[s.name+".lua"] = render(s, sources)
+	for _, b := range built(t) {
+		d, ok := docs[b.Name]
+		if !ok {
+			t.Errorf("%s: no header for it in scripts()", b.Name)
+			continue
+		}
+		want[b.Name+".lua"] = render(d, b)
+		delete(docs, b.Name)
+	}
+	for name := range docs {
+		t.Errorf("%s: the code builds no such script", name)
 	}
 	if *update {
 		old, _ := filepath.Glob(filepath.Join(scriptsDir, "*.lua"))
@@ -268,8 +268,8 @@ func TestScriptFiles(t *testing.T) {
 		}
 		return
 	}
-	for _, s := range all {
-		name := s.name + ".lua"
+	names := slices.Sorted(maps.Keys(want))
+	for _, name := range names {
 		got, err := os.ReadFile(filepath.Join(scriptsDir, name))
 		if err != nil {
 			t.Errorf("docs/scripts/%s: %v (go test ./lua -run TestScriptFiles -update writes it)", name, err)
@@ -277,7 +277,8 @@ func TestScriptFiles(t *testing.T) {
 		}
 		if g := string(got); g != want[name] {
 			_, gb, _ := strings.Cut(g, body)
-			if gb != s.src {
+			_, wb, _ := strings.Cut(want[name], body)
+			if gb != wb {
 				t.Errorf("docs/scripts/%s differs from the script the code sends: go test ./lua -run TestScriptFiles -update", name)
 			} else {
 				t.Errorf("docs/scripts/%s: its header is out of date: go test ./lua -run TestScriptFiles -update", name)
@@ -292,49 +293,17 @@ func TestScriptFiles(t *testing.T) {
 	}
 }
 
-// luaSources reads the source files the scripts are built from.
-func luaSources(t *testing.T) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	files, err := fs.Glob(os.DirFS("."), "*.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[f] = string(b)
-	}
-	return out
-}
-
-// render is the file for s: a header, then the script.
-func render(s script, sources map[string]string) string {
-	sum := sha1.Sum([]byte(s.src))
-	type at struct {
-		name string
-		i    int
-	}
-	var parts []at
-	for name, text := range sources {
-		if i := strings.Index(s.src, text); i >= 0 {
-			parts = append(parts, at{name, i})
-		}
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i].i < parts[j].i })
-	var from []string
-	for _, p := range parts {
-		from = append(from, p.name)
-	}
-	var b strings.Builder
+// render is the file of the script b, documented by d: a header, then
+// the script.
+func render(d script, b gen.Script) string {
+	sum := sha1.Sum([]byte(b.Text))
+	var out strings.Builder
 	line := func(s string) {
 		if s == "" {
-			b.WriteString("--\n")
+			out.WriteString("--\n")
 			return
 		}
-		b.WriteString("-- " + s + "\n")
+		out.WriteString("-- " + s + "\n")
 	}
 	block := func(title, text string) {
 		line(title + ":")
@@ -342,21 +311,38 @@ func render(s script, sources map[string]string) string {
 			line("  " + l)
 		}
 	}
-	line(s.name + ".lua: generated from the sources in lua/ by")
+	line(d.name + ".lua: generated from the sources in lua/ by")
 	line("go test ./lua -run TestScriptFiles -update; do not edit.")
 	line("")
-	for l := range strings.SplitSeq(s.purpose, "\n") {
+	for l := range strings.SplitSeq(d.purpose, "\n") {
 		line(l)
 	}
 	line("")
-	block("KEYS", s.keys)
-	block("ARGV", s.argv)
-	block("Reply", s.reply)
+	block("KEYS", d.keys)
+	block("ARGV", d.argv)
+	block("Reply", d.reply)
 	line("")
 	line("SHA1 " + hex.EncodeToString(sum[:]) + " (EVALSHA, SCRIPT EXISTS, SLOWLOG)")
-	line("Built from, in order: " + strings.Join(from, ", ") + ",")
-	line("joined with the glue lines of lua.go. The sources' headers say more.")
-	b.WriteString(body)
-	b.WriteString(s.src)
-	return b.String()
+	line("Built from these sections of lua/, in order (<file>.<section>, or a")
+	line("whole <file>), their formulas inlined where they say --@ inline:")
+	for _, l := range wrap(strings.Join(b.Parts, ", "), 72) {
+		line("  " + l)
+	}
+	out.WriteString(body)
+	out.WriteString(b.Text)
+	return out.String()
+}
+
+// wrap cuts s into lines of at most n bytes at spaces.
+func wrap(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		i := strings.LastIndexByte(s[:n], ' ')
+		if i <= 0 {
+			break
+		}
+		out = append(out, s[:i])
+		s = s[i+1:]
+	}
+	return append(out, s)
 }

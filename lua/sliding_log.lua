@@ -43,7 +43,6 @@ end
 -- numbers (starting at the count) stay unique. The key then lives while
 -- its newest entry counts.
 local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
-  now = now or at
   local stamp = at + reset - period
   if stamp <= now - period then return end
   local s = fmt(stamp)

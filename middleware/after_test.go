@@ -40,8 +40,8 @@ func TestWorkAfterResponseOffPath(t *testing.T) {
 		script string
 		rule   middleware.Rule
 	}{
-		{"release", lua.Release(), middleware.Rule{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second)}},
-		{"refund", lua.Refund(), middleware.Rule{Name: "logins", Key: userFunc, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1), ResponseCost: failedLogins}},
+		{"release", luaScript("release"), middleware.Rule{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second)}},
+		{"refund", luaScript("refund"), middleware.Rule{Name: "logins", Key: userFunc, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1), ResponseCost: failedLogins}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Loaded before, so that the store sends it by its SHA.
@@ -401,4 +401,10 @@ func TestWorkAfterResponseExact(t *testing.T) {
 	if slots, units := free(t, b); slots != 10 || units != 1000 {
 		t.Fatalf("%d slots free, %d units left, want 10 and 1000", slots, units)
 	}
+}
+
+// luaScript is the script package lua builds under name.
+func luaScript(name string) string {
+	s, _ := lua.Script(name)
+	return s
 }

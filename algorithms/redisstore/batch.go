@@ -11,14 +11,13 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // Batched decisions. When calls queue behind the round trips in flight,
 // the pipeline that sends the queue decides the queued decide calls of one
 // server (on a cluster, of one hash slot) with one EVALSHA of a batch
-// script ([lua.Batch] when every check of the batch is of one algorithm,
-// [lua.BatchAll] otherwise) instead of one EVALSHA per call. The script
+// script (batch_<algorithm> when every check of the batch is of one
+// algorithm, batch_all otherwise: docs/scripts/) instead of one EVALSHA per call. The script
 // decides the calls one after another, each exactly as its own script
 // (one-check or dispatch) would decide it alone at that point: atomically
 // and all-or-nothing, writing only when every check of the call passes,
@@ -86,11 +85,11 @@ func kindOf(calls []*call) int {
 var (
 	batchScripts = func() (s [algorithms.Concurrency + 1]*redis.Script) {
 		for _, a := range algorithms.Algorithms {
-			s[a] = redis.NewScript(lua.Batch(a.String()))
+			s[a] = redis.NewScript(luaScript("batch_" + a.String()))
 		}
 		return s
 	}()
-	batchAllScript = redis.NewScript(lua.BatchAll())
+	batchAllScript = redis.NewScript(luaScript("batch_all"))
 )
 
 // mixed is the batch kind of a call whose checks are of several algorithms.
@@ -270,12 +269,12 @@ func (u *unit) answer() {
 // sources maps each script the backend runs to its source, which
 // evalCmd sends when the server answers NOSCRIPT.
 var sources = func() map[*redis.Script]string {
-	m := map[*redis.Script]string{script: lua.Multi(), batchAllScript: lua.BatchAll()}
+	m := map[*redis.Script]string{script: luaScript("multi"), batchAllScript: luaScript("batch_all")}
 	for _, a := range algorithms.Algorithms {
-		m[oneScripts[a]] = lua.Single(a.String())
-		m[batchScripts[a]] = lua.Batch(a.String())
+		m[oneScripts[a]] = luaScript("one_" + a.String())
+		m[batchScripts[a]] = luaScript("batch_" + a.String())
 		if leanScripts[a] != nil {
-			m[leanScripts[a]] = lua.Lean(a.String())
+			m[leanScripts[a]] = luaScript("lean_" + a.String())
 		}
 	}
 	return m

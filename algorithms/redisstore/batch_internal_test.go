@@ -18,7 +18,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // queued is one call for allowQueued: its checks, its context (nil:
@@ -173,7 +172,7 @@ func miniStore(t *testing.T, pipelines int) (*Store, *backendtest.Clock, *minire
 	t.Cleanup(func() { client.Close() })
 	// Scripts loaded: a NOSCRIPT answer would send some scripts again in
 	// a second pipeline, after the others, out of queue order.
-	for _, src := range lua.Scripts() {
+	for _, src := range allScripts() {
 		if err := client.ScriptLoad(context.Background(), src).Err(); err != nil {
 			t.Fatal(err)
 		}

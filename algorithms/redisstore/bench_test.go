@@ -15,7 +15,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // Benchmarks run each algorithm on an existing key (the common case) with
@@ -207,29 +206,29 @@ func BenchmarkScripts(b *testing.B) {
 		return args
 	}
 	benches = append(benches,
-		bench{"fixed_window/lean", lua.Lean("fixed_window"), 1, 1, []any{1_000_000, 1_000_000}},
-		bench{"gcra/lean", lua.Lean("gcra"), 1, 1, []any{1_000_000, 1, "/1000000"}},
+		bench{"fixed_window/lean", luaScript("lean_fixed_window"), 1, 1, []any{1_000_000, 1_000_000}},
+		bench{"gcra/lean", luaScript("lean_gcra"), 1, 1, []any{1_000_000, 1, "/1000000"}},
 	)
 	for _, a := range algorithms.Algorithms {
-		benches = append(benches, bench{a.String(), lua.Single(a.String()), 1, 1, one(a)})
+		benches = append(benches, bench{a.String(), luaScript("one_" + a.String()), 1, 1, one(a)})
 		for _, k := range []int{2, 4, 8, 16, 64} {
-			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), lua.Batch(a.String()), k, k, batched(k, a)})
+			benches = append(benches, bench{a.String() + "/batch=" + strconv.Itoa(k), luaScript("batch_" + a.String()), k, k, batched(k, a)})
 		}
-		benches = append(benches, bench{a.String() + "/batch_all=16", lua.BatchAll(), 16, 16, batched(16, a)})
-		benches = append(benches, bench{a.String() + "/batch=16/one_key", lua.Batch(a.String()), 16, 16, batched(16, a)})
+		benches = append(benches, bench{a.String() + "/batch_all=16", luaScript("batch_all"), 16, 16, batched(16, a)})
+		benches = append(benches, bench{a.String() + "/batch=16/one_key", luaScript("batch_" + a.String()), 16, 16, batched(16, a)})
 	}
 	for _, k := range []int{4, 16} {
 		// k calls of three rules each, as the middleware's layered rules
 		benches = append(benches,
-			bench{"gcra×3/batch=" + strconv.Itoa(k), lua.Batch("gcra"), 3 * k, 3 * k, batched(k, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
-			bench{"gcra+token_bucket+sliding_window/batch_all=" + strconv.Itoa(k), lua.BatchAll(), 3 * k, 3 * k,
+			bench{"gcra×3/batch=" + strconv.Itoa(k), luaScript("batch_gcra"), 3 * k, 3 * k, batched(k, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+			bench{"gcra+token_bucket+sliding_window/batch_all=" + strconv.Itoa(k), luaScript("batch_all"), 3 * k, 3 * k,
 				batched(k, algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)})
 	}
 	benches = append(benches,
-		bench{"dispatch/gcra×3", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
-		bench{"dispatch/gcra+token_bucket+sliding_window", lua.Multi(), 3, 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
-		bench{"dispatch/gcra×5", lua.Multi(), 5, 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
-		bench{"dispatch/fixed_window×3", lua.Multi(), 3, 3, dispatch(algorithms.FixedWindow, algorithms.FixedWindow, algorithms.FixedWindow)},
+		bench{"dispatch/gcra×3", luaScript("multi"), 3, 3, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		bench{"dispatch/gcra+token_bucket+sliding_window", luaScript("multi"), 3, 3, dispatch(algorithms.GCRA, algorithms.TokenBucket, algorithms.SlidingWindow)},
+		bench{"dispatch/gcra×5", luaScript("multi"), 5, 5, dispatch(algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA, algorithms.GCRA)},
+		bench{"dispatch/fixed_window×3", luaScript("multi"), 3, 3, dispatch(algorithms.FixedWindow, algorithms.FixedWindow, algorithms.FixedWindow)},
 	)
 	for _, sc := range benches {
 		b.Run(sc.name, func(b *testing.B) {

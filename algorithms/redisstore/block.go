@@ -8,16 +8,15 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
-	"github.com/redlimit/redlimit/lua"
 )
 
 var _ algorithms.Blocker = (*Store)(nil)
 
 // blockScript takes a quota block of a bucket key (lua/block.lua).
-var blockScript = redis.NewScript(lua.Block())
+var blockScript = redis.NewScript(luaScript("block"))
 
 // The pipeline sends a script's source on NOSCRIPT (see evalCmd).
-func init() { sources[blockScript] = lua.Block() }
+func init() { sources[blockScript] = luaScript("block") }
 
 // TakeBlock implements [algorithms.Blocker]: one EVALSHA of
 // lua/block.lua, on the key's node, through the pipeline if there is one,

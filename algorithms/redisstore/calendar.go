@@ -7,7 +7,6 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // Calendar quotas (a FixedWindow Limit with Calendar set) are decided on
@@ -21,9 +20,9 @@ import (
 // batched in a pipeline.
 
 // calendarOne is the one-check script of a calendar quota.
-var calendarOne = redis.NewScript(lua.Single("calendar"))
+var calendarOne = redis.NewScript(luaScript("one_calendar"))
 
-func init() { sources[calendarOne] = lua.Single("calendar") }
+func init() { sources[calendarOne] = luaScript("one_calendar") }
 
 // oneScript returns the one-check script of the calc algorithm alg.
 func oneScript(alg uint8) *redis.Script {

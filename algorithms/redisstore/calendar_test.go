@@ -15,7 +15,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // scriptCounter is a go-redis hook that counts the scripts sent (EVALSHA
@@ -71,7 +70,7 @@ func TestCalendarSkew(t *testing.T) {
 	var scripts atomic.Int64
 	client.AddHook(scriptCounter{&scripts})
 	ctx := context.Background()
-	for _, src := range lua.Scripts() { // no NOSCRIPT in the counts
+	for _, src := range redisstore.Scripts() { // no NOSCRIPT in the counts
 		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // HashSlot returns the Redis Cluster hash slot of key, 0 to 16383: CRC16
@@ -438,10 +437,10 @@ func (b *Store) detached(ctx context.Context, settle func(context.Context) error
 
 // cancelScript settles a part of a call spanning slots whose outcome its
 // caller never learned (see lua/cancel.lua).
-var cancelScript = redis.NewScript(lua.Cancel())
+var cancelScript = redis.NewScript(luaScript("cancel"))
 
 // The pipeline sends a script's source on NOSCRIPT (see evalCmd).
-func init() { sources[cancelScript] = lua.Cancel() }
+func init() { sources[cancelScript] = luaScript("cancel") }
 
 // notRun reports whether err is a reply saying that the script did not run
 // and may run later: sending it again is worth it. (After a network error

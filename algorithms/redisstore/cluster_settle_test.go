@@ -15,14 +15,13 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // The SHA1s of the scripts that settle commits: late refunds and cancels
 // (the compensation of a denied call is refundSHA in refund mode).
 var (
-	lateRefundSHA = redis.NewScript(lua.Refund()).Hash()
-	cancelSHA     = redis.NewScript(lua.Cancel()).Hash()
+	lateRefundSHA = redis.NewScript(luaScript("refund")).Hash()
+	cancelSHA     = redis.NewScript(luaScript("cancel")).Hash()
 )
 
 // settleDelays are the delays between a commit and its settling (a

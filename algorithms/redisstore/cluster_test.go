@@ -22,7 +22,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // TestHashSlot checks HashSlot against values CLUSTER KEYSLOT answered
@@ -125,7 +124,7 @@ func scriptCalls(t *testing.T, cl *redistest.Cluster) (evalsha, eval int64) {
 func loadScript(t *testing.T, cl *redistest.Cluster) {
 	t.Helper()
 	if err := cl.ForEachMaster(context.Background(), func(c *redis.Client) error {
-		for _, s := range lua.Scripts() {
+		for _, s := range redisstore.Scripts() {
 			if err := c.ScriptLoad(context.Background(), s).Err(); err != nil {
 				return err
 			}
@@ -600,9 +599,9 @@ func TestCluster(t *testing.T) {
 	// calls fall in two slots; alone (each its own round trip), and from
 	// several callers that queue and go in pipelines, as batch scripts.
 	t.Run("ScriptsSentOnce", func(t *testing.T) {
-		one := redis.NewScript(lua.Single(algorithms.FixedWindow.String())).Hash()
-		multi := redis.NewScript(lua.Multi()).Hash()
-		batch := redis.NewScript(lua.Batch(algorithms.FixedWindow.String())).Hash()
+		one := redis.NewScript(luaScript("one_" + algorithms.FixedWindow.String())).Hash()
+		multi := redis.NewScript(luaScript("multi")).Hash()
+		batch := redis.NewScript(luaScript("batch_" + algorithms.FixedWindow.String())).Hash()
 		for _, tc := range []struct {
 			name      string
 			pipelines int
@@ -1231,7 +1230,7 @@ func (f refundFault) String() string { return [...]string{"ctx_ends", "twice"}[f
 type cancelKey struct{}
 
 // refundSHA is the SHA1 of the script that runs refunds.
-var refundSHA = redis.NewScript(lua.Multi()).Hash()
+var refundSHA = redis.NewScript(luaScript("multi")).Hash()
 
 // faultyRefunds is a cluster client whose refunds (the dispatch script in
 // refund mode) meet fault the first time each is sent.

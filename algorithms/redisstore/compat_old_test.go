@@ -391,7 +391,12 @@ func (o *oldStore) request(checks []algorithms.Check, ns []oldNums, arg int64, m
 	}
 	var args []any
 	name := "multi"
-	if len(checks) == 1 {
+	// the previous release's one_fixed_window.lua fails on the server's
+	// clock for a period of no whole ms ("attempt to perform arithmetic
+	// on local 'now'"): an instance of it decides such a check only in a
+	// call of several checks or in a batch, which multi.lua stands for
+	oddPeriod := ns[0].alg == oldFixedWindow && arg == 0 && ns[0].period%1000 != 0
+	if len(checks) == 1 && !oddPeriod {
 		name = "one_" + oldFiles[ns[0].alg]
 		args = append([]any{arg}, ns[0].argv()[1:]...)
 	} else {

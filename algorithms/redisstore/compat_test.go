@@ -236,13 +236,6 @@ func compatLegs(f compatFeature, seed uint64) []compatLeg {
 	var legs []compatLeg
 	for v, l := range f.limits {
 		for _, server := range []bool{true, false} {
-			if server && l.Period%time.Millisecond != 0 {
-				// one_fixed_window.lua fails on the server's clock for a
-				// period of no whole ms ("attempt to perform arithmetic on
-				// local 'now'", in both releases): such a limit runs on an
-				// injected clock until that is fixed
-				continue
-			}
 			clock := "injected clock"
 			if server {
 				clock = "server clock"

@@ -15,9 +15,9 @@
 //
 // With a *redis.Client (a failover client is one) every call is one
 // EVALSHA, and all-or-nothing is atomic. A fixed window or GCRA check on
-// the server's clock goes as its algorithm's lean script ([lua.Lean]),
-// sent with only the numbers its common case reads (every argument costs
-// Redis on every call); a lean script that finds a state it leaves to the
+// the server's clock goes as its algorithm's lean script (lean_gcra,
+// lean_fixed_window: [lua.Script]), sent with only the numbers its common
+// case reads (every argument costs Redis on every call); a lean script that finds a state it leaves to the
 // one-check script (a layout of an earlier version, a value written under
 // another limit) writes nothing, and the call goes on as the one-check
 // script: two EVALSHAs, once per such key.

@@ -48,3 +48,7 @@ func AllowQueued(t *testing.T, b *Store, calls [][]algorithms.Check) ([][]algori
 	results, errs := allowQueued(t, b, nil, q)
 	return results, errs, executionOrder(q)
 }
+
+// Scripts returns every script b's package runs, for SCRIPT LOAD ahead of
+// a test that counts scripts (no NOSCRIPT in its counts).
+func Scripts() []string { return allScripts() }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +17,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // TestLeanArgs: which checks have a lean script, and the ARGV it gets.
@@ -37,10 +37,11 @@ func TestLeanArgs(t *testing.T) {
 		{"fixed window, cost 3", fw(100, time.Minute, 3), []any{"100", "60000000", "3"}},
 		{"fixed window, cost = capacity", fw(5, time.Second, 5), []any{"5", "1000000", "5"}},
 		{"fixed window, cost above capacity", fw(5, time.Second, 6), nil},
-		{"fixed window, period not whole ms", fw(5, 1500*time.Microsecond, 1), nil},
+		{"fixed window, period not whole ms", fw(5, 1500*time.Microsecond, 1), []any{"5", "1500", "1", "h"}},
 		{"gcra 10/s burst 5", gcra(10, time.Second, 5, 1), []any{"5", "100000", "/500000"}},
-		{"gcra 1M/s, cost 2", gcra(1_000_000, time.Second, 0, 2), []any{"1000000", "1", "/1000000", "2"}},
-		{"gcra 3/s: interval not whole µs", gcra(3, time.Second, 0, 1), nil},
+		{"gcra 1M/s, cost 2", gcra(1_000_000, time.Second, 0, 2), []any{"1000000", "1", "/1000000", "1", "2"}},
+		{"gcra 3/s: interval not whole µs, r sent", gcra(3, time.Second, 0, 1), []any{"3", "1000000", "/1000000", "3"}},
+		{"gcra 7/min, cost 2", gcra(7, time.Minute, 0, 2), []any{"7", "60000000", "/60000000", "7", "2"}},
 		{"gcra, full window beyond 2^53 µs", gcra(1, 1000*time.Hour, 1<<40, 1), nil},
 		{"token bucket", calc.Prepare(uint8(algorithms.TokenBucket), 10, time.Second, 0, 1), nil},
 		{"sliding window", calc.Prepare(uint8(algorithms.SlidingWindow), 10, time.Second, 0, 1), nil},
@@ -98,6 +99,14 @@ func TestLeanScripts(t *testing.T) {
 			[]step{{1, 0}, {2, 0}, {1, 0}, {1, 0}, {3, 0}, {6, 0}, {1, 0}, {1, 150 * time.Millisecond}, {2, 0}}},
 		{"gcra 1M/s", algorithms.GCRA, algorithms.Limit{Rate: 1_000_000, Period: time.Second},
 			[]step{{1, 0}, {500_000, 0}, {600_000, 0}, {1, 0}}},
+		// an emission interval of no whole µs: TATs with a fraction
+		{"gcra 3/s", algorithms.GCRA, algorithms.Limit{Rate: 3, Period: time.Second, Burst: 4},
+			[]step{{1, 0}, {2, 0}, {1, 0}, {1, 0}, {5, 0}, {1, 400 * time.Millisecond}, {2, 0}}},
+		{"gcra 10⁹/h", algorithms.GCRA, algorithms.Limit{Rate: 1_000_000_000, Period: time.Hour},
+			[]step{{1, 0}, {7, 0}, {1, 0}, {999_999_990, 0}, {1, 0}}},
+		// a period of no whole ms: a hash
+		{"fixed window of no whole ms", algorithms.FixedWindow, algorithms.Limit{Rate: 3, Period: time.Hour + 500*time.Microsecond},
+			[]step{{1, 0}, {1, 0}, {2, 0}, {1, 0}, {1, 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key, twin := prefix+tc.name+":lean", prefix+tc.name+":one"
@@ -125,9 +134,10 @@ func TestLeanScripts(t *testing.T) {
 				t1 := pipe.Time(ctx)
 				var states [2]state
 				for j, k := range []string{key, twin} {
-					states[j] = state{pipe.Get(ctx, k), pipe.PTTL(ctx, k)}
+					states[j] = state{pipe.Get(ctx, k), pipe.HGetAll(ctx, k), pipe.PTTL(ctx, k)}
 				}
-				if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+				// GET of a hash and HGETALL of a string fail: WRONGTYPE
+				if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 					t.Fatal(err)
 				}
 				vals, err := leanCmd.Int64Slice()
@@ -165,26 +175,41 @@ func TestLeanScripts(t *testing.T) {
 	}
 }
 
-// state is a key's value and TTL, read in a transaction.
+// state is a key's value (a string or a hash) and TTL, read in a
+// transaction.
 type state struct {
 	get  *redis.StringCmd
+	hash *redis.MapStringStringCmd
 	pttl *redis.DurationCmd
 }
 
 // same: a and b hold the same string (GCRA's TATs within gap, the same
-// full window) and expire within gap of each other.
+// full window) or the same hash, and expire within gap of each other.
 func (a state) same(t *testing.T, b state, gap time.Duration) {
 	t.Helper()
+	ha, hea := a.hash.Result()
+	hb, heb := b.hash.Result()
+	if (hea == nil) != (heb == nil) || !maps.Equal(ha, hb) {
+		t.Errorf("HGETALL: lean %v, %v; the one-check script %v, %v", ha, hea, hb, heb)
+	}
 	va, ea := a.get.Result()
 	vb, eb := b.get.Result()
 	if ea != eb {
 		t.Fatalf("GET: lean %q, %v; the one-check script %q, %v", va, ea, vb, eb)
 	}
 	if va != vb {
+		// "<a>/<tau>" or "<a>:<b>:<r>/<tau>": a compared to the µs
 		ta, sa, _ := strings.Cut(va, "/")
 		tb, sb, _ := strings.Cut(vb, "/")
+		ta, fa, _ := strings.Cut(ta, ":")
+		tb, fb, _ := strings.Cut(tb, ":")
+		_, ra, _ := strings.Cut(fa, ":")
+		_, rb, _ := strings.Cut(fb, ":")
 		na, _ := strconv.ParseInt(ta, 10, 64)
 		nb, _ := strconv.ParseInt(tb, 10, 64)
+		if ra != rb {
+			t.Errorf("lean wrote %q, the one-check script %q", va, vb)
+		}
 		if d := time.Duration(na-nb) * time.Microsecond; sa == "" || sa != sb || d > gap || -d > gap {
 			t.Errorf("lean wrote %q, the one-check script %q", va, vb)
 		}
@@ -238,8 +263,9 @@ func (h *scriptCounter) take() map[string]int {
 // the one-check script (a fixed window stored as a hash by an older
 // version, a string with no TTL, a GCRA value of another limit) goes on as
 // that script, counted once, and the next check of the key is lean again;
-// a check with no lean script (cost above capacity, an interval that is
-// not whole µs, an injected clock) goes as the one-check script alone.
+// a check with no lean script (cost above capacity, an injected clock)
+// goes as the one-check script alone; an emission interval of no whole
+// µs has one.
 func TestLeanFallback(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
@@ -344,7 +370,7 @@ func TestLeanFallback(t *testing.T) {
 	if r := allow(prefix+"gcra3", gc, algorithms.Limit{Rate: 3, Period: time.Second}, 1); !r.Allowed {
 		t.Fatalf("gcra 3/s: %+v", r)
 	}
-	expect("gcra 3/s", map[string]int{one(gc): 1})
+	expect("gcra 3/s", map[string]int{lean(gc): 1})
 
 	clocked, err := New(client, Config{Now: time.Now})
 	if err != nil {
@@ -379,6 +405,7 @@ func TestLeanQueued(t *testing.T) {
 func TestDecodeLean(t *testing.T) {
 	t.Parallel()
 	fw := calc.Prepare(uint8(algorithms.FixedWindow), 10, time.Minute, 0, 3)
+	odd := calc.Prepare(uint8(algorithms.FixedWindow), 10, time.Minute+500*time.Microsecond, 0, 1)
 	gcra := calc.Prepare(uint8(algorithms.GCRA), 10, time.Second, 0, 1)
 	ms := time.Millisecond
 	for _, tc := range []struct {
@@ -395,6 +422,8 @@ func TestDecodeLean(t *testing.T) {
 		{"denied, nothing left", fw, []int64{15, 5000}, true, algorithms.Result{Limit: 10, Remaining: 0, RetryAfter: 5 * ms, ResetAfter: 5 * ms}, false},
 		{"empty", fw, []int64{}, false, algorithms.Result{}, false},
 		{"fixed window, four values", fw, []int64{1, 2, 0, 5000}, false, algorithms.Result{}, true},
+		{"fixed window of no whole ms, four values", odd, []int64{1, 2, 0, 5000}, true, algorithms.Result{Allowed: true, Limit: 10, Remaining: 2, ResetAfter: 5 * ms}, false},
+		{"fixed window of no whole ms, two values", odd, []int64{7, 5000}, false, algorithms.Result{}, true},
 		{"fixed window, negative reset", fw, []int64{7, -1}, false, algorithms.Result{}, true},
 		{"gcra allowed", gcra, []int64{1, 9, 0, 100000}, true, algorithms.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 100 * ms}, false},
 		{"gcra, two values", gcra, []int64{1, 9}, false, algorithms.Result{}, true},
@@ -480,8 +509,8 @@ func TestWindowWithoutNX(t *testing.T) {
 		src  string
 		args []any
 	}{
-		{"lean", lua.Lean("fixed_window"), newLeanArgs(&p)},
-		{"one-check", lua.Single("fixed_window"), newOneArgs(&p, 0)},
+		{"lean", luaScript("lean_fixed_window"), newLeanArgs(&p)},
+		{"one-check", luaScript("one_fixed_window"), newOneArgs(&p, 0)},
 	} {
 		if n := strings.Count(sc.src, ", 'NX')"); n != 1 {
 			t.Fatalf("%s: %d PEXPIREAT ... NX, want 1", sc.name, n)

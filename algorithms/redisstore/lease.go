@@ -8,21 +8,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/lua"
 )
 
 var _ algorithms.Leaser = (*Store)(nil)
 
 // The scripts that release and renew concurrency leases.
 var (
-	releaseScript = redis.NewScript(lua.Release())
-	renewScript   = redis.NewScript(lua.Renew())
+	releaseScript = redis.NewScript(luaScript("release"))
+	renewScript   = redis.NewScript(luaScript("renew"))
 )
 
 // The store sends a script's source on NOSCRIPT (see evalCmd).
 func init() {
-	sources[releaseScript] = lua.Release()
-	sources[renewScript] = lua.Renew()
+	sources[releaseScript] = luaScript("release")
+	sources[renewScript] = luaScript("renew")
 }
 
 // Release implements [algorithms.Leaser]: one EVALSHA of lua/release.lua

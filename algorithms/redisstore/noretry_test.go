@@ -14,7 +14,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // onceLimit is the limit of the calls of TestScriptsSentOnce: never
@@ -35,9 +34,9 @@ var onceLimit = algorithms.PerHour(1000)
 func TestScriptsSentOnce(t *testing.T) {
 	srv := redistest.Require(t)
 	reader, _ := redisstore.New(srv.Client(t), redisstore.Config{})
-	lean := redis.NewScript(lua.Lean(algorithms.FixedWindow.String())).Hash()
-	multi := redis.NewScript(lua.Multi()).Hash()
-	batch := redis.NewScript(lua.Batch(algorithms.FixedWindow.String())).Hash()
+	lean := redis.NewScript(luaScript("lean_" + algorithms.FixedWindow.String())).Hash()
+	multi := redis.NewScript(luaScript("multi")).Hash()
+	batch := redis.NewScript(luaScript("batch_" + algorithms.FixedWindow.String())).Hash()
 	for _, tc := range []struct {
 		name      string
 		pipelines int
@@ -275,13 +274,13 @@ func TestScriptsNeverRetried(t *testing.T) {
 		}
 		t.Logf("%d kinds of script sent", len(w.scripts))
 	}
-	batch := redis.NewScript(lua.Batch(algorithms.GCRA.String())).Hash()
-	lean := redis.NewScript(lua.Lean(algorithms.FixedWindow.String())).Hash()
-	refund := redis.NewScript(lua.Refund()).Hash()
-	release := redis.NewScript(lua.Release()).Hash()
-	renew := redis.NewScript(lua.Renew()).Hash()
-	block := redis.NewScript(lua.Block()).Hash()
-	multi := redis.NewScript(lua.Multi()).Hash()
+	batch := redis.NewScript(luaScript("batch_" + algorithms.GCRA.String())).Hash()
+	lean := redis.NewScript(luaScript("lean_" + algorithms.FixedWindow.String())).Hash()
+	refund := redis.NewScript(luaScript("refund")).Hash()
+	release := redis.NewScript(luaScript("release")).Hash()
+	renew := redis.NewScript(luaScript("renew")).Hash()
+	block := redis.NewScript(luaScript("block")).Hash()
+	multi := redis.NewScript(luaScript("multi")).Hash()
 
 	for _, pipelines := range []int{0, -1} {
 		t.Run(fmt.Sprint("Pipelines ", pipelines), func(t *testing.T) {
@@ -318,7 +317,7 @@ func TestScriptsNeverRetried(t *testing.T) {
 		if !errors.Is(err, redisstore.ErrNotReplicated) {
 			t.Fatalf("Allow = %v, want ErrNotReplicated", err)
 		}
-		check(t, w, redis.NewScript(lua.Single(algorithms.GCRA.String())).Hash())
+		check(t, w, redis.NewScript(luaScript("one_"+algorithms.GCRA.String())).Hash())
 	})
 	t.Run("Ring", func(t *testing.T) {
 		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": miniredis.RunT(t).Addr(), "b": miniredis.RunT(t).Addr()}})

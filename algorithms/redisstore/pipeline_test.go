@@ -15,7 +15,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // tripCounter is a go-redis hook counting round trips carrying scripts (a
@@ -120,7 +119,7 @@ func TestPipelining(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Load the scripts first: counts below are of EVALSHAs only.
-			for _, src := range lua.Scripts() {
+			for _, src := range redisstore.Scripts() {
 				if err := c.ScriptLoad(context.Background(), src).Err(); err != nil {
 					t.Fatal(err)
 				}

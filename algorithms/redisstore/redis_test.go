@@ -18,7 +18,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // exactLimits is a limit of 100 under each algorithm.
@@ -241,7 +240,7 @@ func TestKeysExpireAndMemory(t *testing.T) {
 // TestLuaSources guards the scripts against known pitfalls.
 func TestLuaSources(t *testing.T) {
 	t.Parallel()
-	for i, src := range lua.Scripts() {
+	for i, src := range redisstore.Scripts() {
 		for _, bad := range []string{"replicate_commands", "HMSET", "KEYS *", "'EXPIRE'"} {
 			if strings.Contains(src, bad) {
 				t.Errorf("script %d contains %q", i, bad)

@@ -121,14 +121,26 @@ var _ algorithms.DeadlineHonourer = (*Store)(nil)
 // script (several checks, refunds) and the one-check scripts, indexed by
 // Algorithm, are shared by every Store: their SHA1s are computed once.
 var (
-	script     = redis.NewScript(lua.Multi())
+	script     = redis.NewScript(luaScript("multi"))
 	oneScripts = func() (s [algorithms.Concurrency + 1]*redis.Script) {
 		for _, a := range algorithms.Algorithms {
-			s[a] = redis.NewScript(lua.Single(a.String()))
+			s[a] = redis.NewScript(luaScript("one_" + a.String()))
 		}
 		return s
 	}()
 )
+
+// luaScript returns the script package lua builds under name (each is
+// checked in as docs/scripts/<name>.lua). Every name asked for here is
+// one it builds: the package's variables would not initialise otherwise,
+// and every test would fail.
+func luaScript(name string) string {
+	s, ok := lua.Script(name)
+	if !ok {
+		panic("redlimit: package lua builds no script " + name)
+	}
+	return s
+}
 
 // Script modes (ARGV[2] of lua/dispatch.lua).
 const (

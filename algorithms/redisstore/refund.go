@@ -11,17 +11,16 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
-	"github.com/redlimit/redlimit/lua"
 )
 
 var _ algorithms.Refunder = (*Store)(nil)
 
 // refundScript gives back, later, what a refundable decide call took (see
 // lua/refund.lua).
-var refundScript = redis.NewScript(lua.Refund())
+var refundScript = redis.NewScript(luaScript("refund"))
 
 // The pipeline sends a script's source on NOSCRIPT (see evalCmd).
-func init() { sources[refundScript] = lua.Refund() }
+func init() { sources[refundScript] = luaScript("refund") }
 
 // windowMs is w in whole milliseconds, rounded up: the TTL of a
 // refundable call's markers.

@@ -3,10 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +12,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // resend is a go-redis hook that sends every EVALSHA of one script twice,
@@ -45,7 +41,7 @@ func (resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 func resendClient(t *testing.T, src string) *redis.Client {
 	t.Helper()
 	client := redistest.Require(t).Client(t)
-	for _, s := range lua.Scripts() {
+	for _, s := range redisstore.Scripts() {
 		if err := client.ScriptLoad(context.Background(), s).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +56,7 @@ func resendClient(t *testing.T, src string) *redis.Client {
 // second run.
 func TestRefundResent(t *testing.T) {
 	ctx := context.Background()
-	client := resendClient(t, lua.Refund())
+	client := resendClient(t, luaScript("refund"))
 	now := time.Unix(1_700_000_000, 0)
 	b, err := redisstore.New(client, redisstore.Config{Now: func() time.Time { return now }, Pipelines: -1})
 	if err != nil {
@@ -99,7 +95,7 @@ var refundable = slices.DeleteFunc(slices.Clone(algorithms.Algorithms), func(a a
 // same lease. Released, they are all free again.
 func TestConcurrencyResent(t *testing.T) {
 	ctx := context.Background()
-	client := resendClient(t, lua.Single("concurrency"))
+	client := resendClient(t, luaScript("one_concurrency"))
 	b, err := redisstore.New(client, redisstore.Config{Pipelines: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -178,52 +174,5 @@ func TestRefundNotGiven(t *testing.T) {
 				t.Errorf("Refund again = %v, want ErrNotRefunded", err)
 			}
 		})
-	}
-}
-
-// TestFixedWindowEndIsAnInstant: on the server's clock a fixed window's
-// count names its window by its key's expiry, which a commit and its
-// refund must read alike. Read as a PTTL added to the script's now, it
-// came out early by however long the script was held between reading its
-// now and the PTTL (a loaded server: a compensation 4 s after its commit
-// once found the route's window 1 ms off and gave nothing back). It is
-// read as an instant: fixed_window_string, given a now 5 ms older than
-// the server's present, as a script held 5 ms would have, returns the
-// key's expiry exactly (before: 5 ms early).
-func TestFixedWindowEndIsAnInstant(t *testing.T) {
-	ctx := context.Background()
-	client := redistest.Require(t).Client(t)
-	var src strings.Builder
-	for _, f := range []string{"prelude", "fixed_window"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "lua", f+".lua"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Write(b)
-	}
-	src.WriteString(`server_clock = true
-local _, e = fixed_window_string(KEYS[1], redis.call('GET', KEYS[1]), tonumber(ARGV[1]))
-return e
-`)
-	key := redistest.Prefix(t) + "{k}"
-	end := time.Now().Add(time.Hour).Truncate(time.Hour)
-	if err := client.Set(ctx, key, "3", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// as the scripts set it: the window's last ms
-	if err := client.PExpireAt(ctx, key, end.Add(-time.Millisecond)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	server, err := client.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := server.Add(-5 * time.Millisecond).UnixMicro()
-	got, err := redis.NewScript(src.String()).Run(ctx, client, []string{key}, held).Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != end.UnixMicro() {
-		t.Errorf("fixed_window_string(now 5 ms before the present) = end %d µs, want the key's expiry + 1 ms, %d (%v off)", got, end.UnixMicro(), time.Duration(got-end.UnixMicro())*time.Microsecond)
 	}
 }

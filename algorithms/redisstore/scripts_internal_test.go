@@ -14,7 +14,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
-	"github.com/redlimit/redlimit/lua"
 )
 
 // scriptAlgorithms are the numbers a check's algorithm travels as in
@@ -44,27 +43,22 @@ func layoutParams(alg uint8, now int64) calc.Params {
 	return calc.Prepare(alg, 6, 4*time.Second, 10, 3)
 }
 
-// TestScriptNumbers: package lua numbers the algorithms as
+// TestScriptNumbers: the scripts number the algorithms as
 // algorithms.Algorithm and calc do, and the tables the scripts call an
 // algorithm's functions through (dispatch.lua's checks, writes and
 // refunds, refund.lua's late, cancel.lua's undo, batch.lua's checks,
 // writes and fasts) hold, under each number, that algorithm: a check sent
 // with its number to the multi script and to the batch scripts replies as
-// the algorithm's own script does, and the refund and cancel scripts know
+// the algorithm's own script does (writing a key of the same type), and
+// the refund and cancel scripts know
 // exactly the numbers they give back.
 func TestScriptNumbers(t *testing.T) {
 	t.Parallel()
 	ids := scriptAlgorithms()
-	for name, id := range ids {
-		if got := lua.ID(name); got != int(id) {
-			t.Errorf("lua.ID(%q) = %d, want %d", name, got, id)
+	for name := range ids {
+		if luaScript("one_"+name) == "" {
+			t.Errorf("no one-check script of %s", name)
 		}
-		if lua.Single(name) == "" {
-			t.Errorf("lua.Single(%q) is empty", name)
-		}
-	}
-	if got := lua.ID("leaky_bucket"); got != 0 {
-		t.Errorf("lua.ID(%q) = %d, want 0", "leaky_bucket", got)
 	}
 
 	mr := miniredis.RunT(t)
@@ -78,19 +72,19 @@ func TestScriptNumbers(t *testing.T) {
 
 	for name, id := range ids {
 		p := layoutParams(id, now)
-		one, err := run(lua.Single(name), []string{"one:" + name}, oneArgs(&p, now)...)
+		one, err := run(luaScript("one_"+name), []string{"one:" + name}, oneArgs(&p, now)...)
 		if err != nil {
 			t.Fatalf("%s: one-check script: %v", name, err)
 		}
 		check := []algorithms.Check{{Key: "multi:" + name}}
 		keys, args := scriptArgs(check, []calc.Params{p}, now, modeDecide, 0)
-		multi, err := run(lua.Multi(), keys, args...)
+		multi, err := run(luaScript("multi"), keys, args...)
 		if err != nil || len(multi) != 5 || !slices.Equal(multi[:4], one[:4]) {
 			t.Errorf("multi script, check of algorithm %d (%s) = %v, %v; want %v as its own script replies", id, name, multi, err, one[:4])
 		}
 		if id != calc.Calendar { // calendar checks are never batched
 			batch := append([]any{1, now, modeDecide}, args[2:]...)
-			for _, src := range []string{lua.Batch(name), lua.BatchAll()} {
+			for _, src := range []string{luaScript("batch_" + name), luaScript("batch_all")} {
 				got, err := run(src, []string{"batch:" + name}, batch...)
 				if err != nil || len(got) != 4 || !slices.Equal(got, one[:4]) {
 					t.Errorf("batch script, check of algorithm %d (%s) = %v, %v; want %v as its own script replies", id, name, got, err, one[:4])
@@ -105,22 +99,22 @@ func TestScriptNumbers(t *testing.T) {
 		// refund.lua gives back every algorithm's units but concurrency's
 		// (released, never refunded); cancel.lua every algorithm's.
 		refund := []any{now, now, int64(id), p.Cap, p.Period, p.R, p.U, int64(1), int64(1)}
-		_, err = run(lua.Refund(), []string{"refund:" + name, "refund:marker"}, refund...)
+		_, err = run(luaScript("refund"), []string{"refund:" + name, "refund:marker"}, refund...)
 		if unknown := err != nil && strings.Contains(err.Error(), "unknown algorithm"); unknown != (id == calc.Concurrency) {
 			t.Errorf("refund script, algorithm %d (%s): %v", id, name, err)
 		}
 		cancel := append([]any{now, 1000}, args[2:]...)
-		if _, err := run(lua.Cancel(), []string{"cancel:" + name, "cancel:marker:" + name}, cancel...); err != nil {
+		if _, err := run(luaScript("cancel"), []string{"cancel:" + name, "cancel:marker:" + name}, cancel...); err != nil {
 			t.Errorf("cancel script, algorithm %d (%s): %v", id, name, err)
 		}
 	}
 	for _, id := range []int64{0, int64(calc.Calendar) + 1} {
 		args := []any{now, modeDecide, id, 10, 1000, 1, 1, 1}
-		if _, err := run(lua.Multi(), []string{"unknown"}, args...); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
+		if _, err := run(luaScript("multi"), []string{"unknown"}, args...); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
 			t.Errorf("multi script, algorithm %d: %v, want unknown algorithm", id, err)
 		}
 		args[1] = 1000
-		if _, err := run(lua.Cancel(), []string{"unknown", "unknown:marker"}, args...); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
+		if _, err := run(luaScript("cancel"), []string{"unknown", "unknown:marker"}, args...); err == nil || !strings.Contains(err.Error(), "unknown algorithm") {
 			t.Errorf("cancel script, algorithm %d: %v, want unknown algorithm", id, err)
 		}
 	}
@@ -212,4 +206,14 @@ func TestScriptArgs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// allScripts returns every script the store runs, sorted.
+func allScripts() []string {
+	var out []string
+	for _, s := range sources {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -22,19 +22,42 @@ import (
 // under valgrind's callgrind, and for each same-algorithm contender and
 // the bare EVALSHA counts the instructions the server executes (its whole
 // work: reading and parsing the command, the script, the reply, the
-// event loop) over N checks from one caller, after a warm-up, in three
+// event loop) over N checks from one caller, after a warm-up, in these
 // scenarios: one hot key; warm keys (N keys, each checked once before, so
 // every check finds its key: the 100k-keys scenario after its first
-// round); and new keys (every check the first of its key, which starts a
-// window or a bucket). The same contenders' counts repeat within about 1% from
+// round); new keys (every check the first of its key, which starts a
+// window or a bucket); then limits whose numbers take the scripts off
+// their whole-unit paths: a GCRA emission interval that is no whole
+// number of µs (10⁹/h on a hot key, 3/s on a hot key, which denies
+// almost every check, and 7/min on warm keys), and a fixed window whose
+// period is no whole number of ms (10⁶ per 1.0005 s on a hot key). The same contenders' counts repeat within about 1% from
 // run to run (another machine with the same redis-server build differs
 // only by the CPU-specific variants of libc's string functions), where
 // timings on a shared machine vary by several percent; every count moved
 // by up to 6% between runs whose servers held other scripts, so compare
 // within one run.
 
-// instrScenarios are the scenarios of the instruction counts.
-var instrScenarios = []string{"hot key", "warm keys", "new keys"}
+// instrScenario is one column of the instruction counts: the keys
+// checked and their limit.
+type instrScenario struct {
+	name string
+	keys string // "hot" (one key), "warm" (n keys, checked once before) or "new" (n keys, checked first)
+	lim  limit
+}
+
+// instrScenarios are the scenarios of the instruction counts: the hot
+// limit, and 100/day on each of the warm and new keys, which outlives the
+// warm-up, as the timed scenarios; then the limits off the whole-unit
+// paths.
+var instrScenarios = []instrScenario{
+	{"hot key", "hot", hot},
+	{"warm keys", "warm", limit{100, 24 * time.Hour}},
+	{"new keys", "new", limit{100, 24 * time.Hour}},
+	{"hot key, 10⁹/h", "hot", limit{1_000_000_000, time.Hour}},
+	{"hot key, 3/s", "hot", limit{3, time.Second}},
+	{"warm keys, 7/min", "warm", limit{7, time.Minute}},
+	{"hot key, 10⁶/1.0005s", "hot", limit{1_000_000, 1000500 * time.Microsecond}},
+}
 
 // callgrind is a redis-server run under callgrind.
 type callgrind struct {
@@ -128,7 +151,8 @@ func totalIr(r io.Reader) (int64, error) {
 
 // instructions measures each limiter of lms: n checks per scenario, from
 // one caller, on the server under callgrind. It returns the instructions
-// per check by limiter id and scenario.
+// per check by limiter id and scenario; a cell whose checks failed is
+// left out, and logged.
 func instructions(ctx context.Context, lms []limiter, n int) (map[string]map[string]float64, error) {
 	cg, err := startCallgrind(ctx)
 	if err != nil {
@@ -150,32 +174,40 @@ func instructions(ctx context.Context, lms []limiter, n int) (map[string]map[str
 				return nil
 			}
 		}
-		for _, sc := range instrScenarios {
-			// as the timed scenarios: the hot limit, and 100/day on
-			// each of the warm keys, which outlives the warm-up
-			keys, warm, l := []string{lm.id + ":instr-hot"}, []string(nil), hot
-			switch sc {
-			case "warm keys":
-				keys, l = keyNames(lm.id, "instr-warm", n), limit{100, 24 * time.Hour}
-			case "new keys": // the warm-up on other keys: each measured check starts its key
-				keys, warm, l = keyNames(lm.id, "instr-new", n), keyNames(lm.id, "instr-new-warm", n), limit{100, 24 * time.Hour}
+		for j, sc := range instrScenarios {
+			// keys of the scenario's own
+			tag := "instr" + strconv.Itoa(j) + "-"
+			keys, warm := []string{lm.id + ":" + tag + "hot"}, []string(nil)
+			switch sc.keys {
+			case "warm":
+				keys = keyNames(lm.id, tag+"warm", n)
+			case "new": // the warm-up on other keys: each measured check starts its key
+				keys, warm = keyNames(lm.id, tag+"new", n), keyNames(lm.id, tag+"new-warm", n)
 			}
-			a, err := lm.build(c, l)
+			a, err := lm.build(c, sc.lim)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", lm.name, err)
 			}
 			if warm == nil {
 				warm = keys
 			}
+			// a check that fails leaves its cell out ("error" in the
+			// table) rather than the whole run
 			if err := calls(a, warm)(); err != nil { // warm-up: scripts loaded, keys there
-				return nil, err
+				log.Printf("instructions  %-20s %s", sc.name, err)
+				continue
 			}
-			ir, err := cg.count(calls(a, keys))
+			var failed error
+			ir, err := cg.count(func() error { failed = calls(a, keys)(); return failed })
+			if failed != nil {
+				log.Printf("instructions  %-20s %s", sc.name, failed)
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
-			out[lm.id][sc] = float64(ir) / float64(n)
-			log.Printf("instructions  %-10s %-32s %8.0f per check", sc, lm.name, out[lm.id][sc])
+			out[lm.id][sc.name] = float64(ir) / float64(n)
+			log.Printf("instructions  %-20s %-32s %8.0f per check", sc.name, lm.name, out[lm.id][sc.name])
 		}
 	}
 	return out, nil
@@ -200,10 +232,10 @@ func reportInstructions(w io.Writer, lms []limiter, instr map[string]map[string]
 	if base == nil || len(pairs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "**Redis instructions per check (lower is better).** redis-server under valgrind's callgrind, one caller, %d checks per cell after as many to warm up: every instruction the server executes (reading and parsing the command, the script, the reply, the event loop). Warm keys: %d keys, each checked once before. New keys: each check the first of its key (its window's start). Compare within one run: the same contenders' counts repeat within about 1%%, but every count moved by up to 6%% between runs whose servers held other scripts; another machine with the same redis-server build differs only by the CPU-specific variants of libc's string functions.\n\n", n, n)
+	fmt.Fprintf(w, "**Redis instructions per check (lower is better).** redis-server under valgrind's callgrind, one caller, %d checks per cell after as many to warm up: every instruction the server executes (reading and parsing the command, the script, the reply, the event loop). Warm keys: %d keys, each checked once before. New keys: each check the first of its key (its window's start). 10⁹/h, 3/s (a hot key: almost every check denied) and 7/min: GCRA emission intervals of no whole µs; 10⁶/1.0005s: a fixed window period of no whole ms. Compare within one run: the same contenders' counts repeat within about 1%%, but every count moved by up to 6%% between runs whose servers held other scripts; another machine with the same redis-server build differs only by the CPU-specific variants of libc's string functions.\n\n", n, n)
 	fmt.Fprint(w, "| contender |")
 	for _, sc := range instrScenarios {
-		fmt.Fprintf(w, " %s |", sc)
+		fmt.Fprintf(w, " %s |", sc.name)
 	}
 	fmt.Fprint(w, "\n|---|")
 	for range instrScenarios {
@@ -213,7 +245,11 @@ func reportInstructions(w io.Writer, lms []limiter, instr map[string]map[string]
 	row := func(lm limiter) {
 		fmt.Fprintf(w, "| %s |", lm.name)
 		for _, sc := range instrScenarios {
-			fmt.Fprintf(w, " %s |", number(instr[lm.id][sc], 0))
+			if v, ok := instr[lm.id][sc.name]; ok {
+				fmt.Fprintf(w, " %s |", number(v, 0))
+			} else {
+				fmt.Fprint(w, " error |")
+			}
 		}
 		fmt.Fprintln(w)
 	}
@@ -223,7 +259,13 @@ func reportInstructions(w io.Writer, lms []limiter, instr map[string]map[string]
 	for _, p := range pairs {
 		fmt.Fprint(w, p.label())
 		for _, sc := range instrScenarios {
-			fmt.Fprintf(w, " %.3f |", instr[p.ours.id][sc]/max(instr[p.peer.id][sc], 1))
+			a, okA := instr[p.ours.id][sc.name]
+			b, okB := instr[p.peer.id][sc.name]
+			if !okA || !okB {
+				fmt.Fprint(w, " — |")
+				continue
+			}
+			fmt.Fprintf(w, " %.3f |", a/max(b, 1))
 		}
 		fmt.Fprintln(w)
 	}

@@ -23,15 +23,16 @@ func TestTotalIr(t *testing.T) {
 }
 
 // TestReportInstructions: a row per contender, baseline first, and each
-// pair's ratio redlimit ÷ peer per scenario.
+// pair's ratio redlimit ÷ peer per scenario, the limits off the whole-unit
+// paths included.
 func TestReportInstructions(t *testing.T) {
 	t.Parallel()
 	instr := map[string]map[string]float64{
 		"baseline":   {"hot key": 13000, "warm keys": 14000, "new keys": 15000},
 		"fw":         {"hot key": 32000, "warm keys": 33000, "new keys": 40000},
 		"ulule":      {"hot key": 40000, "warm keys": 30000, "new keys": 32000},
-		"gcra":       {"hot key": 66000, "warm keys": 70000, "new keys": 60000},
-		"redis_rate": {"hot key": 72000, "warm keys": 70000, "new keys": 80000},
+		"gcra":       {"hot key": 66000, "warm keys": 70000, "new keys": 60000, "hot key, 10⁹/h": 72000},
+		"redis_rate": {"hot key": 72000, "warm keys": 70000, "new keys": 80000, "hot key, 10⁹/h": 80000},
 	}
 	var b bytes.Buffer
 	lms := sameAlgorithm(limiters())
@@ -41,7 +42,9 @@ func TestReportInstructions(t *testing.T) {
 		"| baseline: EVALSHA `return 1` | 13,000 | 14,000 | 15,000 |",
 		"| redlimit fixed_window | 32,000 | 33,000 | 40,000 |",
 		"| **redlimit fixed_window ÷ ulule/limiter** (fixed window) | 0.800 | 1.100 | 1.250 |",
-		"| **redlimit gcra ÷ go-redis/redis_rate** (GCRA) | 0.917 | 1.000 | 0.750 |",
+		"| **redlimit gcra ÷ go-redis/redis_rate** (GCRA) | 0.917 | 1.000 | 0.750 | 0.900 |",
+		"| redlimit gcra | 66,000 | 70,000 | 60,000 | 72,000 | error | error | error |",
+		"| contender | hot key | warm keys | new keys | hot key, 10⁹/h | hot key, 3/s | warm keys, 7/min | hot key, 10⁶/1.0005s |",
 		"3000 checks per cell",
 	} {
 		if !strings.Contains(out, want) {

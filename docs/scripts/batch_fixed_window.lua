@@ -17,9 +17,11 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 bcb6afc1293fff94e672f5cb447bda2f9489887e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: batch_state.lua, fast.lua, fixed_window_one.lua, batch_fast.lua, prelude.lua, fixed_window.lua, batch.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 24b649211ede93e5bea31642b42e0c642a601573 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   batch_state, fast, fixed_window.fast, batch_fast, prelude,
+--   fixed_window.string, fixed_window.functions, batch
 -- ---- the script, as sent ----
 -- The state of a batch script (see batch.lua), declared before anything
 -- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
@@ -60,97 +62,230 @@ end
 -- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
--- Fixed window, one check, the common case written flat. On the server's
--- clock (server true) with a period of whole ms, the key is a string
--- whose TTL ends with its window (see fixed_window.lua): an existing key
--- is read with GET and PTTL, no clock, and an allowed check adds with
--- INCRBY, which keeps the TTL; no key starts a window, reading TIME if now
--- is nil. Its expiry is set with PXAT to the window's last ms: Redis keeps
--- a key while its clock in ms has not passed that ms, so exactly until the
--- window ends; reset_after is then the TTL + 1 ms, at most 1 ms over the
--- µs. A key that holds a hash (an older layout, a calendar quota's window,
--- a client clock's write) is left to the general code, which reads it and
--- rewrites it as a string. On a client's clock, the key holds a hash: a
--- key that holds no state, or a window stored under the same period (not a
--- calendar quota's window of the same length), is decided here as
--- fixed_window decides it, and the TTL is set again from the writer's now
--- (a TTL set by another client whose clock runs ahead would end the window
--- early). The function returns nothing, having written nothing, for what
--- it leaves to the general code.
-local fw_b, fw_cap, fw_period, fw_cost -- its numbers at b (see token_bucket_one.lua)
+-- Fixed window, one check, the common case, as a function for the batch
+-- scripts (batch_fast.lua, batch.lua's fasts): fixed_window_fast decides
+-- it as the one-check script's flat head does, fw_count on the server's
+-- clock for a period of whole ms and a cost that can fit, else
+-- fw_hash_check, on key with ARGV[b..b+4] (capacity, period, r, u, cost)
+-- at now (server: on the server's clock), and returns allowed, remaining,
+-- retry_after, reset_after as one.lua replies them; it returns nothing,
+-- having written nothing, for what it leaves to the general code. It
+-- parses the numbers at one position b once per script (see
+-- token_bucket_fast).
+local fw_b, fw_cap, fw_period, fw_cost
 local function fixed_window_fast(key, b, now, server)
+  local floor = math.floor
   if b ~= fw_b then
     fw_b, fw_cap, fw_period, fw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
   end
-  local period = fw_period
-  if server and period % 1000 == 0 then
-    local v = redis.pcall('GET', key)
-    if type(v) == 'table' then return end -- a hash
-    local cap, cost = fw_cap, fw_cost
-    if v then
-      local c = tonumber(v)
-      if not c then return end
-      local ttl = redis.call('PTTL', key)
-      if ttl < 0 then return end
-      local reset = (ttl + 1) * 1000
-      local remaining = cap - c
-      if remaining < 0 then remaining = 0 end
-      if cost > cap then return 0, remaining, 0, reset end
-      if c + cost > cap then return 0, remaining, reset, reset end
-      -- the cost as sent, not a number to format again (see fixed_window_flat.lua)
-      return 1, cap - redis.call('INCRBY', key, ARGV[b + 4]), 0, reset
+  local cap, period, cost = fw_cap, fw_period, fw_cost
+  if server and cost <= cap and period % 1000 == 0 then
+    local count, until_end
+    do -- fw_count(key, cap, period, cost, ncost, now) -> count, reset, from fixed_window.lua
+      local cost, ncost = ARGV[b + 4], cost
+      local reset
+      -- The common case on the server's clock, for a period of whole ms (µs)
+      -- and a cost (as sent: an integer string, which INCRBY and DECRBY get
+      -- without formatting a Lua number again; ncost, the same as a number) no
+      -- larger than cap (a number, or the string ARGV holds): count is the key's
+      -- count with the cost added (the check is allowed if and only if it is at
+      -- most cap; a denial took its units back with DECRBY, so a denied check
+      -- consumes nothing) and reset reset_after in µs. The key is a string
+      -- whose TTL ends with its window: a key with a TTL is the current window,
+      -- and the check reads no clock. A key INCRBY created (no TTL, count =
+      -- cost) starts a window: now (TIME when nil), and its expiry at the
+      -- window's last ms (PEXPIREAT), with NX (Redis 7), so that a window
+      -- refunds emptied (count = cost again, its TTL kept) keeps its own end,
+      -- which PTTL then reads; that costs a new key no PTTL. Redis 6 refuses
+      -- NX: PTTL tells the two apart. Anything else (a hash: INCRBY fails; a
+      -- string with no TTL that was there before) is left unchanged, count nil,
+      -- to the general code.
+      local c = redis.pcall('INCRBY', key, cost)
+      if type(c) == 'number' then
+        local set, t, stop = 0, now, nil
+        if c == ncost then
+          if not t then
+            local tt = redis.call('TIME')
+            t = tt[1] * 1000000 + tt[2]
+          end
+          -- the period read once: an ARGV string is parsed at each use
+          local start
+          do -- window_end(now, period) -> start, stop, from fixed_window.lua
+            local now, period = t, period + 0
+            -- the window of period (µs) that holds now, aligned to the Unix epoch
+            -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+            -- string layout's common case then need not define)
+            start = now - now % period
+            stop = start + period
+          end
+          local last
+          do -- fw_pxat(stop) -> last, from fixed_window.lua
+            -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+            -- whole ms): the window's last ms, written with '%d' where its length
+            -- proves it exact (a ms on the server's clock has 13 digits; see
+            -- lua/doc.go), else with '%.0f'
+            local ms = stop / 1000 - 1
+            last = string.format('%d', ms)
+            if #last < 12 then last = string.format('%.0f', ms) end
+          end
+          set = redis.pcall('PEXPIREAT', key, last, 'NX')
+        end
+        if set == 1 then
+          count, reset = c, stop - t
+        else
+          local ttl = redis.call('PTTL', key)
+          if ttl >= 0 then
+            if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
+            count = c
+            do -- fw_string_end(ms) -> e, from fixed_window.lua
+              local ms = ttl
+              local e
+              -- the end, in µs, of the window of a string whose expiry (or TTL) is ms:
+              -- Redis keeps a key through the ms of its expiry
+              e = (ms + 1) * 1000
+              reset = e
+            end
+          elseif c == ncost then
+            -- Redis 6: no TTL, so a window starts
+            redis.call('PEXPIREAT', key, stop / 1000 - 1)
+            count, reset = c, stop - t
+          else
+            redis.call('DECRBY', key, cost)
+          end
+        end
+      end
+      until_end = reset
     end
-    if cost > cap then return 0, cap, 0, 0 end
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if not count then return end
+    local allowed, remaining, retry, reset, _
+    do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+      local count, stop, now = count - cost, until_end, 0
+      local total
+      -- a check of cost units at now in a window that holds count units and
+      -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+      -- count is above the capacity: callers clamp), retry_after and
+      -- reset_after µs, and the count it leaves, total (count when denied)
+      allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+      if count > 0 then reset = stop - now end
+      if cost <= cap then
+        if count + cost > cap then
+          retry = stop - now
+        else
+          allowed, total, reset = 1, count + cost, stop - now
+          remaining = cap - total
+        end
+      end
+      _ = total
     end
-    local stop = (math.floor(now / period) + 1) * period
-    redis.call('SET', key, string.format(intf, cost), 'PXAT', string.format(intf, stop / 1000 - 1))
-    return 1, cap - cost, 0, stop - now
-  end
-  local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
-  if v.err then return end -- a string: the general code
-  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-  if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
-    local cap, cost = fw_cap, fw_cost
-    local start = math.floor(now / period) * period
-    local stop = start + period
-    local count = 0
-    local same = false
-    if s and now < e and s >= start then
-      -- the current window, or a later one: the clock went back
-      count, start, stop, same = c, s, e, true
-    end
-    local reset = 0
-    if count > 0 then reset = stop - now end
-    local remaining = cap - count
     if remaining < 0 then remaining = 0 end
-    if cost > cap then return 0, remaining, 0, reset end
-    if count + cost > cap then return 0, remaining, stop - now, reset end
-    count = count + cost
-    -- fixed_window_write(key, start, stop, count, now); a window
-    -- already stored keeps its start and end, and on the server's clock
-    -- its TTL
-    if same then
-      redis.call('HSET', key, 'c', string.format(intf, count))
-    else
-      redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, stop), 'c', string.format(intf, count))
-    end
-    if not (same and server) then
-      redis.call('PEXPIRE', key, string.format(intf, math.floor((stop - now + 999) / 1000)))
-    end
-    return 1, cap - count, 0, stop - now
+    return allowed, remaining, retry, reset
   end
+  local allowed, remaining, retry, reset
+  do -- fw_hash_check(key, cap, period, cost, now, server) -> allowed, remaining, retry, reset, from fixed_window.lua
+    -- one check of a key that holds no state or a hash {s, e, c}, decided and
+    -- written (HMGET, then HSET and PEXPIRE as fw_hash_write writes): the
+    -- hash layout's common case, on a client's clock or for a period of no
+    -- whole ms; now is the server's clock (TIME) when nil, read once the key
+    -- is known to be decided here. allowed is nil, nothing written, for any
+    -- other key (a string; an older {w, c} hash), which the general code
+    -- decides. remaining is clamped at 0.
+    local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+    if not v.err then
+      local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+      if (not s and not v[4]) or (s and e and c) then
+        local t = now
+        if not t then
+          local tt = redis.call('TIME')
+          t = tt[1] * 1000000 + tt[2]
+        end
+        local count, start, stop
+        do -- fw_window(s, e, c, str, now, period) -> count, start, stop, from fixed_window.lua
+          local str, now = false, t
+          -- the count that a key holding the window [s, e) with c units (a hash;
+          -- with str, a string: its count c until its expiry e, its start unknown)
+          -- still counts at now under period, and the window [start, stop) a check
+          -- at now writes to
+          do -- window_end(now, period) -> start, stop, from fixed_window.lua
+            -- the window of period (µs) that holds now, aligned to the Unix epoch
+            -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+            -- string layout's common case then need not define)
+            start = now - now % period
+            stop = start + period
+          end
+          count = 0
+          if str then
+            -- a string counts until it expires; its end, read in ms (the TTL's
+            -- unit), is the current window's end when within 1 ms of it
+            if e and now < e then
+              count = c
+              if e < stop - 1000 or e > stop + 1000 then stop = e end
+            end
+          elseif s and now < e and s >= start then
+            count, start = c, s
+            if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
+              if e < stop then stop = e end
+            else
+              stop = e -- the current window, or a later one: the clock went back
+            end
+          end
+        end
+        local total
+        do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+          local now = t
+          -- a check of cost units at now in a window that holds count units and
+          -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+          -- count is above the capacity: callers clamp), retry_after and
+          -- reset_after µs, and the count it leaves, total (count when denied)
+          allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+          if count > 0 then reset = stop - now end
+          if cost <= cap then
+            if count + cost > cap then
+              retry = stop - now
+            else
+              allowed, total, reset = 1, count + cost, stop - now
+              remaining = cap - total
+            end
+          end
+        end
+        if remaining < 0 then remaining = 0 end
+        if allowed == 1 then
+          local _
+          do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+            local now, same = t, s == start and e == stop
+            local done
+            -- stores total units in the window [start, stop) of a hash: same says it
+            -- holds that window already, whose count alone changes. Its TTL is set
+            -- from the writer's now: on a client's clock every write sets it again (a
+            -- TTL set by another client whose clock runs ahead would end the window
+            -- early), on the server's only a new window's. Integers are written with
+            -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+            -- it exact, else with '%.0f'
+            local f = '%d'
+            if #string.format(f, stop) < 12 then f = '%.0f' end
+            if same then
+              redis.call('HSET', key, 'c', string.format(f, total))
+            else
+              redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+            end
+            if not (same and server) then
+              redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+            end
+            done = true
+            _ = done
+          end
+        end
+      end
+    end
+  end
+  return allowed, remaining, retry, reset
 end
-local fast, fast_alg = fixed_window_fast, '1'
 -- One-check calls at the head of a batch of one algorithm whose fast path
 -- is a function (fixed_window, sliding_window, token_bucket), the common
 -- case, decided flat before the prelude and the algorithm are defined
--- (each function a script defines costs on every call of it): the Go side
--- joins batch_state.lua, fast.lua (intf), the algorithm's <algorithm>_one.lua,
--- a line naming its fast function `fast` and its number, as ARGV sends it,
--- `fast_alg`, then this file, then the rest of the batch script.
+-- (each function a script defines costs on every call of it): it follows
+-- batch_state.lua, fast.lua (intf) and the algorithm's fast function (its
+-- section fast), which the recipe names, fast, with its number as ARGV
+-- sends it, fast_alg; the rest of the batch script follows it.
 --
 -- While the next call is one check of that algorithm (n = 1 with that
 -- number, or n = 0: the numbers of the last call, decided here) on one
@@ -166,6 +301,7 @@ local fast, fast_alg = fixed_window_fast, '1'
 -- after it. These algorithms write their state as they decide, so there is
 -- nothing to flush: when every call is decided the reply is returned at
 -- once. batch_state.lua declares the state (t, reply, k, a, o, last).
+local fast, fast_alg = fixed_window_fast, '1'
 do
   local na = #ARGV
   while a <= na do
@@ -194,25 +330,26 @@ do
 end
 -- Every call decided, before anything else is defined.
 if a > #ARGV then return reply end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -228,25 +365,26 @@ if a > #ARGV then return reply end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -259,45 +397,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -454,60 +553,9 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
-end
--- Fixed window: two layouts, one per clock.
---
--- On the server's clock (TIME, the clock of TTLs), for a period of whole
--- ms, a key is a string, the count, whose TTL ends with its window: while
--- the key exists its window is the one it counts in, so a check of an
--- existing key reads no clock (fixed_window_one.lua); a new window reads
--- TIME once, to set the TTL. The expiry is set with PXAT to the window's
--- last ms: Redis keeps a key while its clock in ms has not passed that ms,
--- so exactly until the window ends. A count counts until its key expires,
--- whatever the period: a key written under a longer period keeps its count
--- until its window ends (at most one old period), and a clock that went
--- back finds its key held at the later window (Redis's TTLs follow the
--- same clock).
---
--- On a client's clock (Config.Now, which Redis's TTLs do not follow), or
--- for a period that is not a whole number of ms, a key is a hash {s =
--- window start µs, e = window end µs, c = count}. Windows are aligned to
--- the Unix epoch. Start and end are instants, so they mean the same under
--- any limit: the count still counts while now < e and the stored window
--- started in the current window of the current period (or later: the
--- clock went back, and the key is held at the later window), until e
--- under the period it was written with, else until e or the current
--- window's end, whichever comes first. A change of period never locks a
--- key for longer than one period of the new limit, nor beyond e (the key's
--- TTL). State written before windows were stored as instants, {w = window
--- index, c = count}, is read as a window of the current period.
---
--- Each reads the other layout (a redeploy meets hashes written before the
--- string layout, and calendar quotas share the hash), and a write turns
--- the key into the layout of its clock: a hash read on the server's clock
--- becomes a string whose TTL ends with the hash's window, count kept
--- (unless that end is not a whole ms: it stays a hash). A string read on
--- a client's clock counts until the key expires.
+-- Fixed window (fixed_window.lua): on the server's clock, for a period of
+-- whole ms, a string, the count, whose expiry ends its window; else a
+-- hash {s = start µs, e = end µs, c = count}.
 
 -- fixed_window_string returns the count of a string key and its expiry in
 -- µs on the server's clock: the end of its window. It returns nothing for
@@ -518,69 +566,103 @@ end
 -- and a commit and its refund would name different windows. Redis before
 -- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
 -- server's clock, else to TIME, read here), the present of the script.
-local function fixed_window_string(key, v, now)
+local function fixed_window_string(key, v, now, server)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
-  local e = redis.pcall('PEXPIRETIME', key)
-  if type(e) == 'number' then
-    if e < 0 then return end
-    return c, (e + 1) * 1000
+  local ms = redis.pcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then return end
+    if not server then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    ms = floor(now / 1000) + ttl
   end
-  local ttl = redis.call('PTTL', key)
-  if ttl < 0 then return end
-  if not server_clock then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if ms < 0 then return end
+  local e
+  do -- fw_string_end(ms) -> e, from fixed_window.lua
+    -- the end, in µs, of the window of a string whose expiry (or TTL) is ms:
+    -- Redis keeps a key through the ms of its expiry
+    e = (ms + 1) * 1000
   end
-  return c, (floor(now / 1000) + ttl + 1) * 1000
+  return c, e
 end
-
--- fixed_window_write stores count units in the window [start, stop). On the
--- server's clock, when stop is a whole ms, the key is a string: a write to
+-- fixed_window_write stores count units in the window [start, stop) of a
+-- limit of period µs. On the server's clock, for a period and a stop of
+-- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
 -- with the window; any other sets it (and replaces a hash). Else it is a
--- hash, whose TTL is set from the writer's now: on a client's clock every
--- write sets it again (a TTL set by another client whose clock runs ahead
--- would end the window early), on the server's only a new window's; str
--- says the key holds a string, which the hash replaces.
-local function fixed_window_write(key, start, stop, count, now, same, str)
-  if server_clock and stop % 1000 == 0 then
+-- hash (fw_hash_write); str says the key holds a string, which the hash
+-- replaces.
+local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
+  if server and stop % 1000 == 0 and period % 1000 == 0 then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else
-      redis.call('SET', key, fmt(count), 'PXAT', fmt(stop / 1000 - 1))
+      local last
+      do -- fw_pxat(stop) -> last, from fixed_window.lua
+        -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+        -- whole ms): the window's last ms, written with '%d' where its length
+        -- proves it exact (a ms on the server's clock has 13 digits; see
+        -- lua/doc.go), else with '%.0f'
+        local ms = stop / 1000 - 1
+        last = string.format('%d', ms)
+        if #last < 12 then last = string.format('%.0f', ms) end
+      end
+      redis.call('SET', key, fmt(count), 'PXAT', last)
     end
     return
   end
-  if str then redis.call('DEL', key) end
-  if same and not str then
-    redis.call('HSET', key, 'c', fmt(count))
-    if server_clock then return end
-  else
-    redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  if str then
+    redis.call('DEL', key)
+    same = false
   end
-  pexpire(key, stop - now)
+  local _
+  do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+    local total = count
+    local done
+    -- stores total units in the window [start, stop) of a hash: same says it
+    -- holds that window already, whose count alone changes. Its TTL is set
+    -- from the writer's now: on a client's clock every write sets it again (a
+    -- TTL set by another client whose clock runs ahead would end the window
+    -- early), on the server's only a new window's. Integers are written with
+    -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+    -- it exact, else with '%.0f'
+    local f = '%d'
+    if #string.format(f, stop) < 12 then f = '%.0f' end
+    if same then
+      redis.call('HSET', key, 'c', string.format(f, total))
+    else
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+    end
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
 end
 
 -- fixed_window_load returns the stored window's start, end and count, or
 -- nil; whether start and end are stored as such (a hash in the current
 -- form); and whether the key is a string (its start is then unknown, and
 -- returned as nil, its end as its expiry, see fixed_window_string).
-local function fixed_window_load(key, period, now)
+local function fixed_window_load(key, period, now, server)
   local v
-  if server_clock then
+  if server then
     v = redis.pcall('GET', key)
     if type(v) ~= 'table' then
       if not v then return nil end
-      local c, e = fixed_window_string(key, v, now)
+      local c, e = fixed_window_string(key, v, now, server)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
   end
   v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then
-    if not server_clock then
-      local c, e = fixed_window_string(key, redis.call('GET', key), now)
+    if not server then
+      local c, e = fixed_window_string(key, redis.call('GET', key), now, server)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
@@ -598,35 +680,59 @@ local function fixed_window_load(key, period, now)
   return s, e, c, stored, false
 end
 
-local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, stored, str = fixed_window_load(key, period, now)
-  local start = floor(now / period) * period
-  local stop = start + period
-  local count = 0
-  if str then
-    -- a string counts until it expires; its end, read in ms (the TTL's
-    -- unit), is the current window's end when within 1 ms of it
-    if e and now < e then
-      count = c
-      if e < stop - 1000 or e > stop + 1000 then stop = e end
+local function fixed_window(key, cap, period, _, _, cost, now, commit, server)
+  local s, e, c, stored, str = fixed_window_load(key, period, now, server)
+  local count, start, stop
+  do -- fw_window(s, e, c, str, now, period) -> count, start, stop, from fixed_window.lua
+    -- the count that a key holding the window [s, e) with c units (a hash;
+    -- with str, a string: its count c until its expiry e, its start unknown)
+    -- still counts at now under period, and the window [start, stop) a check
+    -- at now writes to
+    do -- window_end(now, period) -> start, stop, from fixed_window.lua
+      -- the window of period (µs) that holds now, aligned to the Unix epoch
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
+      stop = start + period
     end
-  elseif s and now < e and s >= start then
-    count, start = c, s
-    if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
-      if e < stop then stop = e end
-    else
-      stop = e -- the current window, or a later one: the clock went back
+    count = 0
+    if str then
+      -- a string counts until it expires; its end, read in ms (the TTL's
+      -- unit), is the current window's end when within 1 ms of it
+      if e and now < e then
+        count = c
+        if e < stop - 1000 or e > stop + 1000 then stop = e end
+      end
+    elseif s and now < e and s >= start then
+      count, start = c, s
+      if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
+        if e < stop then stop = e end
+      else
+        stop = e -- the current window, or a later one: the clock went back
+      end
     end
   end
-  local reset = 0
-  if count > 0 then reset = stop - now end
-  if cost > cap then return 0, cap - count, 0, reset end
-  if count + cost > cap then return 0, cap - count, stop - now, reset end
-  count = count + cost
+  local allowed, remaining, retry, reset, total
+  do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+    -- a check of cost units at now in a window that holds count units and
+    -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+    -- count is above the capacity: callers clamp), retry_after and
+    -- reset_after µs, and the count it leaves, total (count when denied)
+    allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+    if count > 0 then reset = stop - now end
+    if cost <= cap then
+      if count + cost > cap then
+        retry = stop - now
+      else
+        allowed, total, reset = 1, count + cost, stop - now
+        remaining = cap - total
+      end
+    end
+  end
   -- the window the key holds, unchanged
-  local same = (stored and start == s and stop == e) or (str and count > cost)
-  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
+  local same = (stored and start == s and stop == e) or (str and count > 0)
+  if allowed == 1 and commit then fixed_window_write(key, start, stop, total, now, same, str, server, period) end
+  return allowed, remaining, retry, reset, start, stop, total, now, same, str, server, period
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit
@@ -635,23 +741,19 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart). The
--- expiry is the key's PTTL from now, the time the refund runs: on the
--- server's clock the script's now is that clock's present, and at, the
--- commit's instant, would put the end early by the refund's delay (a
--- compensation or cancel more than 1 ms after its commit gave nothing
--- back). A string whose end is not its commit's while the commit's
--- window is still current holds a count of that window whose end
--- something else changed (a PEXPIRE of the key, a RESTORE of it with a
--- TTL turned into an instant on another clock): the count still counts,
--- but the refund cannot tell the commit's units in it; it gives nothing
--- back, and returns true so that its caller reports it. (A string with no
--- TTL counts nothing: there is nothing to give back.)
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
+-- (windows of one key end at least a period, a whole ms, apart). A string
+-- whose end is not its commit's while the commit's window is still
+-- current holds a count of that window whose end something else changed
+-- (a PEXPIRE of the key, a RESTORE of it with a TTL turned into an instant
+-- on another clock): the count still counts, but the refund cannot tell
+-- the commit's units in it; it gives nothing back, and returns true so
+-- that its caller reports it. (A string with no TTL counts nothing: there
+-- is nothing to give back.)
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now, _, server)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, now)
+    local c, e = fixed_window_string(key, v, now, server)
     if not c then return end
     local d = at + reset - e
     if d < -1000 or d > 1000 then return now < at + reset end
@@ -662,24 +764,34 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, now)
-  if e ~= at + reset or not c then return end
-  c = c - cost
-  if c <= 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('HSET', key, 'c', fmt(c))
+  local _, e, c = fixed_window_load(key, period, now, server)
+  local _
+  do -- fw_hash_refund(key, e, c, at, reset, cost) -> gave, from fixed_window.lua
+    local gave
+    -- gives back cost units of a hash's count c, if its window's end e is the
+    -- one the commit at at replied (reset = e - at); gave says it did
+    gave = false
+    if c and e == at + reset then
+      if c - cost <= 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('HSET', key, 'c', string.format('%.0f', c - cost))
+      end
+      gave = true
+    end
+    _ = gave
   end
 end
-local checks, writes, fasts = {[1] = fixed_window}, {[1] = fixed_window_write}, {[1] = fixed_window_fast}
 -- Batch: several decide calls, queued behind the round trips in flight,
--- decided in one script, one call after another. The Go side joins it as
+-- decided in one script, one call after another. It follows
 -- batch_state.lua, a flat loop (see the end of this header) with what it
--- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
--- are functions (<algorithm>_one.lua), each once, a line defining
--- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
--- in dispatch.lua: only the script's own algorithm in a batch of one
--- algorithm, all five in a mixed batch), then this file.
+-- needs, the prelude, fast.lua, the algorithms' functions and fast
+-- functions (their sections functions and fast), each once, and GCRA's
+-- batch calls (gcra.lua's section batch_calls) in the scripts that hold
+-- GCRA; the recipe fills checks, writes and fasts (the algorithms'
+-- functions by number, as in dispatch.lua: only the script's own
+-- algorithm in a batch of one algorithm, all of them in a mixed batch) and
+-- gcra_call (nil in a script without GCRA).
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -713,15 +825,16 @@ local checks, writes, fasts = {[1] = fixed_window}, {[1] = fixed_window_write}, 
 --
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
--- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, in the batch scripts of fixed_window, sliding_window
--- and token_bucket batch_fast.lua the one-check calls through the
--- algorithm's fast function, and this file goes on from the first call
--- they left.
+-- that hold GCRA, gcra.lua's section batch then decides the GCRA calls at
+-- the head of the batch, flat, in the batch scripts of fixed_window,
+-- sliding_window and token_bucket batch_fast.lua the one-check calls
+-- through the algorithm's fast function, and this file goes on from the
+-- first call they left.
+local checks, writes, fasts, gcra_call = {[1] = fixed_window}, {[1] = fixed_window_write}, {[1] = fixed_window_fast}, nil
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
-local function decide(n, now, mode, k, a, o)
+local function decide(n, now, mode, k, a, o, server)
   -- a part whose commit marker exists already was cancelled (cancel.lua),
   -- or is a resend of a part that committed: it decides nothing
   if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
@@ -730,7 +843,7 @@ local function decide(n, now, mode, k, a, o)
   end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true, server)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
@@ -750,7 +863,7 @@ local function decide(n, now, mode, k, a, o)
   for i = 1, n do
     local c = a + 6 * (i - 1)
     local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
-      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false, server)}
     if out[1] == 0 then all = false end
     pending[i] = out
     local p = o + (i - 1) * 4
@@ -765,7 +878,7 @@ local function decide(n, now, mode, k, a, o)
       -- nothing is consumed: a passing check reports its state as it is
       local cap = tonumber(ARGV[c + 1])
       local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
-        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false, server)
       reply[p + 2], reply[p + 4] = remaining, reset
     end
     if reply[p + 2] < 0 then reply[p + 2] = 0 end
@@ -786,116 +899,22 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
--- gcra_one.lua decides one check, flat, with each key's TAT read once and
--- written once while calls of that kind follow one another: tats holds the TAT as stored
--- (false: no state) of the keys read, dirty the PX in ms of those to
--- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
--- key's TAT at the end of such a run leaves the state that writing it at
--- each call would: the last value written, and the same expiry (the time
--- of the commands of a script is the time it started, since Redis 7).
-
--- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
--- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
--- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after (remaining may be below 0
--- after the clock went back: callers clamp), then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
-local function gcra_eval(key, a, now)
-  local v = tats[key]
-  if v == nil then
-    v = redis.call('GET', key)
-    tats[key] = v
-  end
-  local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local full = cap * u
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local t
-  if v then
-    if string.sub(v, -#sfx) ~= sfx then return end
-    t = tonumber(string.sub(v, 1, -#sfx - 1))
-    if not t then return end
-  end
-  local diff = 0
-  if t and t >= now then diff = (t - now) * r end
-  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
-  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
-end
-
--- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx)
-  local floor = math.floor
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat .. sfx
-  if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = bucket_ttl(reset)
-end
-
--- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
--- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
--- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
--- not the common case, and then it has written nothing.
-local function gcra_call(n, now, mode, k, a, o)
-  if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
-    if not allowed then return false end
-    if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
-    return true
-  end
-  local out, all = {}, true
-  for i = 1, n do
-    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
-    if not e[1] then return false end
-    if e[1] ~= 1 then all = false end
-    out[i] = e
-  end
-  for i = 1, n do
-    local e, p = out[i], o + 4 * (i - 1)
-    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
-    if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
-    elseif allowed == 1 then
-      -- nothing is consumed: a passing check reports its state as it is
-      remaining, reset = e[5], e[6]
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
-  end
-  return true
-end
-
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
 -- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
     for i = 2, n do
       if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
     end
-    if gcra then
-      if gcra_call(n, now, mode, k, a, o) then return end
+    if gcra and gcra_call then
+      if gcra_call(n, now, mode, k, a, o, server) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -905,12 +924,12 @@ local function one(n, now, mode, k, a, o)
     end
   end
   if #order > 0 or next(tats) then flush() end
-  decide(n, now, mode, k, a, o)
+  decide(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  server_clock = ARGV[a + 1] == '0'
+  local server = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -919,7 +938,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

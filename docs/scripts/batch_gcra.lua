@@ -17,9 +17,11 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 05d18c931a7cd1479b6cf3c589e06e60cd784f8b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: batch_state.lua, fast.lua, batch_gcra.lua, prelude.lua, gcra.lua, batch.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 bc3fd6d58d4e64a9e07c194a145ea30b9ec5aff8 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   batch_state, fast, gcra.batch, prelude, gcra.bucket, gcra.functions,
+--   gcra.batch_calls, batch
 -- ---- the script, as sent ----
 -- The state of a batch script (see batch.lua), declared before anything
 -- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
@@ -61,21 +63,21 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- GCRA calls of one check at the head of a batch, the common case, decided
--- flat as gcra_one.lua decides one (batch.lua's gcra_call, without a
--- function call or a number parsed twice): while the next call is one
--- GCRA check on one server or a sharded client (modes 0 and 2) whose key
--- is absent or holds a whole-µs TAT written under its limit, and its
--- key's command does not fail. The first call that is not is left,
--- undecided, to batch.lua's loop, which goes on from k, a and o with the
--- same tats, dirty and order; so is every call after it. A limit's
--- numbers are parsed once while calls repeat it (ARGV strings compare by
--- identity in Lua), and not at all for a call that says it repeats them
--- (n = 0). batch_state.lua declares the state, fast.lua intf.
+-- flat as gcra_check decides one (gcra_call below, without a function
+-- call or a number parsed twice): while the next call is one GCRA check
+-- on one server or a sharded client (modes 0 and 2) whose key is absent
+-- or holds a value of its limit, and its key's command does not fail. The
+-- first call that is not is left, undecided, to batch.lua's loop, which
+-- goes on from k, a and o with the same tats, dirty and order; so is
+-- every call after it. A limit's numbers are parsed once while calls
+-- repeat it (ARGV strings compare by identity in Lua), and not at all for
+-- a call that says it repeats them (n = 0). batch_state.lua declares the
+-- state, fast.lua intf.
 do
-  local floor, format = math.floor, string.format
+  local floor = math.floor
   local na = #ARGV
   local scap, sr, su, scost -- the strings of the numbers below
-  local cap, r, u, cost, full, sfx
+  local cap, r, u, cost, sfx, rsfx, tau
   while a <= na do
     -- n is 0 when the call's numbers are the last call's (see batch.lua),
     -- which was decided here: cap, r, u and cost hold them
@@ -87,8 +89,13 @@ do
       if ARGV[a + 4] ~= scap or ARGV[a + 6] ~= sr or ARGV[a + 7] ~= su or ARGV[a + 8] ~= scost then
         scap, sr, su, scost = ARGV[a + 4], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
         cap, r, u, cost = tonumber(scap), tonumber(sr), tonumber(su), tonumber(scost)
-        full = cap * u
-        sfx = '/' .. format(intf, floor((full + r - 1) / r))
+        do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+          -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+          -- bucket takes to refill, which every bucket key stores (calc.Tau)
+          tau = floor((cap * u + r - 1) / r)
+        end
+        sfx, rsfx = '/' .. string.format(intf, tau), nil
+        if r ~= 1 then rsfx = ':' .. sr .. sfx end
       end
     end
     local key = KEYS[k]
@@ -97,37 +104,115 @@ do
       -- redis.pcall: an error (WRONGTYPE) is a table, left to batch.lua
       v = redis.pcall('GET', key)
     end
-    -- a TAT written under this limit: "<tat>/<tau>" (gcra_one.lua)
-    local tat
+    local ta, tb = nil, 0
     if v then
-      if type(v) ~= 'string' or string.sub(v, -#sfx) ~= sfx then break end
-      tat = tonumber(string.sub(v, 1, -#sfx - 1))
-      if not tat then break end
+      if type(v) ~= 'string' then break end
+      do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
+        local a, b
+        -- a value written under this limit, whose full window's suffix is sfx
+        -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+        -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+        -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+        -- and fraction b; a is nil for any other value (another limit's, an older
+        -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+        -- reads. Every call of a library function costs Redis about a thousand
+        -- instructions: a value with a fraction is matched once, its digits
+        -- turned into numbers by arithmetic (they are digits: no tonumber call).
+        a, b = nil, 0
+        local sa, sb
+        if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+        if sa then
+          a, b = sa + 0, sb + 0
+        elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+          a = tonumber(string.sub(v, 1, -#sfx - 1))
+        end
+        ta, tb = a, b
+      end
+      if not ta then break end
     end
     local now = call_now(ARGV[a + 1])
     if not same then last = a + 3 end
     local diff = 0
-    if tat and tat >= now then diff = (tat - now) * r end
+    if ta then
+      do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+        local a, b = ta, tb
+        -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+        -- + b/r µs, under the limit that wrote it: never cut (more than a full
+        -- bucket means that the clock went back, and the key waits for it)
+        diff = 0
+        if a >= now then diff = (a - now) * r + b end
+      end
+    end
     tats[key] = v
-    local allowed, remaining, retry, reset = 0, floor((full - diff) / u), 0, floor((diff + r - 1) / r)
-    -- more than full: the clock went back (never cut under the same limit)
+    local allowed, remaining, retry, reset, nxt
+    do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+      -- a check of cost units against a bucket diff scaled units from full
+      -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+      -- back: callers clamp), retry_after and reset_after µs, and when allowed
+      -- the debt it leaves, nxt
+      local full = cap * u
+      remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+      if cost <= cap and nxt <= full then
+        allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+      else
+        allowed, reset = 0, floor((diff + r - 1) / r)
+        -- a cost above the capacity never fits: retry 0
+        if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+      end
+    end
     if remaining < 0 then remaining = 0 end
-    local nxt = diff + cost * u
-    if cost <= cap and nxt > full then
-      retry = floor((nxt - full + r - 1) / r)
-    elseif cost <= cap then
-      -- batch.lua's gcra_defer(key, nxt, r, reset, now)
-      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
-      local s, b = format(intf, now + floor(nxt / r)), nxt % r
-      if b ~= 0 then s = s .. ':' .. format(intf, b) .. ':' .. format(intf, r) end
-      s = s .. sfx
-      tats[key] = s
+    if allowed == 1 then
+      -- gcra_defer (batch_calls below): the value, written at the end
+      local value, f
+      do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+        -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+        -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+        -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+        -- with '%d' where the TAT's length proves it exact (a µs on the server's
+        -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+        -- for the caller's other integers
+        f = '%d'
+        local at, frac = now + floor(nxt / r), nxt % r
+        value = string.format(f, at)
+        if #value < 12 then
+          f = '%.0f'
+          value = string.format(f, at)
+        end
+        if frac ~= 0 then
+          value = value .. ':' .. string.format(f, frac) .. rsfx
+        else
+          value = value .. sfx
+        end
+      end
+      local ttl
+      do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+        local server = ARGV[a + 1] == '0'
+        -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+        -- and, written at a now that is not the server's clock, 1000 ms more
+        -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+        -- on its own clock when the key is written, and a replica, a failover
+        -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+        -- On the server's clock the state's instants (a TAT, a ts) are on that
+        -- same clock, so whatever node holds the key, whatever its clock, the key
+        -- expires exactly when its state reads full there. An injected now is not
+        -- the clock that turns the TTL into an instant: a key written on a clock
+        -- that runs ahead of the one that later reads it (a client clock stepping
+        -- back, an instance whose clock is behind another's) expires that much
+        -- before its state is full on the reader's clock, whose step back then
+        -- creates capacity where the state would have made it wait; a step
+        -- forward afterwards refills again. The margin keeps such a key until
+        -- its state is full on any clock up to a second behind its writer's.
+        -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+        -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+        -- same on the server's clock: a node whose clock is s behind lets such a
+        -- key expire up to s early, at most s of refill, never more than the
+        -- key's capacity.)
+        ttl = floor((reset + 999) / 1000)
+        if not server then ttl = ttl + 1000 end
+      end
+      tats[key] = value
       if not dirty[key] then order[#order + 1] = key end
-      -- bucket_ttl (prelude.lua): on a clock not the server's, its
-      -- expiry_margin, 1000 ms, more
-      local up = 999
-      if ARGV[a + 1] ~= '0' then up = 1000999 end
-      dirty[key] = format(intf, floor((reset + up) / 1000))
+      dirty[key] = string.format(f, ttl)
     end
     if allowed == 0 and mode == '2' and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
     reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
@@ -142,25 +227,26 @@ if a > #ARGV then
   flush()
   return reply
 end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -176,25 +262,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -207,45 +294,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -402,42 +450,31 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket
+-- or GCRA key that is full at the instant a + b/rs µs (b < rs), and
+-- whether it was cut to full (cap*u). A fraction counted in another
+-- refill (rs ~= r) is rounded up to the next whole µs. same says that the
+-- key was written under a limit of the same full window (tau, which every
+-- bucket key stores): then the debt is never cut, since more than a full
+-- bucket means that the clock went back, and the key waits for it to
+-- catch up (a clock going back never creates capacity). Under another
+-- limit a debt above full is cut to full, and the caller stores the cut.
 local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
+  local diff
+  do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+    -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+    -- + b/r µs, under the limit that wrote it: never cut (more than a full
+    -- bucket means that the clock went back, and the key waits for it)
+    diff = 0
+    if a >= now then diff = (a - now) * r + b end
+  end
+  if diff > full and not same then return full, true end
   return diff, false
 end
--- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
--- the instant the bucket is full again, so the emission interval u/r µs is
--- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
--- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
--- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
--- refill of the limit that wrote it. Values written before tau was stored
--- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
--- written under another limit. diff = TAT - now in scaled units is the
--- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
--- Under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit
--- (bucket_debt, in the prelude), as the token bucket does. This is the hot
--- path of the common case, written flat: every function call costs in
--- Redis.
+-- GCRA (gcra.lua): its state is one string, the theoretical arrival time
+-- TAT = a + b/r µs, then the full window of the limit that wrote it:
+-- "<a>/<tau>", or "<a>:<b>:<r>/<tau>" with a fraction.
 
 -- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
 -- tau nil if the value predates it.
@@ -457,67 +494,345 @@ local function gcra_tat(v, r)
 end
 
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
--- to expire when it is reached (see bucket_ttl in the prelude).
-local function gcra_write(key, diff, r, now, tau)
-  local a, b = fmt(now + floor(diff / r)), diff % r
-  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', bucket_ttl(floor((diff + r - 1) / r)))
+-- to expire when it is reached (bucket_ttl).
+local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
+  local value, f
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
+    f = '%d'
+    local at, frac = now + floor(nxt / r), nxt % r
+    value = string.format(f, at)
+    if #value < 12 then
+      f = '%.0f'
+      value = string.format(f, at)
+    end
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
+  end
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    local reset = ceil_div(diff, r)
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('SET', key, value, 'PX', string.format(f, ttl))
 end
 
-local function gcra(key, cap, _, r, u, cost, now, commit)
+local function gcra(key, cap, _, r, u, cost, now, commit, server)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local diff = 0
   local v = redis.call('GET', key)
   if v then
     local a, b, rs, tw = gcra_tat(v, r)
     if a and b and rs then
       local cut
-      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
-      if cut then gcra_write(key, diff, r, now, tau) end
+      diff, cut = bucket_debt(a, b, rs, now, r, cap * u, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau, server) end
     end
   end
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now, tau) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then gcra_write(key, nxt, r, now, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, tau, server
 end
 
 -- Refund: move the TAT back by the cost's emission time (no more than
--- refund_debt gives back, from the commit's horizon less what refunds
--- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
--- right after it), not below now. A TAT at or before now is a full
--- bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now, not below now.
+-- A TAT at or before now is a full bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
   local v = redis.call('GET', key)
   if not v then return end
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
   refund_add(rec, ceil_div(give, r), now, tau)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
+  local diff = bucket_debt(a, b, rs, now, r, cap * u, tw == tau) - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now, tau)
+  gcra_write(key, diff, r, now, tau, server)
 end
-local checks, writes, fasts = {[5] = gcra}, {[5] = gcra_write}, {}
+-- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
+-- gcra_check decides one check, with each key's TAT read once and
+-- written once while calls of that kind follow one another: tats holds
+-- the TAT as stored (false: no state) of the keys read, dirty the PX in
+-- ms of those to write, in order. A call of another kind, or a case the
+-- flat path does not decide, first writes them all (flush,
+-- batch_state.lua) and forgets them. Writing a key's TAT at the end of
+-- such a run leaves the state that writing it at each call would: the
+-- last value written, and the same expiry (the time of the commands of a
+-- script is the time it started, since Redis 7).
+
+-- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
+-- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
+-- returns nothing if that is not the common case (see gcra_check); else
+-- allowed, remaining, retry_after, reset_after (remaining may be below 0
+-- after the clock went back: callers clamp), then the remaining and
+-- reset_after of the state as it is, then, when allowed, the debt, r and
+-- the value's suffixes ("/<tau>", and ":<r>/<tau>" for r ~= 1) to write.
+local function gcra_eval(key, a, now)
+  local v = tats[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    tats[key] = v
+  end
+  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
+  local sfx, rsfx = '/' .. string.format(intf, tau), nil
+  if r ~= 1 then rsfx = ':' .. ARGV[a + 3] .. sfx end
+  local ta, tb = nil, 0
+  if v then
+    do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
+      local a, b
+      -- a value written under this limit, whose full window's suffix is sfx
+      -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+      -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+      -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+      -- and fraction b; a is nil for any other value (another limit's, an older
+      -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+      -- reads. Every call of a library function costs Redis about a thousand
+      -- instructions: a value with a fraction is matched once, its digits
+      -- turned into numbers by arithmetic (they are digits: no tonumber call).
+      a, b = nil, 0
+      local sa, sb
+      if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+      if sa then
+        a, b = sa + 0, sb + 0
+      elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+        a = tonumber(string.sub(v, 1, -#sfx - 1))
+      end
+      ta, tb = a, b
+    end
+    if not ta then return end
+  end
+  local diff = 0
+  if ta then
+    do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+      local a, b = ta, tb
+      -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+      -- + b/r µs, under the limit that wrote it: never cut (more than a full
+      -- bucket means that the clock went back, and the key waits for it)
+      diff = 0
+      if a >= now then diff = (a - now) * r + b end
+    end
+  end
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  -- the state as it is: a cost that never fits
+  local _, left, _, until_full, _
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    local cost = cap + 1
+    local allowed, remaining, retry, reset, nxt
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+    _, left, _, until_full, _ = allowed, remaining, retry, reset, nxt
+  end
+  return allowed, remaining, retry, reset, left, until_full, nxt, r, sfx, rsfx
+end
+
+-- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
+-- (followed by sfx, "/<tau>", or with a fraction rsfx, ":<r>/<tau>"),
+-- full in reset µs, goes to tats and dirty.
+local function gcra_defer(key, nxt, r, reset, now, sfx, rsfx, server)
+  local value, f
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
+    f = '%d'
+    local at, frac = now + floor(nxt / r), nxt % r
+    value = string.format(f, at)
+    if #value < 12 then
+      f = '%.0f'
+      value = string.format(f, at)
+    end
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
+  end
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  tats[key] = value
+  if not dirty[key] then order[#order + 1] = key end
+  dirty[key] = string.format(f, ttl)
+end
+
+-- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
+-- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
+-- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
+-- not the common case, and then it has written nothing.
+local function gcra_call(n, now, mode, k, a, o, server)
+  if n == 1 then
+    local allowed, remaining, retry, reset, _, _, nxt, r, sfx, rsfx = gcra_eval(KEYS[k], a, now)
+    if not allowed then return false end
+    if allowed == 1 then
+      gcra_defer(KEYS[k], nxt, r, reset, now, sfx, rsfx, server)
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
+    return true
+  end
+  local out, all = {}, true
+  for i = 1, n do
+    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
+    if not e[1] then return false end
+    if e[1] ~= 1 then all = false end
+    out[i] = e
+  end
+  for i = 1, n do
+    local e, p = out[i], o + 4 * (i - 1)
+    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
+    if all then
+      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9], e[10], server)
+    elseif allowed == 1 then
+      -- nothing is consumed: a passing check reports its state as it is
+      remaining, reset = e[5], e[6]
+    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
+      allowed = 2
+    end
+    if remaining < 0 then remaining = 0 end
+    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
+  end
+  return true
+end
 -- Batch: several decide calls, queued behind the round trips in flight,
--- decided in one script, one call after another. The Go side joins it as
+-- decided in one script, one call after another. It follows
 -- batch_state.lua, a flat loop (see the end of this header) with what it
--- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
--- are functions (<algorithm>_one.lua), each once, a line defining
--- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
--- in dispatch.lua: only the script's own algorithm in a batch of one
--- algorithm, all five in a mixed batch), then this file.
+-- needs, the prelude, fast.lua, the algorithms' functions and fast
+-- functions (their sections functions and fast), each once, and GCRA's
+-- batch calls (gcra.lua's section batch_calls) in the scripts that hold
+-- GCRA; the recipe fills checks, writes and fasts (the algorithms'
+-- functions by number, as in dispatch.lua: only the script's own
+-- algorithm in a batch of one algorithm, all of them in a mixed batch) and
+-- gcra_call (nil in a script without GCRA).
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -551,15 +866,16 @@ local checks, writes, fasts = {[5] = gcra}, {[5] = gcra_write}, {}
 --
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
--- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, in the batch scripts of fixed_window, sliding_window
--- and token_bucket batch_fast.lua the one-check calls through the
--- algorithm's fast function, and this file goes on from the first call
--- they left.
+-- that hold GCRA, gcra.lua's section batch then decides the GCRA calls at
+-- the head of the batch, flat, in the batch scripts of fixed_window,
+-- sliding_window and token_bucket batch_fast.lua the one-check calls
+-- through the algorithm's fast function, and this file goes on from the
+-- first call they left.
+local checks, writes, fasts, gcra_call = {[5] = gcra}, {[5] = gcra_write}, {}, gcra_call
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
-local function decide(n, now, mode, k, a, o)
+local function decide(n, now, mode, k, a, o, server)
   -- a part whose commit marker exists already was cancelled (cancel.lua),
   -- or is a resend of a part that committed: it decides nothing
   if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
@@ -568,7 +884,7 @@ local function decide(n, now, mode, k, a, o)
   end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true, server)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
@@ -588,7 +904,7 @@ local function decide(n, now, mode, k, a, o)
   for i = 1, n do
     local c = a + 6 * (i - 1)
     local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
-      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false, server)}
     if out[1] == 0 then all = false end
     pending[i] = out
     local p = o + (i - 1) * 4
@@ -603,7 +919,7 @@ local function decide(n, now, mode, k, a, o)
       -- nothing is consumed: a passing check reports its state as it is
       local cap = tonumber(ARGV[c + 1])
       local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
-        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false, server)
       reply[p + 2], reply[p + 4] = remaining, reset
     end
     if reply[p + 2] < 0 then reply[p + 2] = 0 end
@@ -624,116 +940,22 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
--- gcra_one.lua decides one check, flat, with each key's TAT read once and
--- written once while calls of that kind follow one another: tats holds the TAT as stored
--- (false: no state) of the keys read, dirty the PX in ms of those to
--- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
--- key's TAT at the end of such a run leaves the state that writing it at
--- each call would: the last value written, and the same expiry (the time
--- of the commands of a script is the time it started, since Redis 7).
-
--- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
--- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
--- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after (remaining may be below 0
--- after the clock went back: callers clamp), then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
-local function gcra_eval(key, a, now)
-  local v = tats[key]
-  if v == nil then
-    v = redis.call('GET', key)
-    tats[key] = v
-  end
-  local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local full = cap * u
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local t
-  if v then
-    if string.sub(v, -#sfx) ~= sfx then return end
-    t = tonumber(string.sub(v, 1, -#sfx - 1))
-    if not t then return end
-  end
-  local diff = 0
-  if t and t >= now then diff = (t - now) * r end
-  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
-  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
-end
-
--- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx)
-  local floor = math.floor
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat .. sfx
-  if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = bucket_ttl(reset)
-end
-
--- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
--- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
--- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
--- not the common case, and then it has written nothing.
-local function gcra_call(n, now, mode, k, a, o)
-  if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
-    if not allowed then return false end
-    if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
-    return true
-  end
-  local out, all = {}, true
-  for i = 1, n do
-    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
-    if not e[1] then return false end
-    if e[1] ~= 1 then all = false end
-    out[i] = e
-  end
-  for i = 1, n do
-    local e, p = out[i], o + 4 * (i - 1)
-    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
-    if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
-    elseif allowed == 1 then
-      -- nothing is consumed: a passing check reports its state as it is
-      remaining, reset = e[5], e[6]
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
-  end
-  return true
-end
-
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
 -- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
     for i = 2, n do
       if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
     end
-    if gcra then
-      if gcra_call(n, now, mode, k, a, o) then return end
+    if gcra and gcra_call then
+      if gcra_call(n, now, mode, k, a, o, server) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -743,12 +965,12 @@ local function one(n, now, mode, k, a, o)
     end
   end
   if #order > 0 or next(tats) then flush() end
-  decide(n, now, mode, k, a, o)
+  decide(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  server_clock = ARGV[a + 1] == '0'
+  local server = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -757,7 +979,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

@@ -17,9 +17,10 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 942ecaacddb080b7f5e8aa63e546bd3027837de1 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: batch_state.lua, prelude.lua, fast.lua, sliding_log.lua, batch.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 69118d6f63f58129939bb46a283c49278c3f79f9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   batch_state, prelude, fast, sliding_log, batch
 -- ---- the script, as sent ----
 -- The state of a batch script (see batch.lua), declared before anything
 -- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
@@ -56,25 +57,26 @@ local function flush()
   end
   tats, dirty, order = {}, {}, {}
 end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -90,25 +92,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -121,45 +124,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -316,27 +280,6 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
-end
 -- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
 -- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
 -- else '%.0f'; both write an integer below 2^53 alike.
@@ -386,7 +329,6 @@ end
 -- numbers (starting at the count) stay unique. The key then lives while
 -- its newest entry counts.
 local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
-  now = now or at
   local stamp = at + reset - period
   if stamp <= now - period then return end
   local s = fmt(stamp)
@@ -406,15 +348,16 @@ local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
 end
-local checks, writes, fasts = {[2] = sliding_log}, {[2] = sliding_log_write}, {}
 -- Batch: several decide calls, queued behind the round trips in flight,
--- decided in one script, one call after another. The Go side joins it as
+-- decided in one script, one call after another. It follows
 -- batch_state.lua, a flat loop (see the end of this header) with what it
--- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
--- are functions (<algorithm>_one.lua), each once, a line defining
--- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
--- in dispatch.lua: only the script's own algorithm in a batch of one
--- algorithm, all five in a mixed batch), then this file.
+-- needs, the prelude, fast.lua, the algorithms' functions and fast
+-- functions (their sections functions and fast), each once, and GCRA's
+-- batch calls (gcra.lua's section batch_calls) in the scripts that hold
+-- GCRA; the recipe fills checks, writes and fasts (the algorithms'
+-- functions by number, as in dispatch.lua: only the script's own
+-- algorithm in a batch of one algorithm, all of them in a mixed batch) and
+-- gcra_call (nil in a script without GCRA).
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -448,15 +391,16 @@ local checks, writes, fasts = {[2] = sliding_log}, {[2] = sliding_log_write}, {}
 --
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
--- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, in the batch scripts of fixed_window, sliding_window
--- and token_bucket batch_fast.lua the one-check calls through the
--- algorithm's fast function, and this file goes on from the first call
--- they left.
+-- that hold GCRA, gcra.lua's section batch then decides the GCRA calls at
+-- the head of the batch, flat, in the batch scripts of fixed_window,
+-- sliding_window and token_bucket batch_fast.lua the one-check calls
+-- through the algorithm's fast function, and this file goes on from the
+-- first call they left.
+local checks, writes, fasts, gcra_call = {[2] = sliding_log}, {[2] = sliding_log_write}, {}, nil
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
-local function decide(n, now, mode, k, a, o)
+local function decide(n, now, mode, k, a, o, server)
   -- a part whose commit marker exists already was cancelled (cancel.lua),
   -- or is a resend of a part that committed: it decides nothing
   if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
@@ -465,7 +409,7 @@ local function decide(n, now, mode, k, a, o)
   end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true, server)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
@@ -485,7 +429,7 @@ local function decide(n, now, mode, k, a, o)
   for i = 1, n do
     local c = a + 6 * (i - 1)
     local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
-      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false, server)}
     if out[1] == 0 then all = false end
     pending[i] = out
     local p = o + (i - 1) * 4
@@ -500,7 +444,7 @@ local function decide(n, now, mode, k, a, o)
       -- nothing is consumed: a passing check reports its state as it is
       local cap = tonumber(ARGV[c + 1])
       local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
-        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false, server)
       reply[p + 2], reply[p + 4] = remaining, reset
     end
     if reply[p + 2] < 0 then reply[p + 2] = 0 end
@@ -521,116 +465,22 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
--- gcra_one.lua decides one check, flat, with each key's TAT read once and
--- written once while calls of that kind follow one another: tats holds the TAT as stored
--- (false: no state) of the keys read, dirty the PX in ms of those to
--- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
--- key's TAT at the end of such a run leaves the state that writing it at
--- each call would: the last value written, and the same expiry (the time
--- of the commands of a script is the time it started, since Redis 7).
-
--- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
--- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
--- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after (remaining may be below 0
--- after the clock went back: callers clamp), then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
-local function gcra_eval(key, a, now)
-  local v = tats[key]
-  if v == nil then
-    v = redis.call('GET', key)
-    tats[key] = v
-  end
-  local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local full = cap * u
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local t
-  if v then
-    if string.sub(v, -#sfx) ~= sfx then return end
-    t = tonumber(string.sub(v, 1, -#sfx - 1))
-    if not t then return end
-  end
-  local diff = 0
-  if t and t >= now then diff = (t - now) * r end
-  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
-  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
-end
-
--- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx)
-  local floor = math.floor
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat .. sfx
-  if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = bucket_ttl(reset)
-end
-
--- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
--- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
--- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
--- not the common case, and then it has written nothing.
-local function gcra_call(n, now, mode, k, a, o)
-  if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
-    if not allowed then return false end
-    if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
-    return true
-  end
-  local out, all = {}, true
-  for i = 1, n do
-    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
-    if not e[1] then return false end
-    if e[1] ~= 1 then all = false end
-    out[i] = e
-  end
-  for i = 1, n do
-    local e, p = out[i], o + 4 * (i - 1)
-    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
-    if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
-    elseif allowed == 1 then
-      -- nothing is consumed: a passing check reports its state as it is
-      remaining, reset = e[5], e[6]
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
-  end
-  return true
-end
-
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
 -- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
     for i = 2, n do
       if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
     end
-    if gcra then
-      if gcra_call(n, now, mode, k, a, o) then return end
+    if gcra and gcra_call then
+      if gcra_call(n, now, mode, k, a, o, server) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -640,12 +490,12 @@ local function one(n, now, mode, k, a, o)
     end
   end
   if #order > 0 or next(tats) then flush() end
-  decide(n, now, mode, k, a, o)
+  decide(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  server_clock = ARGV[a + 1] == '0'
+  local server = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -654,7 +504,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

@@ -17,9 +17,11 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 105a07b79230db93b33451eebd8f07cf4d5be4ff (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: batch_state.lua, fast.lua, sliding_window_one.lua, batch_fast.lua, prelude.lua, sliding_window.lua, batch.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 d57c58281563c0ce53e9311520e5434d8b136621 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   batch_state, fast, sliding_window.fast, batch_fast, prelude,
+--   sliding_window.functions, batch
 -- ---- the script, as sent ----
 -- The state of a batch script (see batch.lua), declared before anything
 -- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
@@ -60,76 +62,229 @@ end
 -- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
--- Sliding window counter, one check, the common case written flat: a key
--- that holds no state or windows stored under the same period, and a check
--- that passes or can never fit (a denial computes its retry_after in the
--- general code). sliding_window_fast makes sliding_window's decision with
--- the same float64 operations in the same order, as token_bucket_fast
--- does (token_bucket_one.lua). A key holding the current window with a
--- count expires at the window's start + 2 periods, whichever check of the
--- window wrote it last: on the server's clock (server, as in
--- fixed_window_one.lua) a check that adds to that count writes only the
--- count and leaves the TTL.
-local sw_b, sw_cap, sw_period, sw_cost -- its numbers at b (see token_bucket_one.lua)
+-- Sliding window counter, one check, the common case written flat, as a
+-- function for the one-check and batch scripts: a key that holds no state
+-- or windows stored as instants. sliding_window_fast makes
+-- sliding_window's decision with its formulas, as token_bucket_fast does
+-- (token_bucket.lua), and returns nothing, having written nothing, for an
+-- older state it leaves to the general code. A key holding the current
+-- window with a count expires at the window's start + 2 periods, whichever
+-- check of the window wrote it last: on the server's clock (server) a
+-- check that adds to that count writes only the count and leaves the TTL.
+local sw_b, sw_cap, sw_period, sw_cost -- its numbers at b (see token_bucket_fast)
 local function sliding_window_fast(key, b, now, server)
+  local floor = math.floor
   local v = redis.call('HMGET', key, 's', 'e', 'c', 'p', 'w')
   if b ~= sw_b then
     sw_b, sw_cap, sw_period, sw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
   end
   local period = sw_period
   local s, e, c, p = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
-  if (not s and not tonumber(v[5])) or (s and e and c and p and e - s == period) then
-    local floor = math.floor
+  if (not s and not v[5]) or (s and e and c and p) then
     local cap, cost = sw_cap, sw_cost
-    local start = floor(now / period) * period
-    local cur, prev = 0, 0
-    local held = false -- the key holds this window, with a count
-    if s then
-      if s > start then
-        start, cur, prev, held = s, c, p, c > 0
-      elseif s == start then
-        cur, prev, held = c, p, c > 0
-      elseif s == start - period then
-        prev = c
+    local start, cur, prev, held, life
+    do -- sw_window(s, e, c, p, stored, now, period) -> start, cur, prev, held, life, from sliding_window.lua
+      local stored = true
+      -- the current window (its start) and its count and the previous one's,
+      -- of a key that holds the window [s, e) with c units and p before it (s
+      -- nil: no state; stored: s and e are stored as such, not the older form),
+      -- at now under period; held says the key holds the current window with a
+      -- count, and life is the instant the stored counts are forgotten after a
+      -- change of period (-1: no such instant before the key's own TTL)
+      local _
+      do -- window_end(now, period) -> start, stop, from fixed_window.lua
+        local stop
+        -- the window of period (µs) that holds now, aligned to the Unix epoch
+        -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+        -- string layout's common case then need not define)
+        start = now - now % period
+        stop = start + period
+        _ = stop
+      end
+      cur, prev, held, life = 0, 0, false, -1
+      if s then
+        local old = e - s
+        if old == period and s > start then
+          start, cur, prev, held = s, c, p, stored and c > 0
+        elseif old == period then
+          if s == start then
+            cur, prev, held = c, p, stored and c > 0
+          elseif s == start - period then
+            prev = c
+          end
+        else
+          life = e
+          if c > 0 then life = life + old end
+          if now < life then
+            -- each stored window's count to the window it started in
+            for _, w in ipairs({{s, c}, {s - old, p}}) do
+              if w[1] >= start then
+                cur = cur + w[2]
+              elseif w[1] >= start - period then
+                prev = prev + w[2]
+              end
+            end
+          end
+        end
       end
     end
-    local x = now - start
-    if x < 0 then x = 0 end
-    local est = prev * (period - x) / period
-    local pass = cost <= cap and est + (cur + cost) <= cap
-    if pass or cost > cap then
-      if pass then cur = cur + cost end
-      local left = cap - est - cur
-      if left >= 0 then left = floor(left) else left = -floor(-left) end
-      if left < 0 then left = 0 end
-      local reset = 0
-      if cur > 0 then
-        reset = start + 2 * period - now
-      elseif prev > 0 then
-        reset = start + period - now
+    local allowed, remaining, retry, reset, total
+    do -- sw_decide(start, cur, prev, now, period, cap, cost, life) -> allowed, remaining, retry, reset, total, from sliding_window.lua
+      -- a check of cost units at now, in the current window that starts at
+      -- start with cur units, prev in the one before (life: see sw_window):
+      -- allowed (1/0), remaining (below 0 after the estimate passed the
+      -- capacity: callers clamp), retry_after µs (the first instant the check
+      -- passes with no other traffic: later in this window as the previous
+      -- window's weight fades, or in the next, where cur becomes the previous
+      -- count), reset_after µs, and the current count it leaves, total
+      local x = now - start
+      if x < 0 then x = 0 end
+      local est
+      do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+        -- the previous window's weight at elapsed x into the current one
+        est = prev * (period - x) / period
       end
-      if reset < 0 then reset = 0 end
-      if not pass then return 0, left, 0, reset end
-      -- sliding_window_write(key, start, period, cur, prev, reset)
-      if held and server then
-        redis.call('HSET', key, 'c', string.format(intf, cur))
-      else
-        redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, start + period),
-          'c', string.format(intf, cur), 'p', string.format(intf, prev))
-        redis.call('PEXPIRE', key, string.format(intf, floor((reset + 999) / 1000)))
+      do -- sw_trunc(x) -> n, from sliding_window.lua
+        local x = cap - est - cur
+        local n
+        -- x rounded toward zero
+        if x >= 0 then n = floor(x) else n = -floor(-x) end
+        remaining = n
       end
-      return 1, left, 0, reset
+      do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+        -- reset_after at now of a key whose current window starts at start with
+        -- cur units, prev in the window before: no later than life, the instant
+        -- its counts are forgotten, when life is not -1; never below 0
+        reset = 0
+        if cur > 0 then
+          reset = start + 2 * period - now
+        elseif prev > 0 then
+          reset = start + period - now
+        end
+        if life >= 0 and reset > life - now then reset = life - now end
+        if reset < 0 then reset = 0 end
+      end
+      allowed, retry, total = 0, 0, cur
+      if cost <= cap then
+        local pass
+        do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+          local est
+          do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+            -- the previous window's weight at elapsed x into the current one
+            est = prev * (period - x) / period
+          end
+          pass = est + (cur + cost) <= cap
+        end
+        if pass then
+          allowed, total = 1, cur + cost
+          do -- sw_trunc(x) -> n, from sliding_window.lua
+            local x = cap - est - total
+            local n
+            -- x rounded toward zero
+            if x >= 0 then n = floor(x) else n = -floor(-x) end
+            remaining = n
+          end
+          do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+            local cur, life = total, -1
+            -- reset_after at now of a key whose current window starts at start with
+            -- cur units, prev in the window before: no later than life, the instant
+            -- its counts are forgotten, when life is not -1; never below 0
+            reset = 0
+            if cur > 0 then
+              reset = start + 2 * period - now
+            elseif prev > 0 then
+              reset = start + period - now
+            end
+            if life >= 0 and reset > life - now then reset = life - now end
+            if reset < 0 then reset = 0 end
+          end
+        else
+          local wp, wc, ws, we = prev, cur, start, x
+          if cur + cost > cap then
+            wp, wc, ws, we = cur, 0, start + period, 0
+          end
+          -- prev*(period-y)/period <= cap-cur-cost: a first guess by algebra,
+          -- then corrected by the exact predicate (float rounding)
+          local slack = cap - wc - cost
+          local y
+          do -- sw_trunc(x) -> n, from sliding_window.lua
+            local x = period - slack * period / wp
+            local n
+            -- x rounded toward zero
+            if x >= 0 then n = floor(x) else n = -floor(-x) end
+            y = n
+          end
+          if y < we then y = we end
+          if y > period then y = period end
+          while y < period do
+            local ok
+            do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+              local prev, cur, x = wp, wc, y
+              local pass
+              local est
+              do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+                -- the previous window's weight at elapsed x into the current one
+                est = prev * (period - x) / period
+              end
+              pass = est + (cur + cost) <= cap
+              ok = pass
+            end
+            if ok then break end
+            y = y + 1
+          end
+          while y > we do
+            local ok
+            do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+              local prev, cur, x = wp, wc, y - 1
+              local pass
+              local est
+              do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+                -- the previous window's weight at elapsed x into the current one
+                est = prev * (period - x) / period
+              end
+              pass = est + (cur + cost) <= cap
+              ok = pass
+            end
+            if not ok then break end
+            y = y - 1
+          end
+          retry = ws + y - now
+          if life >= 0 and retry > life - now then retry = life - now end
+          if retry < 0 then retry = 0 end
+        end
+      end
     end
+    if remaining < 0 then remaining = 0 end
+    if allowed == 1 then
+      local _
+      do -- sw_write(key, start, period, cur, prev, reset, held, server, f) -> done, from sliding_window.lua
+        local cur, f = total, intf
+        local done
+        -- stores the counts of the window [start, start + period) and the one
+        -- before, expiring in reset µs, integers formatted with f. When the key
+        -- holds that window with a count (held), it expires at start + 2 periods
+        -- already: on the server's clock only the count changes.
+        if held and server then
+          redis.call('HSET', key, 'c', string.format(f, cur))
+        else
+          redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, start + period),
+            'c', string.format(f, cur), 'p', string.format(f, prev))
+          redis.call('PEXPIRE', key, string.format(f, floor((reset + 999) / 1000)))
+        end
+        done = true
+        _ = done
+      end
+    end
+    return allowed, remaining, retry, reset
   end
 end
-local fast, fast_alg = sliding_window_fast, '3'
 -- One-check calls at the head of a batch of one algorithm whose fast path
 -- is a function (fixed_window, sliding_window, token_bucket), the common
 -- case, decided flat before the prelude and the algorithm are defined
--- (each function a script defines costs on every call of it): the Go side
--- joins batch_state.lua, fast.lua (intf), the algorithm's <algorithm>_one.lua,
--- a line naming its fast function `fast` and its number, as ARGV sends it,
--- `fast_alg`, then this file, then the rest of the batch script.
+-- (each function a script defines costs on every call of it): it follows
+-- batch_state.lua, fast.lua (intf) and the algorithm's fast function (its
+-- section fast), which the recipe names, fast, with its number as ARGV
+-- sends it, fast_alg; the rest of the batch script follows it.
 --
 -- While the next call is one check of that algorithm (n = 1 with that
 -- number, or n = 0: the numbers of the last call, decided here) on one
@@ -145,6 +300,7 @@ local fast, fast_alg = sliding_window_fast, '3'
 -- after it. These algorithms write their state as they decide, so there is
 -- nothing to flush: when every call is decided the reply is returned at
 -- once. batch_state.lua declares the state (t, reply, k, a, o, last).
+local fast, fast_alg = sliding_window_fast, '3'
 do
   local na = #ARGV
   while a <= na do
@@ -173,25 +329,26 @@ do
 end
 -- Every call decided, before anything else is defined.
 if a > #ARGV then return reply end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -207,25 +364,26 @@ if a > #ARGV then return reply end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -238,45 +396,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -433,77 +552,9 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
-end
--- Sliding window counter: hash {s = start µs of the stored window, e = its
--- end µs, c = count in it, p = count in the window before}. The estimate at
--- elapsed x into the current window is prev*(period-x)/period + cur,
--- computed with the same float64 operations, in the same order, as the Go
--- backend. Start and end are instants, so they mean the same under any
--- limit. Under an unchanged period (e - s) the stored window is the current
--- one, the previous one, or older. When the period changed, each stored
--- window's count goes to the window of the new period in which that stored
--- window started (the current one, the previous one, or none), and the
--- stored counts are forgotten when the key would have expired (e, plus the
--- old period if c > 0): no claim goes beyond that. Under an unchanged
--- period, a window that starts in the future (the clock went back) is held.
--- State written before windows were stored as instants, {w =
--- window index, c, p}, is read as windows of the current period.
-local function sw_estimate(prev, period, e)
-  return prev * (period - e) / period
-end
-
-local function sw_pass(prev, cur, cost, cap, period, e)
-  return sw_estimate(prev, period, e) + (cur + cost) <= cap
-end
-
--- First instant (µs) at which the check passes with no other traffic.
-local function sw_wait(prev, cur, cost, cap, period, start, e)
-  if cur + cost > cap then
-    prev, cur, start, e = cur, 0, start + period, 0
-  end
-  local slack = cap - cur - cost
-  local x = period - slack * period / prev
-  if x >= 0 then x = floor(x) else x = -floor(-x) end
-  if x < e then x = e end
-  if x > period then x = period end
-  while x < period and not sw_pass(prev, cur, cost, cap, period, x) do x = x + 1 end
-  while x > e and sw_pass(prev, cur, cost, cap, period, x - 1) do x = x - 1 end
-  return start + x
-end
-
-local function sw_reset(start, period, now, cur, prev)
-  if cur > 0 then return start + 2 * period - now end
-  if prev > 0 then return start + period - now end
-  return 0
-end
-
--- sw_clamp bounds a claim d (µs from now), when life is not -1, by the
--- instant life at which the stored counts are forgotten.
-local function sw_clamp(d, life, now)
-  if life >= 0 and d > life - now then d = life - now end
-  if d < 0 then d = 0 end
-  return d
-end
+-- Sliding window counter (sliding_window.lua): hash {s = start µs of the
+-- stored window, e = its end µs, c = count in it, p = count in the window
+-- before}.
 
 -- sw_load returns the stored window's start, end, count and previous count,
 -- or nil, and whether start and end are stored as such (not the older
@@ -522,71 +573,202 @@ local function sw_load(key, period)
   return s, e, c, p, stored
 end
 
--- sw_map adds n units counted in a window that started at from to the
--- current (cur) or previous (prev) window of period that starts at start.
-local function sw_map(from, n, start, period, cur, prev)
-  if from >= start then return cur + n, prev end
-  if from >= start - period then return cur, prev + n end
-  return cur, prev
-end
-
-local function sw_trunc(x)
-  if x >= 0 then return floor(x) end
-  return -floor(-x)
-end
-
--- sliding_window_write stores the counts of the window [start, start +
--- period) and the one before, expiring in reset µs. When the key holds
--- that window with a count (held), it expires at start + 2 periods
--- already: on the server's clock only the count changes (see
--- sliding_window_one.lua).
-local function sliding_window_write(key, start, period, cur, prev, reset, held)
-  if held and server_clock then
-    redis.call('HSET', key, 'c', fmt(cur))
-    return
-  end
-  redis.call('HSET', key, 's', fmt(start), 'e', fmt(start + period), 'c', fmt(cur), 'p', fmt(prev))
-  pexpire(key, reset)
-end
-
-local function sliding_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, p, stored = sw_load(key, period)
-  local start = floor(now / period) * period
-  local cur, prev = 0, 0
-  local life = -1
-  local held = false -- the key holds this window, with a count
-  if s then
-    local old = e - s
-    if old == period and s > start then
-      start, cur, prev, held = s, c, p, stored and c > 0
-    elseif old == period then
-      if s == start then
-        cur, prev, held = c, p, stored and c > 0
-      elseif s == start - period then
-        prev = c
-      end
+local function sliding_window_write(key, start, period, cur, prev, reset, held, server)
+  local _
+  do -- sw_write(key, start, period, cur, prev, reset, held, server, f) -> done, from sliding_window.lua
+    local f = '%.0f'
+    local done
+    -- stores the counts of the window [start, start + period) and the one
+    -- before, expiring in reset µs, integers formatted with f. When the key
+    -- holds that window with a count (held), it expires at start + 2 periods
+    -- already: on the server's clock only the count changes.
+    if held and server then
+      redis.call('HSET', key, 'c', string.format(f, cur))
     else
-      life = e
-      if c > 0 then life = life + old end
-      if now < life then
-        cur, prev = sw_map(s, c, start, period, cur, prev)
-        cur, prev = sw_map(s - old, p, start, period, cur, prev)
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, start + period),
+        'c', string.format(f, cur), 'p', string.format(f, prev))
+      redis.call('PEXPIRE', key, string.format(f, floor((reset + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
+end
+
+local function sliding_window(key, cap, period, _, _, cost, now, commit, server)
+  local s, e, c, p, stored = sw_load(key, period)
+  local start, cur, prev, held, life
+  do -- sw_window(s, e, c, p, stored, now, period) -> start, cur, prev, held, life, from sliding_window.lua
+    -- the current window (its start) and its count and the previous one's,
+    -- of a key that holds the window [s, e) with c units and p before it (s
+    -- nil: no state; stored: s and e are stored as such, not the older form),
+    -- at now under period; held says the key holds the current window with a
+    -- count, and life is the instant the stored counts are forgotten after a
+    -- change of period (-1: no such instant before the key's own TTL)
+    local _
+    do -- window_end(now, period) -> start, stop, from fixed_window.lua
+      local stop
+      -- the window of period (µs) that holds now, aligned to the Unix epoch
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
+      stop = start + period
+      _ = stop
+    end
+    cur, prev, held, life = 0, 0, false, -1
+    if s then
+      local old = e - s
+      if old == period and s > start then
+        start, cur, prev, held = s, c, p, stored and c > 0
+      elseif old == period then
+        if s == start then
+          cur, prev, held = c, p, stored and c > 0
+        elseif s == start - period then
+          prev = c
+        end
+      else
+        life = e
+        if c > 0 then life = life + old end
+        if now < life then
+          -- each stored window's count to the window it started in
+          for _, w in ipairs({{s, c}, {s - old, p}}) do
+            if w[1] >= start then
+              cur = cur + w[2]
+            elseif w[1] >= start - period then
+              prev = prev + w[2]
+            end
+          end
+        end
       end
     end
   end
-  local x = now - start
-  if x < 0 then x = 0 end
-  local est = sw_estimate(prev, period, x)
-  local remaining = sw_trunc(cap - est - cur)
-  local reset = sw_clamp(sw_reset(start, period, now, cur, prev), life, now)
-  if cost > cap then return 0, remaining, 0, reset end
-  if not sw_pass(prev, cur, cost, cap, period, x) then
-    return 0, remaining, sw_clamp(sw_wait(prev, cur, cost, cap, period, start, x) - now, life, now), reset
+  local allowed, remaining, retry, reset, total
+  do -- sw_decide(start, cur, prev, now, period, cap, cost, life) -> allowed, remaining, retry, reset, total, from sliding_window.lua
+    -- a check of cost units at now, in the current window that starts at
+    -- start with cur units, prev in the one before (life: see sw_window):
+    -- allowed (1/0), remaining (below 0 after the estimate passed the
+    -- capacity: callers clamp), retry_after µs (the first instant the check
+    -- passes with no other traffic: later in this window as the previous
+    -- window's weight fades, or in the next, where cur becomes the previous
+    -- count), reset_after µs, and the current count it leaves, total
+    local x = now - start
+    if x < 0 then x = 0 end
+    local est
+    do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+      -- the previous window's weight at elapsed x into the current one
+      est = prev * (period - x) / period
+    end
+    do -- sw_trunc(x) -> n, from sliding_window.lua
+      local x = cap - est - cur
+      local n
+      -- x rounded toward zero
+      if x >= 0 then n = floor(x) else n = -floor(-x) end
+      remaining = n
+    end
+    do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+      -- reset_after at now of a key whose current window starts at start with
+      -- cur units, prev in the window before: no later than life, the instant
+      -- its counts are forgotten, when life is not -1; never below 0
+      reset = 0
+      if cur > 0 then
+        reset = start + 2 * period - now
+      elseif prev > 0 then
+        reset = start + period - now
+      end
+      if life >= 0 and reset > life - now then reset = life - now end
+      if reset < 0 then reset = 0 end
+    end
+    allowed, retry, total = 0, 0, cur
+    if cost <= cap then
+      local pass
+      do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+        local est
+        do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+          -- the previous window's weight at elapsed x into the current one
+          est = prev * (period - x) / period
+        end
+        pass = est + (cur + cost) <= cap
+      end
+      if pass then
+        allowed, total = 1, cur + cost
+        do -- sw_trunc(x) -> n, from sliding_window.lua
+          local x = cap - est - total
+          local n
+          -- x rounded toward zero
+          if x >= 0 then n = floor(x) else n = -floor(-x) end
+          remaining = n
+        end
+        do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+          local cur, life = total, -1
+          -- reset_after at now of a key whose current window starts at start with
+          -- cur units, prev in the window before: no later than life, the instant
+          -- its counts are forgotten, when life is not -1; never below 0
+          reset = 0
+          if cur > 0 then
+            reset = start + 2 * period - now
+          elseif prev > 0 then
+            reset = start + period - now
+          end
+          if life >= 0 and reset > life - now then reset = life - now end
+          if reset < 0 then reset = 0 end
+        end
+      else
+        local wp, wc, ws, we = prev, cur, start, x
+        if cur + cost > cap then
+          wp, wc, ws, we = cur, 0, start + period, 0
+        end
+        -- prev*(period-y)/period <= cap-cur-cost: a first guess by algebra,
+        -- then corrected by the exact predicate (float rounding)
+        local slack = cap - wc - cost
+        local y
+        do -- sw_trunc(x) -> n, from sliding_window.lua
+          local x = period - slack * period / wp
+          local n
+          -- x rounded toward zero
+          if x >= 0 then n = floor(x) else n = -floor(-x) end
+          y = n
+        end
+        if y < we then y = we end
+        if y > period then y = period end
+        while y < period do
+          local ok
+          do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+            local prev, cur, x = wp, wc, y
+            local pass
+            local est
+            do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+              -- the previous window's weight at elapsed x into the current one
+              est = prev * (period - x) / period
+            end
+            pass = est + (cur + cost) <= cap
+            ok = pass
+          end
+          if ok then break end
+          y = y + 1
+        end
+        while y > we do
+          local ok
+          do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+            local prev, cur, x = wp, wc, y - 1
+            local pass
+            local est
+            do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+              -- the previous window's weight at elapsed x into the current one
+              est = prev * (period - x) / period
+            end
+            pass = est + (cur + cost) <= cap
+            ok = pass
+          end
+          if not ok then break end
+          y = y - 1
+        end
+        retry = ws + y - now
+        if life >= 0 and retry > life - now then retry = life - now end
+        if retry < 0 then retry = 0 end
+      end
+    end
   end
-  cur = cur + cost
-  reset = sw_clamp(sw_reset(start, period, now, cur, prev), -1, now)
-  if commit then sliding_window_write(key, start, period, cur, prev, reset, held) end
-  return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset, held
+  if allowed == 1 and commit then sliding_window_write(key, start, period, total, prev, reset, held, server) end
+  return allowed, remaining, retry, reset, start, period, total, prev, reset, held, server
 end
 
 -- Refund: take cost back from the window a commit at at added it to, named
@@ -595,7 +777,6 @@ end
 -- once it has moved on to the next, and forgotten after that (or once the
 -- period has changed); the key then lives as the state left needs at now.
 local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
-  now = now or at
   local start = at + reset - 2 * period
   local w, e, c, p = sw_load(key, period)
   if not w or e - w ~= period then return end
@@ -608,23 +789,40 @@ local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
   else
     return
   end
-  local reset_now = sw_reset(w, period, now, c, p)
-  if reset_now <= 0 then
+  local left
+  do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+    local start, cur, prev, life = w, c, p, -1
+    local reset
+    -- reset_after at now of a key whose current window starts at start with
+    -- cur units, prev in the window before: no later than life, the instant
+    -- its counts are forgotten, when life is not -1; never below 0
+    reset = 0
+    if cur > 0 then
+      reset = start + 2 * period - now
+    elseif prev > 0 then
+      reset = start + period - now
+    end
+    if life >= 0 and reset > life - now then reset = life - now end
+    if reset < 0 then reset = 0 end
+    left = reset
+  end
+  if left <= 0 then
     redis.call('DEL', key)
     return
   end
   redis.call('HSET', key, 'c', fmt(c), 'p', fmt(p))
-  pexpire(key, reset_now)
+  pexpire(key, left)
 end
-local checks, writes, fasts = {[3] = sliding_window}, {[3] = sliding_window_write}, {[3] = sliding_window_fast}
 -- Batch: several decide calls, queued behind the round trips in flight,
--- decided in one script, one call after another. The Go side joins it as
+-- decided in one script, one call after another. It follows
 -- batch_state.lua, a flat loop (see the end of this header) with what it
--- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
--- are functions (<algorithm>_one.lua), each once, a line defining
--- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
--- in dispatch.lua: only the script's own algorithm in a batch of one
--- algorithm, all five in a mixed batch), then this file.
+-- needs, the prelude, fast.lua, the algorithms' functions and fast
+-- functions (their sections functions and fast), each once, and GCRA's
+-- batch calls (gcra.lua's section batch_calls) in the scripts that hold
+-- GCRA; the recipe fills checks, writes and fasts (the algorithms'
+-- functions by number, as in dispatch.lua: only the script's own
+-- algorithm in a batch of one algorithm, all of them in a mixed batch) and
+-- gcra_call (nil in a script without GCRA).
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -658,15 +856,16 @@ local checks, writes, fasts = {[3] = sliding_window}, {[3] = sliding_window_writ
 --
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
--- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, in the batch scripts of fixed_window, sliding_window
--- and token_bucket batch_fast.lua the one-check calls through the
--- algorithm's fast function, and this file goes on from the first call
--- they left.
+-- that hold GCRA, gcra.lua's section batch then decides the GCRA calls at
+-- the head of the batch, flat, in the batch scripts of fixed_window,
+-- sliding_window and token_bucket batch_fast.lua the one-check calls
+-- through the algorithm's fast function, and this file goes on from the
+-- first call they left.
+local checks, writes, fasts, gcra_call = {[3] = sliding_window}, {[3] = sliding_window_write}, {[3] = sliding_window_fast}, nil
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
-local function decide(n, now, mode, k, a, o)
+local function decide(n, now, mode, k, a, o, server)
   -- a part whose commit marker exists already was cancelled (cancel.lua),
   -- or is a resend of a part that committed: it decides nothing
   if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
@@ -675,7 +874,7 @@ local function decide(n, now, mode, k, a, o)
   end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true, server)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
@@ -695,7 +894,7 @@ local function decide(n, now, mode, k, a, o)
   for i = 1, n do
     local c = a + 6 * (i - 1)
     local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
-      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false, server)}
     if out[1] == 0 then all = false end
     pending[i] = out
     local p = o + (i - 1) * 4
@@ -710,7 +909,7 @@ local function decide(n, now, mode, k, a, o)
       -- nothing is consumed: a passing check reports its state as it is
       local cap = tonumber(ARGV[c + 1])
       local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
-        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false, server)
       reply[p + 2], reply[p + 4] = remaining, reset
     end
     if reply[p + 2] < 0 then reply[p + 2] = 0 end
@@ -731,116 +930,22 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
--- gcra_one.lua decides one check, flat, with each key's TAT read once and
--- written once while calls of that kind follow one another: tats holds the TAT as stored
--- (false: no state) of the keys read, dirty the PX in ms of those to
--- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
--- key's TAT at the end of such a run leaves the state that writing it at
--- each call would: the last value written, and the same expiry (the time
--- of the commands of a script is the time it started, since Redis 7).
-
--- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
--- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
--- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after (remaining may be below 0
--- after the clock went back: callers clamp), then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
-local function gcra_eval(key, a, now)
-  local v = tats[key]
-  if v == nil then
-    v = redis.call('GET', key)
-    tats[key] = v
-  end
-  local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local full = cap * u
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local t
-  if v then
-    if string.sub(v, -#sfx) ~= sfx then return end
-    t = tonumber(string.sub(v, 1, -#sfx - 1))
-    if not t then return end
-  end
-  local diff = 0
-  if t and t >= now then diff = (t - now) * r end
-  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
-  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
-end
-
--- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx)
-  local floor = math.floor
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat .. sfx
-  if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = bucket_ttl(reset)
-end
-
--- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
--- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
--- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
--- not the common case, and then it has written nothing.
-local function gcra_call(n, now, mode, k, a, o)
-  if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
-    if not allowed then return false end
-    if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
-    return true
-  end
-  local out, all = {}, true
-  for i = 1, n do
-    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
-    if not e[1] then return false end
-    if e[1] ~= 1 then all = false end
-    out[i] = e
-  end
-  for i = 1, n do
-    local e, p = out[i], o + 4 * (i - 1)
-    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
-    if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
-    elseif allowed == 1 then
-      -- nothing is consumed: a passing check reports its state as it is
-      remaining, reset = e[5], e[6]
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
-  end
-  return true
-end
-
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
 -- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
     for i = 2, n do
       if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
     end
-    if gcra then
-      if gcra_call(n, now, mode, k, a, o) then return end
+    if gcra and gcra_call then
+      if gcra_call(n, now, mode, k, a, o, server) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -850,12 +955,12 @@ local function one(n, now, mode, k, a, o)
     end
   end
   if #order > 0 or next(tats) then flush() end
-  decide(n, now, mode, k, a, o)
+  decide(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  server_clock = ARGV[a + 1] == '0'
+  local server = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -864,7 +969,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

@@ -17,9 +17,11 @@
 --   reply them (-1 and zeros: the call raised an error and is run alone),
 --   then the now for a call of several checks or in mode 3
 --
--- SHA1 7f3634b660e225e421fd60ede08171a70cdb34a9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: batch_state.lua, fast.lua, token_bucket_one.lua, batch_fast.lua, prelude.lua, token_bucket.lua, batch.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 ba1c8a0ee091e399424fcf6628780cc87c34b5c9 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   batch_state, fast, token_bucket.fast, batch_fast, prelude, gcra.bucket,
+--   token_bucket.functions, batch
 -- ---- the script, as sent ----
 -- The state of a batch script (see batch.lua), declared before anything
 -- else so that a flat loop (batch_gcra.lua, batch_fast.lua) can decide the
@@ -61,69 +63,110 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- Token bucket, one check, the common case written flat: a key that holds
--- no state, or state written under the same limit ("<r>/<tau>") at or
--- before now. token_bucket_fast makes
--- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
--- u, cost) at now (on the server's clock when server is true) with its
--- arithmetic, inline, and returns allowed,
--- remaining, retry_after, reset_after as one.lua replies them; in any
--- other case it returns nothing and writes nothing, and the general code
--- decides (it defines no function, and is defined before them). intf
--- (fast.lua) formats integers. Each fast function parses the numbers at
--- one position b once per script: a batch's calls of the same limit share
--- one position (batch.lua), and parsing costs.
+-- no state, or state written under the same limit ("<r>/<tau>").
+-- token_bucket_fast makes token_bucket's decision on key with
+-- ARGV[b..b+4] (capacity, period, r, u, cost) at now (on the server's
+-- clock when server is true) with its arithmetic, inline, and returns
+-- allowed, remaining, retry_after, reset_after as one.lua replies them;
+-- in any other case it returns nothing and writes nothing, and the
+-- general code decides (it defines no function, and is defined before
+-- them). intf (fast.lua) formats integers. Each fast function parses the
+-- numbers at one position b once per script: a batch's calls of the same
+-- limit share one position (batch.lua), and parsing costs.
 local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
 local function token_bucket_fast(key, b, now, server)
+  local floor = math.floor
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
     tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    local tau
+    do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+      local cap, u, r = tb_cap, tb_u, tb_r
+      -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+      -- bucket takes to refill, which every bucket key stores (calc.Tau)
+      tau = floor((cap * u + r - 1) / r)
+    end
     -- the r field of this limit: its refill and full window
-    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, tau)
   end
   local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
-  local full = cap * u
   local diff
   if not ts then
     diff = 0
-  elseif m and v[2] == tb_rtau and now >= ts then
-    diff = 0
-    if (now - ts) * r < m then diff = m - (now - ts) * r end
-    if diff > full then diff = nil end
+  elseif m and v[2] == tb_rtau then
+    -- full at ts + m/r µs
+    do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+      local a, b = ts + floor(m / r), m % r
+      -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+      -- + b/r µs, under the limit that wrote it: never cut (more than a full
+      -- bucket means that the clock went back, and the key waits for it)
+      diff = 0
+      if a >= now then diff = (a - now) * r + b end
+    end
   end
   if diff then
-    local floor = math.floor
-    local remaining = floor((full - diff) / u)
-    if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
-    local nxt = diff + cost * u
-    if nxt > full then
-      return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)
+    local allowed, remaining, retry, reset, nxt
+    do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+      -- a check of cost units against a bucket diff scaled units from full
+      -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+      -- back: callers clamp), retry_after and reset_after µs, and when allowed
+      -- the debt it leaves, nxt
+      local full = cap * u
+      remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+      if cost <= cap and nxt <= full then
+        allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+      else
+        allowed, reset = 0, floor((diff + r - 1) / r)
+        -- a cost above the capacity never fits: retry 0
+        if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+      end
     end
-    -- token_bucket_write(key, nxt, r, now, reset)
-    local reset = floor((nxt + r - 1) / r)
-    if ts then -- it holds this r already (see above)
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
-    else
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
-    end
-    -- bucket_ttl (prelude.lua): rounded up to the ms, and on a clock not
-    -- the server's its expiry_margin, 1000 ms, more
-    local ttl = floor((reset + 999) / 1000)
-    if not server then ttl = ttl + 1000 end
-    redis.call('PEXPIRE', key, string.format(intf, ttl))
-    remaining = floor((full - nxt) / u)
     if remaining < 0 then remaining = 0 end
-    return 1, remaining, 0, reset
+    if allowed == 1 then
+      -- token_bucket_write(key, nxt, r, now, reset, tau, server)
+      if ts then -- it holds this r already (see above)
+        redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
+      else
+        redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
+      end
+      local ttl
+      do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+        -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+        -- and, written at a now that is not the server's clock, 1000 ms more
+        -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+        -- on its own clock when the key is written, and a replica, a failover
+        -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+        -- On the server's clock the state's instants (a TAT, a ts) are on that
+        -- same clock, so whatever node holds the key, whatever its clock, the key
+        -- expires exactly when its state reads full there. An injected now is not
+        -- the clock that turns the TTL into an instant: a key written on a clock
+        -- that runs ahead of the one that later reads it (a client clock stepping
+        -- back, an instance whose clock is behind another's) expires that much
+        -- before its state is full on the reader's clock, whose step back then
+        -- creates capacity where the state would have made it wait; a step
+        -- forward afterwards refills again. The margin keeps such a key until
+        -- its state is full on any clock up to a second behind its writer's.
+        -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+        -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+        -- same on the server's clock: a node whose clock is s behind lets such a
+        -- key expire up to s early, at most s of refill, never more than the
+        -- key's capacity.)
+        ttl = floor((reset + 999) / 1000)
+        if not server then ttl = ttl + 1000 end
+      end
+      redis.call('PEXPIRE', key, string.format(intf, ttl))
+    end
+    return allowed, remaining, retry, reset
   end
 end
-local fast, fast_alg = token_bucket_fast, '4'
 -- One-check calls at the head of a batch of one algorithm whose fast path
 -- is a function (fixed_window, sliding_window, token_bucket), the common
 -- case, decided flat before the prelude and the algorithm are defined
--- (each function a script defines costs on every call of it): the Go side
--- joins batch_state.lua, fast.lua (intf), the algorithm's <algorithm>_one.lua,
--- a line naming its fast function `fast` and its number, as ARGV sends it,
--- `fast_alg`, then this file, then the rest of the batch script.
+-- (each function a script defines costs on every call of it): it follows
+-- batch_state.lua, fast.lua (intf) and the algorithm's fast function (its
+-- section fast), which the recipe names, fast, with its number as ARGV
+-- sends it, fast_alg; the rest of the batch script follows it.
 --
 -- While the next call is one check of that algorithm (n = 1 with that
 -- number, or n = 0: the numbers of the last call, decided here) on one
@@ -139,6 +182,7 @@ local fast, fast_alg = token_bucket_fast, '4'
 -- after it. These algorithms write their state as they decide, so there is
 -- nothing to flush: when every call is decided the reply is returned at
 -- once. batch_state.lua declares the state (t, reply, k, a, o, last).
+local fast, fast_alg = token_bucket_fast, '4'
 do
   local na = #ARGV
   while a <= na do
@@ -167,25 +211,26 @@ do
 end
 -- Every call decided, before anything else is defined.
 if a > #ARGV then return reply end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -201,25 +246,26 @@ if a > #ARGV then return reply end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -232,45 +278,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -427,56 +434,81 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket
+-- or GCRA key that is full at the instant a + b/rs µs (b < rs), and
+-- whether it was cut to full (cap*u). A fraction counted in another
+-- refill (rs ~= r) is rounded up to the next whole µs. same says that the
+-- key was written under a limit of the same full window (tau, which every
+-- bucket key stores): then the debt is never cut, since more than a full
+-- bucket means that the clock went back, and the key waits for it to
+-- catch up (a clock going back never creates capacity). Under another
+-- limit a debt above full is cut to full, and the caller stores the cut.
 local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
+  local diff
+  do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+    -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+    -- + b/r µs, under the limit that wrote it: never cut (more than a full
+    -- bucket means that the clock went back, and the key waits for it)
+    diff = 0
+    if a >= now then diff = (a - now) * r + b end
+  end
+  if diff > full and not same then return full, true end
   return diff, false
 end
--- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
--- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
--- the instant m was counted at, µs}. One token is u units; the bucket
--- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
--- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit, and the two
--- algorithms make the same decisions. A denied check writes nothing (but a
--- cut debt), so no accrued refill is ever lost. State written before tau
--- was stored (r a bare number) is read as written under another limit;
--- state written before m was stored, {t = tokens in scaled units, ts}, is
--- read under the current limit.
+-- Token bucket (token_bucket.lua): hash {m = tokens missing from a full
+-- bucket, as the time they take to refill in 1/r µs; r = "<r>/<tau>", the
+-- refill of the limit that wrote m and that limit's full window tau =
+-- ceil(cap*u/r) µs; ts = the instant m was counted at, µs}. One token is u
+-- units; the bucket refills r units per µs, exactly. The bucket is full at
+-- ts + m/r µs, the instant GCRA stores as its TAT, read by the same
+-- bucket_debt: under the limit that wrote it the debt is never cut (more
+-- than a full bucket means the clock went back: the key waits for it);
+-- across a change of limit it is kept, cut to one full bucket of the new
+-- limit, and the two algorithms make the same decisions. A denied check
+-- writes nothing (but a cut debt), so no accrued refill is ever lost.
+-- State written before tau was stored (r a bare number) is read as written
+-- under another limit; state written before m was stored, {t = tokens in
+-- scaled units, ts}, is read under the current limit.
 
 -- token_bucket_write stores a debt of m scaled units at now, full in reset
--- µs, under a limit of full window tau (its TTL: bucket_ttl, prelude).
-local function token_bucket_write(key, m, r, now, reset, tau)
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau, server)
   redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
-  redis.call('PEXPIRE', key, bucket_ttl(reset))
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('PEXPIRE', key, fmt(ttl))
 end
 
 -- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
 -- a full bucket) and whether the key holds state; it stores a cut debt.
-local function tb_load(key, full, r, now)
+local function tb_load(key, full, r, now, tau, server)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
-  local tau = floor((full + r - 1) / r)
   local rs, tw
   if v[2] then
     local s = string.find(v[2], '/', 1, true)
@@ -492,66 +524,81 @@ local function tb_load(key, full, r, now)
     if t > full then t = full end
     m, rs = full - t, r
   end
-  local diff, cut
-  local elapsed = now - ts
-  if rs == r and elapsed >= 0 then
-    -- the common case, inline: bucket_debt's result when the refill is
-    -- unchanged and the clock went forward (a product too large to be
-    -- exact is far above m anyway)
-    diff = 0
-    if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full and tw ~= tau
-    if cut then diff = full end
-  else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
-  end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
-  return diff, true, tau
+  local diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server) end
+  return diff, true
 end
 
-local function token_bucket(key, cap, _, r, u, cost, now, commit)
-  local full = cap * u
-  local diff, _, tau = tb_load(key, full, r, now)
-  tau = tau or floor((full + r - 1) / r)
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
-  local nxt = diff + cost * u
-  if nxt > full then
-    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
+local function token_bucket(key, cap, _, r, u, cost, now, commit, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
   end
-  local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
+  local diff = tb_load(key, cap * u, r, now, tau, server)
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then token_bucket_write(key, nxt, r, now, reset, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, reset, tau, server
 end
 
--- Refund: put back the cost tokens a commit took (no more than refund_debt
--- gives back, from the commit's horizon less what refunds gave back since
--- it: see refund_since), clamped to the capacity, evaluated at now (the
--- commit's own time, at, right after it), so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
-  local full = cap * u
-  local diff, exists, tau = tb_load(key, full, r, now)
+-- Refund: put back the cost tokens a commit took (no more than
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), clamped to the capacity,
+-- evaluated at now, so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
+  local diff, exists = tb_load(key, cap * u, r, now, tau, server)
   if not exists then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
-  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
+  refund_add(rec, ceil_div(give, r), now, tau)
   diff = diff - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server)
 end
-local checks, writes, fasts = {[4] = token_bucket}, {[4] = token_bucket_write}, {[4] = token_bucket_fast}
 -- Batch: several decide calls, queued behind the round trips in flight,
--- decided in one script, one call after another. The Go side joins it as
+-- decided in one script, one call after another. It follows
 -- batch_state.lua, a flat loop (see the end of this header) with what it
--- needs, prelude, fast.lua, the algorithm file(s) and the fast paths that
--- are functions (<algorithm>_one.lua), each once, a line defining
--- `checks`, `writes` and `fasts` (the algorithms' functions by number, as
--- in dispatch.lua: only the script's own algorithm in a batch of one
--- algorithm, all five in a mixed batch), then this file.
+-- needs, the prelude, fast.lua, the algorithms' functions and fast
+-- functions (their sections functions and fast), each once, and GCRA's
+-- batch calls (gcra.lua's section batch_calls) in the scripts that hold
+-- GCRA; the recipe fills checks, writes and fasts (the algorithms'
+-- functions by number, as in dispatch.lua: only the script's own
+-- algorithm in a batch of one algorithm, all of them in a mixed batch) and
+-- gcra_call (nil in a script without GCRA).
 --
 -- ARGV, for each call in turn:
 --   n                  its number of checks; 0 for one check whose 6
@@ -585,15 +632,16 @@ local checks, writes, fasts = {[4] = token_bucket}, {[4] = token_bucket_write}, 
 --
 -- batch_state.lua declares the state (t, reply, tats, dirty, order, and
 -- k, a, o, where the next call starts), before the rest; in the scripts
--- that hold GCRA, batch_gcra.lua then decides the GCRA calls at the head of
--- the batch, flat, in the batch scripts of fixed_window, sliding_window
--- and token_bucket batch_fast.lua the one-check calls through the
--- algorithm's fast function, and this file goes on from the first call
--- they left.
+-- that hold GCRA, gcra.lua's section batch then decides the GCRA calls at
+-- the head of the batch, flat, in the batch scripts of fixed_window,
+-- sliding_window and token_bucket batch_fast.lua the one-check calls
+-- through the algorithm's fast function, and this file goes on from the
+-- first call they left.
+local checks, writes, fasts, gcra_call = {[4] = token_bucket}, {[4] = token_bucket_write}, {[4] = token_bucket_fast}, nil
 
 -- decide decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], and writes its 4n integers at reply[o+1].
-local function decide(n, now, mode, k, a, o)
+local function decide(n, now, mode, k, a, o, server)
   -- a part whose commit marker exists already was cancelled (cancel.lua),
   -- or is a resend of a part that committed: it decides nothing
   if mode == 3 and redis.call('EXISTS', KEYS[k + 2 * n]) == 1 then
@@ -602,7 +650,7 @@ local function decide(n, now, mode, k, a, o)
   end
   if n == 1 then
     local allowed, remaining, retry, reset = checks[tonumber(ARGV[a])](KEYS[k], tonumber(ARGV[a + 1]),
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true)
+      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now, true, server)
     if allowed == 1 then
       if mode == 3 then
         local w = ARGV[a + 6]
@@ -622,7 +670,7 @@ local function decide(n, now, mode, k, a, o)
   for i = 1, n do
     local c = a + 6 * (i - 1)
     local out = {checks[tonumber(ARGV[c])](KEYS[k + i - 1], tonumber(ARGV[c + 1]), tonumber(ARGV[c + 2]),
-      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false)}
+      tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), tonumber(ARGV[c + 5]), now, false, server)}
     if out[1] == 0 then all = false end
     pending[i] = out
     local p = o + (i - 1) * 4
@@ -637,7 +685,7 @@ local function decide(n, now, mode, k, a, o)
       -- nothing is consumed: a passing check reports its state as it is
       local cap = tonumber(ARGV[c + 1])
       local _, remaining, _, reset = checks[tonumber(ARGV[c])](KEYS[k + i - 1], cap, tonumber(ARGV[c + 2]),
-        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false)
+        tonumber(ARGV[c + 3]), tonumber(ARGV[c + 4]), cap + 1, now, false, server)
       reply[p + 2], reply[p + 4] = remaining, reset
     end
     if reply[p + 2] < 0 then reply[p + 2] = 0 end
@@ -658,116 +706,22 @@ local function decide(n, now, mode, k, a, o)
   end
 end
 
--- Calls whose checks are all GCRA's (modes 0 and 2) are decided as
--- gcra_one.lua decides one check, flat, with each key's TAT read once and
--- written once while calls of that kind follow one another: tats holds the TAT as stored
--- (false: no state) of the keys read, dirty the PX in ms of those to
--- write, in order. A call of another kind, or a case the flat path does
--- not decide, first writes them all (flush, batch_state.lua) and forgets them. Writing a
--- key's TAT at the end of such a run leaves the state that writing it at
--- each call would: the last value written, and the same expiry (the time
--- of the commands of a script is the time it started, since Redis 7).
-
--- gcra_eval evaluates, without writing, the GCRA check of key whose ARGV
--- starts at ARGV[a] at now, as gcra does, reading its TAT through tats. It
--- returns nothing if that is not the common case (see gcra_one.lua); else
--- allowed, remaining, retry_after, reset_after (remaining may be below 0
--- after the clock went back: callers clamp), then the remaining and
--- reset_after of the state as it is, then, when allowed, the debt, r and
--- the value's suffix ("/<tau>") to write.
-local function gcra_eval(key, a, now)
-  local v = tats[key]
-  if v == nil then
-    v = redis.call('GET', key)
-    tats[key] = v
-  end
-  local floor = math.floor
-  local cap, r, u, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local full = cap * u
-  local sfx = '/' .. string.format(intf, floor((full + r - 1) / r))
-  local t
-  if v then
-    if string.sub(v, -#sfx) ~= sfx then return end
-    t = tonumber(string.sub(v, 1, -#sfx - 1))
-    if not t then return end
-  end
-  local diff = 0
-  if t and t >= now then diff = (t - now) * r end
-  local remaining, reset = floor((full - diff) / u), floor((diff + r - 1) / r)
-  if cost > cap then return 0, remaining, 0, reset, remaining, reset end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), reset, remaining, reset end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), remaining, reset, nxt, r, sfx
-end
-
--- gcra_defer is gcra_write(key, nxt, r, now, tau), deferred: the TAT
--- (followed by sfx, "/<tau>"), full in reset µs, goes to tats and dirty.
-local function gcra_defer(key, nxt, r, reset, now, sfx)
-  local floor = math.floor
-  local tat, b = string.format(intf, now + floor(nxt / r)), nxt % r
-  if b ~= 0 then tat = tat .. ':' .. string.format(intf, b) .. ':' .. string.format(intf, r) end
-  tats[key] = tat .. sfx
-  if not dirty[key] then order[#order + 1] = key end
-  dirty[key] = bucket_ttl(reset)
-end
-
--- gcra_call decides the call of n GCRA checks (one.lua's decision for one,
--- dispatch.lua's for several; modes 0 and 2) through gcra_eval and
--- gcra_defer, at reply[o+1], and reports whether it did: not if a check is
--- not the common case, and then it has written nothing.
-local function gcra_call(n, now, mode, k, a, o)
-  if n == 1 then
-    local allowed, remaining, retry, reset, _, _, nxt, r, sfx = gcra_eval(KEYS[k], a, now)
-    if not allowed then return false end
-    if allowed == 1 then
-      gcra_defer(KEYS[k], nxt, r, reset, now, sfx)
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[o + 1], reply[o + 2], reply[o + 3], reply[o + 4] = allowed, remaining, retry, reset
-    return true
-  end
-  local out, all = {}, true
-  for i = 1, n do
-    local e = {gcra_eval(KEYS[k + i - 1], a + 6 * (i - 1), now)}
-    if not e[1] then return false end
-    if e[1] ~= 1 then all = false end
-    out[i] = e
-  end
-  for i = 1, n do
-    local e, p = out[i], o + 4 * (i - 1)
-    local allowed, remaining, retry, reset = e[1], e[2], e[3], e[4]
-    if all then
-      gcra_defer(KEYS[k + i - 1], e[7], e[8], reset, now, e[9])
-    elseif allowed == 1 then
-      -- nothing is consumed: a passing check reports its state as it is
-      remaining, reset = e[5], e[6]
-    elseif mode == 2 and redis.call('EXISTS', KEYS[k + n + i - 1]) == 1 then
-      allowed = 2
-    end
-    if remaining < 0 then remaining = 0 end
-    reply[p + 1], reply[p + 2], reply[p + 3], reply[p + 4] = allowed, remaining, retry, reset
-  end
-  return true
-end
-
 -- one decides the call of n checks whose first key is KEYS[k] and first
 -- check's ARGV starts at ARGV[a], at reply[o+1]: calls of GCRA checks
 -- through gcra_call, one-check calls of the other algorithms that have a
 -- flat fast path (fasts, by number) through it, when they decide them.
-local function one(n, now, mode, k, a, o)
+local function one(n, now, mode, k, a, o, server)
   if mode ~= 3 then
     local alg = tonumber(ARGV[a])
     local gcra = alg == 5
     for i = 2, n do
       if ARGV[a + 6 * (i - 1)] ~= '5' then gcra = false end
     end
-    if gcra then
-      if gcra_call(n, now, mode, k, a, o) then return end
+    if gcra and gcra_call then
+      if gcra_call(n, now, mode, k, a, o, server) then return end
     elseif n == 1 and fasts[alg] then
       if tats[KEYS[k]] ~= nil then flush() end
-      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server_clock)
+      local allowed, remaining, retry, reset = fasts[alg](KEYS[k], a + 1, now, server)
       if allowed then
         if allowed ~= 1 and mode == 2 and redis.call('EXISTS', KEYS[k + 1]) == 1 then allowed = 2 end
         if remaining < 0 then remaining = 0 end
@@ -777,12 +731,12 @@ local function one(n, now, mode, k, a, o)
     end
   end
   if #order > 0 or next(tats) then flush() end
-  decide(n, now, mode, k, a, o)
+  decide(n, now, mode, k, a, o, server)
 end
 
 while a <= #ARGV do
   local n, now, mode = tonumber(ARGV[a]), call_now(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  server_clock = ARGV[a + 1] == '0'
+  local server = ARGV[a + 1] == '0'
   -- c: where the call's checks' numbers are in ARGV
   local c = a + 3
   if n == 0 then
@@ -791,7 +745,7 @@ while a <= #ARGV do
   elseif n == 1 then
     last = c
   end
-  if not pcall(one, n, now, mode, k, c, o) then
+  if not pcall(one, n, now, mode, k, c, o, server) then
     reply[o + 1] = -1
     for i = o + 2, o + 4 * n do reply[i] = 0 end
   end

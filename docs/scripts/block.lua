@@ -16,29 +16,31 @@
 --   allowed, remaining (after the block), retry_after µs, reset_after µs,
 --   now µs
 --
--- SHA1 d4136330deb72b795a4e962736155295cd7d10d6 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: prelude.lua, token_bucket.lua, gcra.lua, now.lua, block.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 5afc43b85589b0941333e94e5a3691dadda9a06e (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   prelude, gcra.bucket, token_bucket.functions, gcra.functions, now, block
 -- ---- the script, as sent ----
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -54,25 +56,26 @@
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -85,45 +88,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -280,56 +244,81 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket
+-- or GCRA key that is full at the instant a + b/rs µs (b < rs), and
+-- whether it was cut to full (cap*u). A fraction counted in another
+-- refill (rs ~= r) is rounded up to the next whole µs. same says that the
+-- key was written under a limit of the same full window (tau, which every
+-- bucket key stores): then the debt is never cut, since more than a full
+-- bucket means that the clock went back, and the key waits for it to
+-- catch up (a clock going back never creates capacity). Under another
+-- limit a debt above full is cut to full, and the caller stores the cut.
 local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
+  local diff
+  do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+    -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+    -- + b/r µs, under the limit that wrote it: never cut (more than a full
+    -- bucket means that the clock went back, and the key waits for it)
+    diff = 0
+    if a >= now then diff = (a - now) * r + b end
+  end
+  if diff > full and not same then return full, true end
   return diff, false
 end
--- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
--- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
--- the instant m was counted at, µs}. One token is u units; the bucket
--- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
--- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit, and the two
--- algorithms make the same decisions. A denied check writes nothing (but a
--- cut debt), so no accrued refill is ever lost. State written before tau
--- was stored (r a bare number) is read as written under another limit;
--- state written before m was stored, {t = tokens in scaled units, ts}, is
--- read under the current limit.
+-- Token bucket (token_bucket.lua): hash {m = tokens missing from a full
+-- bucket, as the time they take to refill in 1/r µs; r = "<r>/<tau>", the
+-- refill of the limit that wrote m and that limit's full window tau =
+-- ceil(cap*u/r) µs; ts = the instant m was counted at, µs}. One token is u
+-- units; the bucket refills r units per µs, exactly. The bucket is full at
+-- ts + m/r µs, the instant GCRA stores as its TAT, read by the same
+-- bucket_debt: under the limit that wrote it the debt is never cut (more
+-- than a full bucket means the clock went back: the key waits for it);
+-- across a change of limit it is kept, cut to one full bucket of the new
+-- limit, and the two algorithms make the same decisions. A denied check
+-- writes nothing (but a cut debt), so no accrued refill is ever lost.
+-- State written before tau was stored (r a bare number) is read as written
+-- under another limit; state written before m was stored, {t = tokens in
+-- scaled units, ts}, is read under the current limit.
 
 -- token_bucket_write stores a debt of m scaled units at now, full in reset
--- µs, under a limit of full window tau (its TTL: bucket_ttl, prelude).
-local function token_bucket_write(key, m, r, now, reset, tau)
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau, server)
   redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
-  redis.call('PEXPIRE', key, bucket_ttl(reset))
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('PEXPIRE', key, fmt(ttl))
 end
 
 -- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
 -- a full bucket) and whether the key holds state; it stores a cut debt.
-local function tb_load(key, full, r, now)
+local function tb_load(key, full, r, now, tau, server)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
-  local tau = floor((full + r - 1) / r)
   local rs, tw
   if v[2] then
     local s = string.find(v[2], '/', 1, true)
@@ -345,72 +334,74 @@ local function tb_load(key, full, r, now)
     if t > full then t = full end
     m, rs = full - t, r
   end
-  local diff, cut
-  local elapsed = now - ts
-  if rs == r and elapsed >= 0 then
-    -- the common case, inline: bucket_debt's result when the refill is
-    -- unchanged and the clock went forward (a product too large to be
-    -- exact is far above m anyway)
-    diff = 0
-    if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full and tw ~= tau
-    if cut then diff = full end
-  else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
-  end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
-  return diff, true, tau
+  local diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server) end
+  return diff, true
 end
 
-local function token_bucket(key, cap, _, r, u, cost, now, commit)
-  local full = cap * u
-  local diff, _, tau = tb_load(key, full, r, now)
-  tau = tau or floor((full + r - 1) / r)
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
-  local nxt = diff + cost * u
-  if nxt > full then
-    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
+local function token_bucket(key, cap, _, r, u, cost, now, commit, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
   end
-  local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
+  local diff = tb_load(key, cap * u, r, now, tau, server)
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then token_bucket_write(key, nxt, r, now, reset, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, reset, tau, server
 end
 
--- Refund: put back the cost tokens a commit took (no more than refund_debt
--- gives back, from the commit's horizon less what refunds gave back since
--- it: see refund_since), clamped to the capacity, evaluated at now (the
--- commit's own time, at, right after it), so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
-  local full = cap * u
-  local diff, exists, tau = tb_load(key, full, r, now)
+-- Refund: put back the cost tokens a commit took (no more than
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), clamped to the capacity,
+-- evaluated at now, so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
+  local diff, exists = tb_load(key, cap * u, r, now, tau, server)
   if not exists then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
-  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
+  refund_add(rec, ceil_div(give, r), now, tau)
   diff = diff - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server)
 end
--- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
--- the instant the bucket is full again, so the emission interval u/r µs is
--- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
--- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
--- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
--- refill of the limit that wrote it. Values written before tau was stored
--- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
--- written under another limit. diff = TAT - now in scaled units is the
--- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
--- Under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit
--- (bucket_debt, in the prelude), as the token bucket does. This is the hot
--- path of the common case, written flat: every function call costs in
--- Redis.
+-- GCRA (gcra.lua): its state is one string, the theoretical arrival time
+-- TAT = a + b/r µs, then the full window of the limit that wrote it:
+-- "<a>/<tau>", or "<a>:<b>:<r>/<tau>" with a fraction.
 
 -- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
 -- tau nil if the value predates it.
@@ -430,57 +421,131 @@ local function gcra_tat(v, r)
 end
 
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
--- to expire when it is reached (see bucket_ttl in the prelude).
-local function gcra_write(key, diff, r, now, tau)
-  local a, b = fmt(now + floor(diff / r)), diff % r
-  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', bucket_ttl(floor((diff + r - 1) / r)))
+-- to expire when it is reached (bucket_ttl).
+local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
+  local value, f
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
+    f = '%d'
+    local at, frac = now + floor(nxt / r), nxt % r
+    value = string.format(f, at)
+    if #value < 12 then
+      f = '%.0f'
+      value = string.format(f, at)
+    end
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
+  end
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    local reset = ceil_div(diff, r)
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('SET', key, value, 'PX', string.format(f, ttl))
 end
 
-local function gcra(key, cap, _, r, u, cost, now, commit)
+local function gcra(key, cap, _, r, u, cost, now, commit, server)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local diff = 0
   local v = redis.call('GET', key)
   if v then
     local a, b, rs, tw = gcra_tat(v, r)
     if a and b and rs then
       local cut
-      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
-      if cut then gcra_write(key, diff, r, now, tau) end
+      diff, cut = bucket_debt(a, b, rs, now, r, cap * u, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau, server) end
     end
   end
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now, tau) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then gcra_write(key, nxt, r, now, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, tau, server
 end
 
 -- Refund: move the TAT back by the cost's emission time (no more than
--- refund_debt gives back, from the commit's horizon less what refunds
--- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
--- right after it), not below now. A TAT at or before now is a full
--- bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now, not below now.
+-- A TAT at or before now is a full bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
   local v = redis.call('GET', key)
   if not v then return end
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
   refund_add(rec, ceil_div(give, r), now, tau)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
+  local diff = bucket_debt(a, b, rs, now, r, cap * u, tw == tau) - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now, tau)
+  gcra_write(key, diff, r, now, tau, server)
 end
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
 -- is 0 (compared as the string the Go side sends: parsing a number costs
@@ -496,8 +561,8 @@ else
 end
 -- Block: takes a quota block of a token bucket or GCRA key, k units its
 -- caller may use from now until now + hold, never later (a rule with
--- quota blocks, see docs/leasing.md). The Go side joins it after the
--- prelude, token_bucket.lua, gcra.lua and now.lua.
+-- quota blocks, see docs/leasing.md). It follows the prelude, the
+-- functions of gcra.lua and token_bucket.lua, and now.lua.
 --
 -- KEYS[1]     the storage key
 -- ARGV[1]     now in µs; 0 means the Redis server clock (TIME)
@@ -513,28 +578,41 @@ end
 -- units included) stays within burst + rate * interval. The debt may
 -- exceed a full bucket by up to hold; the key then waits for it, as one
 -- whose clock went back (bucket_debt, under the same limit). Its units are
--- never given back (see docs/leasing.md).
+-- never given back (see docs/leasing.md). The arithmetic is gcra.lua's
+-- bucket_block.
 --
 -- Reply: allowed (0/1), remaining (after the block), retry_after µs,
--- reset_after µs, now µs. algorithms/internal/calc/block.go is its Go twin.
-server_clock = ARGV[1] == '0'
+-- reset_after µs, now µs. calc's State.Block is its Go twin.
+local server = ARGV[1] == '0'
 local cap, r, u, k = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local tb = ARGV[7] == '4'
 local check = gcra
 if tb then check = token_bucket end
-local allowed, remaining, retry, reset, nxt, _, _, x, y = check(KEYS[1], cap, 0, r, u, k, now, false)
+local allowed, remaining, retry, reset, nxt = check(KEYS[1], cap, 0, r, u, k, now, false, server)
 if remaining < 0 then remaining = 0 end
 if allowed ~= 1 then return {0, remaining, retry, reset, now} end
-local debt = nxt - k * u
-local held = tonumber(ARGV[8]) * r
-if debt < held then debt = held end
-nxt = debt + k * u
-reset = ceil_div(nxt, r)
-if tb then
-  token_bucket_write(KEYS[1], nxt, r, now, reset, y)
-else
-  gcra_write(KEYS[1], nxt, r, now, x)
+local held, left, until_full
+do -- bucket_block(nxt, hold, cap, u, r, k) -> held, remaining, reset, from gcra.lua
+  local hold = tonumber(ARGV[8])
+  local remaining, reset
+  -- a quota block of k units that a check at now found room for (it would
+  -- leave the debt nxt), stored as if its units arrived at now + hold, the
+  -- last instant they may be used: the debt becomes max(debt, hold*r) +
+  -- k*u, which may exceed a full bucket by up to hold (calc's Block)
+  held = math.max(nxt - k * u, hold * r) + k * u
+  remaining, reset = floor((cap * u - held) / u), floor((held + r - 1) / r)
+  left, until_full = remaining, reset
 end
-remaining = floor((cap * u - nxt) / u)
-if remaining < 0 then remaining = 0 end
-return {1, remaining, 0, reset, now}
+local tau
+do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+  -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+  -- bucket takes to refill, which every bucket key stores (calc.Tau)
+  tau = floor((cap * u + r - 1) / r)
+end
+if tb then
+  token_bucket_write(KEYS[1], held, r, now, until_full, tau, server)
+else
+  gcra_write(KEYS[1], held, r, now, tau, server)
+end
+if left < 0 then left = 0 end
+return {1, left, 0, until_full, now}

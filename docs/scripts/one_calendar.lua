@@ -22,9 +22,10 @@
 --   server's now lies outside both windows (nothing decided, nothing written:
 --   the Go side sends again with windows around that now)
 --
--- SHA1 d7e06948c85a801bb31f159ae6bd06dfd419bd0b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: now.lua, prelude.lua, calendar.lua, calendar_one.lua, one.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 12f0017bc3ad26d3c7bc6e94bda2a5d0f4a51445 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   now, prelude, fixed_window.string, calendar.functions, calendar.one, one
 -- ---- the script, as sent ----
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
 -- is 0 (compared as the string the Go side sends: parsing a number costs
@@ -38,25 +39,26 @@ if now == '0' then
 else
   now = tonumber(now)
 end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -72,25 +74,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -103,45 +106,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -298,47 +262,55 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
+-- Fixed window (fixed_window.lua): on the server's clock, for a period of
+-- whole ms, a string, the count, whose expiry ends its window; else a
+-- hash {s = start µs, e = end µs, c = count}.
 
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
+-- fixed_window_string returns the count of a string key and its expiry in
+-- µs on the server's clock: the end of its window. It returns nothing for
+-- a key without a TTL. A string that is not a count is an error of the
+-- key's state. The expiry is read as an instant (PEXPIRETIME), not as a
+-- PTTL added to a now read apart from it: a script held between the two
+-- (a loaded server, a slow refund) would put the end early by the wait,
+-- and a commit and its refund would name different windows. Redis before
+-- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
+-- server's clock, else to TIME, read here), the present of the script.
+local function fixed_window_string(key, v, now, server)
+  local c = tonumber(v)
+  if not c then error('fixed window key holds a string that is not a count') end
+  local ms = redis.pcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then return end
+    if not server then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    ms = floor(now / 1000) + ttl
+  end
+  if ms < 0 then return end
+  local e
+  do -- fw_string_end(ms) -> e, from fixed_window.lua
+    -- the end, in µs, of the window of a string whose expiry (or TTL) is ms:
+    -- Redis keeps a key through the ms of its expiry
+    e = (ms + 1) * 1000
+  end
+  return c, e
 end
--- Calendar quota: a fixed window whose windows are calendar periods (days,
--- ISO weeks, months, years) in a time zone, algorithm number 7. Lua knows
--- no time zones: the Go side sends, in place of period, r and u, the
--- boundaries of the calendar window around its own clock, [s0, s1), and of
--- the next one, [s1, s2). The window is the one holding now. A now outside
--- [s0, s2) (the server's clock and the Go side's disagree at a boundary) is
--- not decided: the entry point replies allowed 3 and the now, having
--- written nothing, and the Go side sends boundaries around that now.
+-- Calendar quota (calendar.lua): Lua knows no time zones: the Go side
+-- sends, in place of period, r and u, the boundaries of the calendar
+-- window around its own clock, [s0, s1), and of the next one, [s1, s2).
+-- The window is the one holding now. A now outside [s0, s2) (the
+-- server's clock and the Go side's disagree at a boundary) is not
+-- decided: the entry point replies allowed 3 and the now, having written
+-- nothing, and the Go side sends boundaries around that now.
 --
 -- State: the fixed window's hash {s = window start µs, e = window end µs,
 -- c = count}, so that a key moving between an epoch-aligned fixed window
 -- and a calendar quota reads as the fixed window reads a change of period.
--- A fixed window's string (its layout on the server's clock, see
--- fixed_window.lua) is read as a count from the current window until the
--- key expires, and the next write replaces it with the hash.
--- The count still counts while now < e and the stored window started in
--- the current window (or later): until e or the current window's end,
--- whichever comes first, or until e when the stored window starts at or
--- after the current window's end (the clock went back). A key is never
--- held beyond e (its TTL). See calendar in algorithms/internal/calc.
+-- A fixed window's string (its layout on the server's clock) is read as a
+-- count from the current window until the key expires, and the next write
+-- replaces it with the hash.
 
 -- calendar_outside reports whether now is outside [s0, s2).
 local function calendar_outside(now, s0, s2)
@@ -349,42 +321,84 @@ end
 -- the key holds a fixed window's string, which the hash replaces.
 local function calendar_write(key, start, stop, count, now, str)
   if str then redis.call('DEL', key) end
-  redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
-  pexpire(key, stop - now)
+  local _
+  do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+    local total, same, server = count, false, false
+    local done
+    -- stores total units in the window [start, stop) of a hash: same says it
+    -- holds that window already, whose count alone changes. Its TTL is set
+    -- from the writer's now: on a client's clock every write sets it again (a
+    -- TTL set by another client whose clock runs ahead would end the window
+    -- early), on the server's only a new window's. Integers are written with
+    -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+    -- it exact, else with '%.0f'
+    local f = '%d'
+    if #string.format(f, stop) < 12 then f = '%.0f' end
+    if same then
+      redis.call('HSET', key, 'c', string.format(f, total))
+    else
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+    end
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
 end
 
-local function calendar(key, cap, s0, s1, s2, cost, now, commit)
-  local start, stop = s0, s1
-  if now >= s1 then start, stop = s1, s2 end
+local function calendar(key, cap, s0, s1, s2, cost, now, commit, server)
   local v = redis.pcall('HMGET', key, 's', 'e', 'c')
   local s, e, c, str
   if v.err then
     -- a fixed window's count on the server's clock (see fixed_window.lua):
     -- counted, as from the current window, until its key expires
     str = true
-    c = tonumber(redis.call('GET', key))
-    if not c then error('calendar quota key holds a string that is not a count') end
-    local ttl = redis.call('PTTL', key)
-    if ttl >= 0 then
-      local t = redis.call('TIME')
-      s, e = start, (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl + 1) * 1000
-    end
+    c, e = fixed_window_string(key, redis.call('GET', key), now, server)
   else
     s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   end
-  local count = 0
-  if s and e and c and now < e and s >= start then
-    count = c
-    if s >= stop or e < stop then stop = e end
-    start = s
+  local count, start, stop
+  do -- calendar_window(s, e, c, str, now, s0, s1, s2) -> count, start, stop, from calendar.lua
+    -- the count that a key holding the window [s, e) with c units (with str,
+    -- a fixed window's string: its count c until its expiry e) still counts
+    -- at now, and the window [start, stop) a check at now writes to: the one
+    -- of [s0, s1) and [s1, s2) that holds now. The count still counts while
+    -- now < e and the stored window started in the current window (or later):
+    -- until e or the current window's end, whichever comes first, or until e
+    -- when the stored window starts at or after the current window's end (the
+    -- clock went back). A key is never held beyond e (its TTL). A string
+    -- counts as from the current window.
+    start, stop = s0, s1
+    if now >= s1 then start, stop = s1, s2 end
+    count = 0
+    local from = s
+    if str and e then from = start end
+    if from and e and c and now < e and from >= start then
+      count = c
+      if from >= stop or e < stop then stop = e end
+      start = from
+    end
   end
-  local reset = 0
-  if count > 0 then reset = stop - now end
-  if cost > cap then return 0, cap - count, 0, reset end
-  if count + cost > cap then return 0, cap - count, stop - now, reset end
-  count = count + cost
-  if commit then calendar_write(key, start, stop, count, now, str) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, str
+  local allowed, remaining, retry, reset, total
+  do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+    -- a check of cost units at now in a window that holds count units and
+    -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+    -- count is above the capacity: callers clamp), retry_after and
+    -- reset_after µs, and the count it leaves, total (count when denied)
+    allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+    if count > 0 then reset = stop - now end
+    if cost <= cap then
+      if count + cost > cap then
+        retry = stop - now
+      else
+        allowed, total, reset = 1, count + cost, stop - now
+        remaining = cap - total
+      end
+    end
+  end
+  if allowed == 1 and commit then calendar_write(key, start, stop, total, now, str) end
+  return allowed, remaining, retry, reset, start, stop, total, now, str
 end
 
 -- Refund, as fixed_window_refund: the commit at at replied reset = end -
@@ -392,25 +406,33 @@ end
 local function calendar_refund(key, _, _, _, _, cost, at, reset)
   local v = redis.pcall('HMGET', key, 'e', 'c')
   if v.err then return end -- a fixed window's string: another window
-  local e, c = tonumber(v[1]), tonumber(v[2])
-  if e ~= at + reset or not c then return end
-  c = c - cost
-  if c <= 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('HSET', key, 'c', fmt(c))
+  local _
+  do -- fw_hash_refund(key, e, c, at, reset, cost) -> gave, from fixed_window.lua
+    local e, c = tonumber(v[1]), tonumber(v[2])
+    local gave
+    -- gives back cost units of a hash's count c, if its window's end e is the
+    -- one the commit at at replied (reset = e - at); gave says it did
+    gave = false
+    if c and e == at + reset then
+      if c - cost <= 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('HSET', key, 'c', string.format('%.0f', c - cost))
+      end
+      gave = true
+    end
+    _ = gave
   end
 end
--- One calendar check (see calendar.lua and one.lua): a now outside the
--- windows sent is not decided; the reply is allowed 3 and the now.
+-- One calendar check (see one.lua): a now outside the windows sent is not
+-- decided; the reply is allowed 3 and the now.
 if calendar_outside(now, tonumber(ARGV[3]), tonumber(ARGV[5])) then
   return {3, 0, 0, 0, now}
 end
-local check, alg = calendar, '7'
 -- One check, the common case: a script of its own per algorithm, holding
--- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check` and its number `alg` (as ARGV
--- sends it to dispatch.lua), then this file.
+-- only that algorithm: the prelude, the algorithm's functions, then this
+-- file, in which the script's recipe names the algorithm's function
+-- (check) and its number (alg, as ARGV sends it to dispatch.lua).
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -426,20 +448,21 @@ local check, alg = calendar, '7'
 -- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
 -- marker exists: a refund may still undo the denial), remaining,
 -- retry_after µs, reset_after µs, now µs; the fast paths
--- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- (the algorithms' flat heads, one_fast.lua) leave out the now when they decide a
 -- call without a commit marker (KEYS[3]), whose caller does not use it.
 --
 -- A check writes only when it is allowed, so one pass that commits is
 -- dispatch.lua's two phases for one check. See dispatch.lua for the
 -- markers. now.lua, before the algorithm (and before a fast path such as
--- gcra_one.lua), has read now.
-server_clock = ARGV[1] == '0'
+-- GCRA's, gcra.lua's section one), has read now.
+local check, alg = calendar, '7'
+local server = ARGV[1] == '0'
 -- A part whose commit marker exists already was cancelled (see
 -- cancel.lua), or is a resend of a part that committed: it decides
 -- nothing, and replies a denial its caller no longer reads.
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true, server)
 if allowed == 1 then
   if KEYS[3] then
     redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])

@@ -16,187 +16,226 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 e0b3d103bbbcff3e94cf662fc8d5145981be2ef0 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: fixed_window_flat.lua, fixed_window_count.lua, fixed_window_flat_end.lua, fast.lua, fixed_window_one.lua, one_fast.lua, now.lua, prelude.lua, fixed_window.lua, one.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 00c4614876bf53292a564defca4defefee8f2032 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   fixed_window.one, now, prelude, fixed_window.string,
+--   fixed_window.functions, one
 -- ---- the script, as sent ----
--- The fixed window's one-check script starts here: a check on the
--- server's clock with a period of whole ms, not a part of a call spanning
--- slots (KEYS[3]), and whose cost can fit, is decided flat, before any
--- function is defined, by fixed_window_count.lua (the commands
--- ulule/limiter's counter needs: INCRBY then PTTL), which follows, and
--- replied by fixed_window_flat_end.lua, which closes this block. What
--- fixed_window_count.lua leaves goes on to fixed_window_fast, then the
--- general code. See one.lua for KEYS, ARGV and the reply, which leaves out
--- the now, as one_fast.lua's.
-if ARGV[1] == '0' and not KEYS[3] then
-  local key, cap, period, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
-  local ncost = tonumber(cost)
-  if ncost <= cap and period % 1000 == 0 then
-    local count, reset
--- The fixed window's common case on the server's clock, written once for
--- the two scripts that start with it: the one-check script
--- (fixed_window_flat.lua before it, fixed_window_flat_end.lua after) and
--- the lean script (fixed_window_lean.lua before it). They declare key, cap
--- (a number, or the lean script's ARGV, read only when a key's window is
--- current), period (µs, a whole number of ms), cost (as sent: an integer
--- string, which INCRBY and DECRBY get without formatting a Lua number
--- again) and ncost (the cost as a number), and the locals count and reset, which this sets for a check it
--- decides: the key's count with the cost added (allowed if and only if it
--- is at most cap; a denial took its units back with DECRBY, so a denied
--- check consumes nothing) and reset_after in µs. The key is a string whose
--- TTL ends with its window (see fixed_window.lua): a key with a TTL is the
--- current window, and the check reads no clock. A key INCRBY created (no
--- TTL, count = cost) starts a window: TIME, and its expiry at the
--- window's last ms (PEXPIREAT, as fixed_window_fast sets it), with NX
--- (Redis 7), so that a window refunds emptied (count = cost again, its
--- TTL kept) keeps its own end, which PTTL then reads; that costs a new
--- key no PTTL. Redis 6 refuses NX: PTTL tells the two apart. Anything
--- else (a hash: INCRBY fails; a string with no TTL that was there before)
--- is left unchanged, count nil, to what follows.
-local c = redis.pcall('INCRBY', key, cost)
-if type(c) == 'number' then
-  local set, now, stop = 0
-  if c == ncost then
-    -- the period read once: an ARGV string is parsed at each use
-    local t, p = redis.call('TIME'), period + 0
-    now = t[1] * 1000000 + t[2]
-    stop = now - now % p + p
-    -- the window's last ms, with '%d' where its length proves it exact
-    -- (a ms on the server's clock has 13 digits; see lua/doc.go)
-    local ms = stop / 1000 - 1
-    local last = string.format('%d', ms)
-    if #last < 12 then last = string.format('%.0f', ms) end
-    set = redis.pcall('PEXPIREAT', key, last, 'NX')
-  end
-  if set == 1 then
-    count, reset = c, stop - now
-  else
-    local ttl = redis.call('PTTL', key)
-    if ttl >= 0 then
-      if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
-      count, reset = c, (ttl + 1) * 1000
-    elseif c == ncost then
-      -- Redis 6: no TTL, so a window starts
-      redis.call('PEXPIREAT', key, stop / 1000 - 1)
-      count, reset = c, stop - now
-    else
-      redis.call('DECRBY', key, cost)
-    end
-  end
-end
-    -- fixed_window_count.lua decided: the reply of one.lua's fast paths
-    -- (a denial while the key's pending marker exists is 2: a refund may
-    -- still undo it)
-    if count then
-      if count <= cap then return {1, cap - count, 0, reset} end
-      local allowed = 0
-      if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
-      local remaining = cap - count + ncost
-      if remaining < 0 then remaining = 0 end
-      return {allowed, remaining, reset, reset}
-    end
-  end
-end
--- intf formats the integers that the flat fast paths (<algorithm>_one.lua,
--- batch.lua) write: '%d', which is faster, where Lua's C long holds 2^53,
--- else '%.0f'; both write an integer below 2^53 alike.
-local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
--- Fixed window, one check, the common case written flat. On the server's
--- clock (server true) with a period of whole ms, the key is a string
--- whose TTL ends with its window (see fixed_window.lua): an existing key
--- is read with GET and PTTL, no clock, and an allowed check adds with
--- INCRBY, which keeps the TTL; no key starts a window, reading TIME if now
--- is nil. Its expiry is set with PXAT to the window's last ms: Redis keeps
--- a key while its clock in ms has not passed that ms, so exactly until the
--- window ends; reset_after is then the TTL + 1 ms, at most 1 ms over the
--- µs. A key that holds a hash (an older layout, a calendar quota's window,
--- a client clock's write) is left to the general code, which reads it and
--- rewrites it as a string. On a client's clock, the key holds a hash: a
--- key that holds no state, or a window stored under the same period (not a
--- calendar quota's window of the same length), is decided here as
--- fixed_window decides it, and the TTL is set again from the writer's now
--- (a TTL set by another client whose clock runs ahead would end the window
--- early). The function returns nothing, having written nothing, for what
--- it leaves to the general code.
-local fw_b, fw_cap, fw_period, fw_cost -- its numbers at b (see token_bucket_one.lua)
-local function fixed_window_fast(key, b, now, server)
-  if b ~= fw_b then
-    fw_b, fw_cap, fw_period, fw_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4])
-  end
-  local period = fw_period
-  if server and period % 1000 == 0 then
-    local v = redis.pcall('GET', key)
-    if type(v) == 'table' then return end -- a hash
-    local cap, cost = fw_cap, fw_cost
-    if v then
-      local c = tonumber(v)
-      if not c then return end
-      local ttl = redis.call('PTTL', key)
-      if ttl < 0 then return end
-      local reset = (ttl + 1) * 1000
-      local remaining = cap - c
-      if remaining < 0 then remaining = 0 end
-      if cost > cap then return 0, remaining, 0, reset end
-      if c + cost > cap then return 0, remaining, reset, reset end
-      -- the cost as sent, not a number to format again (see fixed_window_flat.lua)
-      return 1, cap - redis.call('INCRBY', key, ARGV[b + 4]), 0, reset
-    end
-    if cost > cap then return 0, cap, 0, 0 end
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    local stop = (math.floor(now / period) + 1) * period
-    redis.call('SET', key, string.format(intf, cost), 'PXAT', string.format(intf, stop / 1000 - 1))
-    return 1, cap - cost, 0, stop - now
-  end
-  local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
-  if v.err then return end -- a string: the general code
-  local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-  if (not s and not tonumber(v[4])) or (s and e and c and e - s == period and s % period == 0) then
-    local cap, cost = fw_cap, fw_cost
-    local start = math.floor(now / period) * period
-    local stop = start + period
-    local count = 0
-    local same = false
-    if s and now < e and s >= start then
-      -- the current window, or a later one: the clock went back
-      count, start, stop, same = c, s, e, true
-    end
-    local reset = 0
-    if count > 0 then reset = stop - now end
-    local remaining = cap - count
-    if remaining < 0 then remaining = 0 end
-    if cost > cap then return 0, remaining, 0, reset end
-    if count + cost > cap then return 0, remaining, stop - now, reset end
-    count = count + cost
-    -- fixed_window_write(key, start, stop, count, now); a window
-    -- already stored keeps its start and end, and on the server's clock
-    -- its TTL
-    if same then
-      redis.call('HSET', key, 'c', string.format(intf, count))
-    else
-      redis.call('HSET', key, 's', string.format(intf, start), 'e', string.format(intf, stop), 'c', string.format(intf, count))
-    end
-    if not (same and server) then
-      redis.call('PEXPIRE', key, string.format(intf, math.floor((stop - now + 999) / 1000)))
-    end
-    return 1, cap - count, 0, stop - now
-  end
-end
-local fast, now = fixed_window_fast, nil
-if ARGV[1] ~= '0' then now = tonumber(ARGV[1]) end
--- The fast path of a one-check script whose algorithm's fast path is a
--- function (the Go side names it `fast`): it decides the common case, and
--- a call whose part of a call spanning slots (KEYS[3]) must set markers
--- goes to the general code. See one.lua for KEYS, ARGV and the reply,
--- which here leaves out the now: the Go side needs it only from a call
--- with a commit marker.
+-- The fixed window's one-check script starts here: a check that is not a
+-- part of a call spanning slots (KEYS[3]) is decided flat, before any
+-- function is defined: on the server's clock, for a period of whole ms
+-- and a cost that can fit, by fw_count (the commands ulule/limiter's
+-- counter needs: INCRBY then PTTL); else, a hash or no state, by
+-- fw_hash_check. What they leave goes on to the general code. See one.lua
+-- for KEYS, ARGV and the reply, which leaves out the now, as
+-- one_fast.lua's.
 if not KEYS[3] then
-  local allowed, remaining, retry, reset = fast(KEYS[1], 2, now, ARGV[1] == '0')
+  local floor = math.floor
+  local key, cap, period, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
+  local ncost, server = tonumber(cost), ARGV[1] == '0'
+  local allowed, remaining, retry, reset, total
+  if server and ncost <= cap and period % 1000 == 0 then
+    local count, until_end
+    do -- fw_count(key, cap, period, cost, ncost, now) -> count, reset, from fixed_window.lua
+      local now = nil
+      local reset
+      -- The common case on the server's clock, for a period of whole ms (µs)
+      -- and a cost (as sent: an integer string, which INCRBY and DECRBY get
+      -- without formatting a Lua number again; ncost, the same as a number) no
+      -- larger than cap (a number, or the string ARGV holds): count is the key's
+      -- count with the cost added (the check is allowed if and only if it is at
+      -- most cap; a denial took its units back with DECRBY, so a denied check
+      -- consumes nothing) and reset reset_after in µs. The key is a string
+      -- whose TTL ends with its window: a key with a TTL is the current window,
+      -- and the check reads no clock. A key INCRBY created (no TTL, count =
+      -- cost) starts a window: now (TIME when nil), and its expiry at the
+      -- window's last ms (PEXPIREAT), with NX (Redis 7), so that a window
+      -- refunds emptied (count = cost again, its TTL kept) keeps its own end,
+      -- which PTTL then reads; that costs a new key no PTTL. Redis 6 refuses
+      -- NX: PTTL tells the two apart. Anything else (a hash: INCRBY fails; a
+      -- string with no TTL that was there before) is left unchanged, count nil,
+      -- to the general code.
+      local c = redis.pcall('INCRBY', key, cost)
+      if type(c) == 'number' then
+        local set, t, stop = 0, now, nil
+        if c == ncost then
+          if not t then
+            local tt = redis.call('TIME')
+            t = tt[1] * 1000000 + tt[2]
+          end
+          -- the period read once: an ARGV string is parsed at each use
+          local start
+          do -- window_end(now, period) -> start, stop, from fixed_window.lua
+            local now, period = t, period + 0
+            -- the window of period (µs) that holds now, aligned to the Unix epoch
+            -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+            -- string layout's common case then need not define)
+            start = now - now % period
+            stop = start + period
+          end
+          local last
+          do -- fw_pxat(stop) -> last, from fixed_window.lua
+            -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+            -- whole ms): the window's last ms, written with '%d' where its length
+            -- proves it exact (a ms on the server's clock has 13 digits; see
+            -- lua/doc.go), else with '%.0f'
+            local ms = stop / 1000 - 1
+            last = string.format('%d', ms)
+            if #last < 12 then last = string.format('%.0f', ms) end
+          end
+          set = redis.pcall('PEXPIREAT', key, last, 'NX')
+        end
+        if set == 1 then
+          count, reset = c, stop - t
+        else
+          local ttl = redis.call('PTTL', key)
+          if ttl >= 0 then
+            if c > tonumber(cap) then redis.call('DECRBY', key, cost) end
+            count = c
+            do -- fw_string_end(ms) -> e, from fixed_window.lua
+              local ms = ttl
+              local e
+              -- the end, in µs, of the window of a string whose expiry (or TTL) is ms:
+              -- Redis keeps a key through the ms of its expiry
+              e = (ms + 1) * 1000
+              reset = e
+            end
+          elseif c == ncost then
+            -- Redis 6: no TTL, so a window starts
+            redis.call('PEXPIREAT', key, stop / 1000 - 1)
+            count, reset = c, stop - t
+          else
+            redis.call('DECRBY', key, cost)
+          end
+        end
+      end
+      until_end = reset
+    end
+    if count then
+      do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+        local count, stop, now, cost = count - ncost, until_end, 0, ncost
+        -- a check of cost units at now in a window that holds count units and
+        -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+        -- count is above the capacity: callers clamp), retry_after and
+        -- reset_after µs, and the count it leaves, total (count when denied)
+        allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+        if count > 0 then reset = stop - now end
+        if cost <= cap then
+          if count + cost > cap then
+            retry = stop - now
+          else
+            allowed, total, reset = 1, count + cost, stop - now
+            remaining = cap - total
+          end
+        end
+      end
+    end
+  elseif not server or period % 1000 ~= 0 then
+    local now
+    if not server then now = tonumber(ARGV[1]) end
+    do -- fw_hash_check(key, cap, period, cost, now, server) -> allowed, remaining, retry, reset, from fixed_window.lua
+      local cost = ncost
+      -- one check of a key that holds no state or a hash {s, e, c}, decided and
+      -- written (HMGET, then HSET and PEXPIRE as fw_hash_write writes): the
+      -- hash layout's common case, on a client's clock or for a period of no
+      -- whole ms; now is the server's clock (TIME) when nil, read once the key
+      -- is known to be decided here. allowed is nil, nothing written, for any
+      -- other key (a string; an older {w, c} hash), which the general code
+      -- decides. remaining is clamped at 0.
+      local v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
+      if not v.err then
+        local s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+        if (not s and not v[4]) or (s and e and c) then
+          local t = now
+          if not t then
+            local tt = redis.call('TIME')
+            t = tt[1] * 1000000 + tt[2]
+          end
+          local count, start, stop
+          do -- fw_window(s, e, c, str, now, period) -> count, start, stop, from fixed_window.lua
+            local str, now = false, t
+            -- the count that a key holding the window [s, e) with c units (a hash;
+            -- with str, a string: its count c until its expiry e, its start unknown)
+            -- still counts at now under period, and the window [start, stop) a check
+            -- at now writes to
+            do -- window_end(now, period) -> start, stop, from fixed_window.lua
+              -- the window of period (µs) that holds now, aligned to the Unix epoch
+              -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+              -- string layout's common case then need not define)
+              start = now - now % period
+              stop = start + period
+            end
+            count = 0
+            if str then
+              -- a string counts until it expires; its end, read in ms (the TTL's
+              -- unit), is the current window's end when within 1 ms of it
+              if e and now < e then
+                count = c
+                if e < stop - 1000 or e > stop + 1000 then stop = e end
+              end
+            elseif s and now < e and s >= start then
+              count, start = c, s
+              if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
+                if e < stop then stop = e end
+              else
+                stop = e -- the current window, or a later one: the clock went back
+              end
+            end
+          end
+          local total
+          do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+            local now = t
+            -- a check of cost units at now in a window that holds count units and
+            -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+            -- count is above the capacity: callers clamp), retry_after and
+            -- reset_after µs, and the count it leaves, total (count when denied)
+            allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+            if count > 0 then reset = stop - now end
+            if cost <= cap then
+              if count + cost > cap then
+                retry = stop - now
+              else
+                allowed, total, reset = 1, count + cost, stop - now
+                remaining = cap - total
+              end
+            end
+          end
+          if remaining < 0 then remaining = 0 end
+          if allowed == 1 then
+            local _
+            do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+              local now, same = t, s == start and e == stop
+              local done
+              -- stores total units in the window [start, stop) of a hash: same says it
+              -- holds that window already, whose count alone changes. Its TTL is set
+              -- from the writer's now: on a client's clock every write sets it again (a
+              -- TTL set by another client whose clock runs ahead would end the window
+              -- early), on the server's only a new window's. Integers are written with
+              -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+              -- it exact, else with '%.0f'
+              local f = '%d'
+              if #string.format(f, stop) < 12 then f = '%.0f' end
+              if same then
+                redis.call('HSET', key, 'c', string.format(f, total))
+              else
+                redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+              end
+              if not (same and server) then
+                redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+              end
+              done = true
+              _ = done
+            end
+          end
+        end
+      end
+    end
+  end
   if allowed then
-    if allowed ~= 1 and KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
+    -- the reply of one.lua's fast paths (a denial while the key's
+    -- pending marker exists is 2: a refund may still undo it)
+    if allowed == 0 and KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then allowed = 2 end
     if remaining < 0 then remaining = 0 end
     return {allowed, remaining, retry, reset}
   end
@@ -213,25 +252,26 @@ if now == '0' then
 else
   now = tonumber(now)
 end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -247,25 +287,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -278,45 +319,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -473,60 +475,9 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
-end
--- Fixed window: two layouts, one per clock.
---
--- On the server's clock (TIME, the clock of TTLs), for a period of whole
--- ms, a key is a string, the count, whose TTL ends with its window: while
--- the key exists its window is the one it counts in, so a check of an
--- existing key reads no clock (fixed_window_one.lua); a new window reads
--- TIME once, to set the TTL. The expiry is set with PXAT to the window's
--- last ms: Redis keeps a key while its clock in ms has not passed that ms,
--- so exactly until the window ends. A count counts until its key expires,
--- whatever the period: a key written under a longer period keeps its count
--- until its window ends (at most one old period), and a clock that went
--- back finds its key held at the later window (Redis's TTLs follow the
--- same clock).
---
--- On a client's clock (Config.Now, which Redis's TTLs do not follow), or
--- for a period that is not a whole number of ms, a key is a hash {s =
--- window start µs, e = window end µs, c = count}. Windows are aligned to
--- the Unix epoch. Start and end are instants, so they mean the same under
--- any limit: the count still counts while now < e and the stored window
--- started in the current window of the current period (or later: the
--- clock went back, and the key is held at the later window), until e
--- under the period it was written with, else until e or the current
--- window's end, whichever comes first. A change of period never locks a
--- key for longer than one period of the new limit, nor beyond e (the key's
--- TTL). State written before windows were stored as instants, {w = window
--- index, c = count}, is read as a window of the current period.
---
--- Each reads the other layout (a redeploy meets hashes written before the
--- string layout, and calendar quotas share the hash), and a write turns
--- the key into the layout of its clock: a hash read on the server's clock
--- becomes a string whose TTL ends with the hash's window, count kept
--- (unless that end is not a whole ms: it stays a hash). A string read on
--- a client's clock counts until the key expires.
+-- Fixed window (fixed_window.lua): on the server's clock, for a period of
+-- whole ms, a string, the count, whose expiry ends its window; else a
+-- hash {s = start µs, e = end µs, c = count}.
 
 -- fixed_window_string returns the count of a string key and its expiry in
 -- µs on the server's clock: the end of its window. It returns nothing for
@@ -537,69 +488,103 @@ end
 -- and a commit and its refund would name different windows. Redis before
 -- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
 -- server's clock, else to TIME, read here), the present of the script.
-local function fixed_window_string(key, v, now)
+local function fixed_window_string(key, v, now, server)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
-  local e = redis.pcall('PEXPIRETIME', key)
-  if type(e) == 'number' then
-    if e < 0 then return end
-    return c, (e + 1) * 1000
+  local ms = redis.pcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then return end
+    if not server then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    ms = floor(now / 1000) + ttl
   end
-  local ttl = redis.call('PTTL', key)
-  if ttl < 0 then return end
-  if not server_clock then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if ms < 0 then return end
+  local e
+  do -- fw_string_end(ms) -> e, from fixed_window.lua
+    -- the end, in µs, of the window of a string whose expiry (or TTL) is ms:
+    -- Redis keeps a key through the ms of its expiry
+    e = (ms + 1) * 1000
   end
-  return c, (floor(now / 1000) + ttl + 1) * 1000
+  return c, e
 end
-
--- fixed_window_write stores count units in the window [start, stop). On the
--- server's clock, when stop is a whole ms, the key is a string: a write to
+-- fixed_window_write stores count units in the window [start, stop) of a
+-- limit of period µs. On the server's clock, for a period and a stop of
+-- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
 -- with the window; any other sets it (and replaces a hash). Else it is a
--- hash, whose TTL is set from the writer's now: on a client's clock every
--- write sets it again (a TTL set by another client whose clock runs ahead
--- would end the window early), on the server's only a new window's; str
--- says the key holds a string, which the hash replaces.
-local function fixed_window_write(key, start, stop, count, now, same, str)
-  if server_clock and stop % 1000 == 0 then
+-- hash (fw_hash_write); str says the key holds a string, which the hash
+-- replaces.
+local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
+  if server and stop % 1000 == 0 and period % 1000 == 0 then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else
-      redis.call('SET', key, fmt(count), 'PXAT', fmt(stop / 1000 - 1))
+      local last
+      do -- fw_pxat(stop) -> last, from fixed_window.lua
+        -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+        -- whole ms): the window's last ms, written with '%d' where its length
+        -- proves it exact (a ms on the server's clock has 13 digits; see
+        -- lua/doc.go), else with '%.0f'
+        local ms = stop / 1000 - 1
+        last = string.format('%d', ms)
+        if #last < 12 then last = string.format('%.0f', ms) end
+      end
+      redis.call('SET', key, fmt(count), 'PXAT', last)
     end
     return
   end
-  if str then redis.call('DEL', key) end
-  if same and not str then
-    redis.call('HSET', key, 'c', fmt(count))
-    if server_clock then return end
-  else
-    redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  if str then
+    redis.call('DEL', key)
+    same = false
   end
-  pexpire(key, stop - now)
+  local _
+  do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+    local total = count
+    local done
+    -- stores total units in the window [start, stop) of a hash: same says it
+    -- holds that window already, whose count alone changes. Its TTL is set
+    -- from the writer's now: on a client's clock every write sets it again (a
+    -- TTL set by another client whose clock runs ahead would end the window
+    -- early), on the server's only a new window's. Integers are written with
+    -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+    -- it exact, else with '%.0f'
+    local f = '%d'
+    if #string.format(f, stop) < 12 then f = '%.0f' end
+    if same then
+      redis.call('HSET', key, 'c', string.format(f, total))
+    else
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+    end
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
 end
 
 -- fixed_window_load returns the stored window's start, end and count, or
 -- nil; whether start and end are stored as such (a hash in the current
 -- form); and whether the key is a string (its start is then unknown, and
 -- returned as nil, its end as its expiry, see fixed_window_string).
-local function fixed_window_load(key, period, now)
+local function fixed_window_load(key, period, now, server)
   local v
-  if server_clock then
+  if server then
     v = redis.pcall('GET', key)
     if type(v) ~= 'table' then
       if not v then return nil end
-      local c, e = fixed_window_string(key, v, now)
+      local c, e = fixed_window_string(key, v, now, server)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
   end
   v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then
-    if not server_clock then
-      local c, e = fixed_window_string(key, redis.call('GET', key), now)
+    if not server then
+      local c, e = fixed_window_string(key, redis.call('GET', key), now, server)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
@@ -617,35 +602,59 @@ local function fixed_window_load(key, period, now)
   return s, e, c, stored, false
 end
 
-local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, stored, str = fixed_window_load(key, period, now)
-  local start = floor(now / period) * period
-  local stop = start + period
-  local count = 0
-  if str then
-    -- a string counts until it expires; its end, read in ms (the TTL's
-    -- unit), is the current window's end when within 1 ms of it
-    if e and now < e then
-      count = c
-      if e < stop - 1000 or e > stop + 1000 then stop = e end
+local function fixed_window(key, cap, period, _, _, cost, now, commit, server)
+  local s, e, c, stored, str = fixed_window_load(key, period, now, server)
+  local count, start, stop
+  do -- fw_window(s, e, c, str, now, period) -> count, start, stop, from fixed_window.lua
+    -- the count that a key holding the window [s, e) with c units (a hash;
+    -- with str, a string: its count c until its expiry e, its start unknown)
+    -- still counts at now under period, and the window [start, stop) a check
+    -- at now writes to
+    do -- window_end(now, period) -> start, stop, from fixed_window.lua
+      -- the window of period (µs) that holds now, aligned to the Unix epoch
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
+      stop = start + period
     end
-  elseif s and now < e and s >= start then
-    count, start = c, s
-    if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
-      if e < stop then stop = e end
-    else
-      stop = e -- the current window, or a later one: the clock went back
+    count = 0
+    if str then
+      -- a string counts until it expires; its end, read in ms (the TTL's
+      -- unit), is the current window's end when within 1 ms of it
+      if e and now < e then
+        count = c
+        if e < stop - 1000 or e > stop + 1000 then stop = e end
+      end
+    elseif s and now < e and s >= start then
+      count, start = c, s
+      if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
+        if e < stop then stop = e end
+      else
+        stop = e -- the current window, or a later one: the clock went back
+      end
     end
   end
-  local reset = 0
-  if count > 0 then reset = stop - now end
-  if cost > cap then return 0, cap - count, 0, reset end
-  if count + cost > cap then return 0, cap - count, stop - now, reset end
-  count = count + cost
+  local allowed, remaining, retry, reset, total
+  do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+    -- a check of cost units at now in a window that holds count units and
+    -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+    -- count is above the capacity: callers clamp), retry_after and
+    -- reset_after µs, and the count it leaves, total (count when denied)
+    allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+    if count > 0 then reset = stop - now end
+    if cost <= cap then
+      if count + cost > cap then
+        retry = stop - now
+      else
+        allowed, total, reset = 1, count + cost, stop - now
+        remaining = cap - total
+      end
+    end
+  end
   -- the window the key holds, unchanged
-  local same = (stored and start == s and stop == e) or (str and count > cost)
-  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
+  local same = (stored and start == s and stop == e) or (str and count > 0)
+  if allowed == 1 and commit then fixed_window_write(key, start, stop, total, now, same, str, server, period) end
+  return allowed, remaining, retry, reset, start, stop, total, now, same, str, server, period
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit
@@ -654,23 +663,19 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart). The
--- expiry is the key's PTTL from now, the time the refund runs: on the
--- server's clock the script's now is that clock's present, and at, the
--- commit's instant, would put the end early by the refund's delay (a
--- compensation or cancel more than 1 ms after its commit gave nothing
--- back). A string whose end is not its commit's while the commit's
--- window is still current holds a count of that window whose end
--- something else changed (a PEXPIRE of the key, a RESTORE of it with a
--- TTL turned into an instant on another clock): the count still counts,
--- but the refund cannot tell the commit's units in it; it gives nothing
--- back, and returns true so that its caller reports it. (A string with no
--- TTL counts nothing: there is nothing to give back.)
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
+-- (windows of one key end at least a period, a whole ms, apart). A string
+-- whose end is not its commit's while the commit's window is still
+-- current holds a count of that window whose end something else changed
+-- (a PEXPIRE of the key, a RESTORE of it with a TTL turned into an instant
+-- on another clock): the count still counts, but the refund cannot tell
+-- the commit's units in it; it gives nothing back, and returns true so
+-- that its caller reports it. (A string with no TTL counts nothing: there
+-- is nothing to give back.)
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now, _, server)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, now)
+    local c, e = fixed_window_string(key, v, now, server)
     if not c then return end
     local d = at + reset - e
     if d < -1000 or d > 1000 then return now < at + reset end
@@ -681,20 +686,28 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, now)
-  if e ~= at + reset or not c then return end
-  c = c - cost
-  if c <= 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('HSET', key, 'c', fmt(c))
+  local _, e, c = fixed_window_load(key, period, now, server)
+  local _
+  do -- fw_hash_refund(key, e, c, at, reset, cost) -> gave, from fixed_window.lua
+    local gave
+    -- gives back cost units of a hash's count c, if its window's end e is the
+    -- one the commit at at replied (reset = e - at); gave says it did
+    gave = false
+    if c and e == at + reset then
+      if c - cost <= 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('HSET', key, 'c', string.format('%.0f', c - cost))
+      end
+      gave = true
+    end
+    _ = gave
   end
 end
-local check, alg = fixed_window, '1'
 -- One check, the common case: a script of its own per algorithm, holding
--- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check` and its number `alg` (as ARGV
--- sends it to dispatch.lua), then this file.
+-- only that algorithm: the prelude, the algorithm's functions, then this
+-- file, in which the script's recipe names the algorithm's function
+-- (check) and its number (alg, as ARGV sends it to dispatch.lua).
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -710,20 +723,21 @@ local check, alg = fixed_window, '1'
 -- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
 -- marker exists: a refund may still undo the denial), remaining,
 -- retry_after µs, reset_after µs, now µs; the fast paths
--- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- (the algorithms' flat heads, one_fast.lua) leave out the now when they decide a
 -- call without a commit marker (KEYS[3]), whose caller does not use it.
 --
 -- A check writes only when it is allowed, so one pass that commits is
 -- dispatch.lua's two phases for one check. See dispatch.lua for the
 -- markers. now.lua, before the algorithm (and before a fast path such as
--- gcra_one.lua), has read now.
-server_clock = ARGV[1] == '0'
+-- GCRA's, gcra.lua's section one), has read now.
+local check, alg = fixed_window, '1'
+local server = ARGV[1] == '0'
 -- A part whose commit marker exists already was cancelled (see
 -- cancel.lua), or is a resend of a part that committed: it decides
 -- nothing, and replies a denial its caller no longer reads.
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true, server)
 if allowed == 1 then
   if KEYS[3] then
     redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])

@@ -16,9 +16,10 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 6b5f8f0e7a7f469c50bd873e03b361866cb50ba4 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: now.lua, fast.lua, gcra_one.lua, gcra_flat.lua, prelude.lua, gcra.lua, one.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 11aa9e1fe2385730bd2dafa9039243c7e1103711 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   now, fast, gcra.one, prelude, gcra.bucket, gcra.functions, one
 -- ---- the script, as sent ----
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
 -- is 0 (compared as the string the Go side sends: parsing a number costs
@@ -37,87 +38,165 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- GCRA's one-check script starts here: a check with no marker keys is
--- decided flat by gcra_flat.lua, which follows (the Go side closes this
--- block after it), before any function is defined; what it leaves falls
--- through to the general script after it (the functions of the prelude
--- and gcra.lua are defined only then: each definition costs on every
--- call that reaches it). now.lua has read now, fast.lua defined intf.
+-- decided flat (gcra_check), before any function is defined; what it
+-- leaves falls through to the general script after it (the functions of
+-- the prelude and of gcra.lua are defined only then: each definition
+-- costs on every call that reaches it). now.lua has read now, fast.lua
+-- defined intf.
 if not KEYS[2] then
   local floor = math.floor
-  local key, cap, r, u, cost = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-  local up = 999 -- see gcra_flat.lua
-  if ARGV[1] ~= '0' then up = 1000999 end
-  -- the value ends with this limit's full window: "<tat>/<tau>"
-  local sfx = '/' .. string.format(intf, floor((cap * u + r - 1) / r))
--- GCRA, one check, the common case, written once for the two scripts that
--- start with it: the one-check script (gcra_one.lua before it, which
--- closes its block after it) and the lean script (gcra_lean.lua before
--- it). They declare key, cap, r, u, cost (numbers), sfx (the suffix of a
--- value written under this limit, '/' .. tau: see gcra.lua), up (µs added
--- to reset_after before the TTL is rounded down to the ms: 999 on the
--- server's clock, 1000999 on another, whose key lives bucket_ttl's
--- expiry_margin of 1000 ms longer: see prelude.lua), floor, now (nil:
--- read from TIME here, once the value is known to be decided here).
--- A value that is absent or a whole µs written
--- under this limit is decided with gcra's arithmetic, inline, and replied
--- as one.lua's fast paths reply (without the now: the Go side needs it
--- only from calls with marker keys; each value replied costs); any other
--- value is left, nothing written, to what follows.
-local v = redis.call('GET', key)
-local a
-if v and string.sub(v, -#sfx) == sfx then a = tonumber(string.sub(v, 1, -#sfx - 1)) end
-if not v or a then
-  if not now then
-    local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+  local cap, r, u = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
   end
-  local full = cap * u
-  local diff = 0
-  if a and a >= now then diff = (a - now) * r end
-  -- more than full: the clock went back; never cut under the same limit
-  local remaining = floor((full - diff) / u)
-  if remaining < 0 then remaining = 0 end
-  if cost > cap then return {0, remaining, 0, floor((diff + r - 1) / r)} end
-  local nxt = diff + cost * u
-  if nxt > full then
-    return {0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)}
+  -- a value of this limit ends with its full window: "<tat>/<tau>", or
+  -- "<a>:<b>:<r>/<tau>" with a fraction
+  local sfx, rsfx = '/' .. string.format(intf, tau), nil
+  if r ~= 1 then rsfx = ':' .. ARGV[4] .. sfx end
+  local reply
+  do -- gcra_check(key, cap, r, u, cost, sfx, rsfx, server, now) -> reply, from gcra.lua
+    local key, cost, server = KEYS[1], tonumber(ARGV[6]), ARGV[1] == '0'
+    -- one check, the common case: a key that is absent or holds a value of
+    -- this limit (gcra_parse) is decided here, from GET, TIME (only when now
+    -- is nil, once the value is known to be decided here) and its SET, and
+    -- replied as one.lua's fast paths reply ({allowed, remaining, retry_after,
+    -- reset_after}, no now); reply is nil, nothing written, for any other
+    -- value, which the general code decides
+    local v = redis.call('GET', key)
+    local a, b = nil, 0
+    if v then
+      do -- gcra_parse(v, sfx, rsfx) -> a, b, from gcra.lua
+        -- a value written under this limit, whose full window's suffix is sfx
+        -- ("/<tau>"), and whose TAT has no fraction ("<a>/<tau>") or one counted
+        -- in this limit's r ("<a>:<b>:<r>/<tau>": rsfx is ":<r>/<tau>", nil when
+        -- r is 1; it holds no magic character of a pattern): its TAT's whole µs a
+        -- and fraction b; a is nil for any other value (another limit's, an older
+        -- form, not a TAT), which only the general code (gcra_tat, bucket_debt)
+        -- reads. Every call of a library function costs Redis about a thousand
+        -- instructions: a value with a fraction is matched once, its digits
+        -- turned into numbers by arithmetic (they are digits: no tonumber call).
+        a, b = nil, 0
+        local sa, sb
+        if rsfx then sa, sb = string.match(v, '^(%d+):(%d+)' .. rsfx .. '$') end
+        if sa then
+          a, b = sa + 0, sb + 0
+        elseif #v > #sfx and string.find(v, sfx, -#sfx, true) then
+          a = tonumber(string.sub(v, 1, -#sfx - 1))
+        end
+      end
+    end
+    if not v or a then
+      local t = now
+      if not t then
+        local tt = redis.call('TIME')
+        t = tt[1] * 1000000 + tt[2]
+      end
+      local diff = 0
+      if a then
+        do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+          local now = t
+          -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+          -- + b/r µs, under the limit that wrote it: never cut (more than a full
+          -- bucket means that the clock went back, and the key waits for it)
+          diff = 0
+          if a >= now then diff = (a - now) * r + b end
+        end
+      end
+      local allowed, remaining, retry, reset, nxt
+      do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+        -- a check of cost units against a bucket diff scaled units from full
+        -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+        -- back: callers clamp), retry_after and reset_after µs, and when allowed
+        -- the debt it leaves, nxt
+        local full = cap * u
+        remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+        if cost <= cap and nxt <= full then
+          allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+        else
+          allowed, reset = 0, floor((diff + r - 1) / r)
+          -- a cost above the capacity never fits: retry 0
+          if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+        end
+      end
+      if remaining < 0 then remaining = 0 end
+      if allowed == 1 then
+        local value, f
+        do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+          local now = t
+          -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+          -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+          -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+          -- with '%d' where the TAT's length proves it exact (a µs on the server's
+          -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+          -- for the caller's other integers
+          f = '%d'
+          local at, frac = now + floor(nxt / r), nxt % r
+          value = string.format(f, at)
+          if #value < 12 then
+            f = '%.0f'
+            value = string.format(f, at)
+          end
+          if frac ~= 0 then
+            value = value .. ':' .. string.format(f, frac) .. rsfx
+          else
+            value = value .. sfx
+          end
+        end
+        local ttl
+        do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+          -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+          -- and, written at a now that is not the server's clock, 1000 ms more
+          -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+          -- on its own clock when the key is written, and a replica, a failover
+          -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+          -- On the server's clock the state's instants (a TAT, a ts) are on that
+          -- same clock, so whatever node holds the key, whatever its clock, the key
+          -- expires exactly when its state reads full there. An injected now is not
+          -- the clock that turns the TTL into an instant: a key written on a clock
+          -- that runs ahead of the one that later reads it (a client clock stepping
+          -- back, an instance whose clock is behind another's) expires that much
+          -- before its state is full on the reader's clock, whose step back then
+          -- creates capacity where the state would have made it wait; a step
+          -- forward afterwards refills again. The margin keeps such a key until
+          -- its state is full on any clock up to a second behind its writer's.
+          -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+          -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+          -- same on the server's clock: a node whose clock is s behind lets such a
+          -- key expire up to s early, at most s of refill, never more than the
+          -- key's capacity.)
+          ttl = floor((reset + 999) / 1000)
+          if not server then ttl = ttl + 1000 end
+        end
+        redis.call('SET', key, value, 'PX', string.format(f, ttl))
+      end
+      reply = {allowed, remaining, retry, reset}
+    end
   end
-  -- gcra_write(key, nxt, r, now, tau), its integers written with '%d'
-  -- where the TAT's length proves it exact (a µs on the server's clock
-  -- has 16 digits; see lua/doc.go), else with '%.0f'
-  local f, at, b = '%d', now + floor(nxt / r), nxt % r
-  local tat = string.format(f, at)
-  if #tat < 12 then
-    f = '%.0f'
-    tat = string.format(f, at)
-  end
-  if b ~= 0 then tat = tat .. ':' .. string.format(f, b) .. ':' .. string.format(f, r) end
-  local reset = floor((nxt + r - 1) / r)
-  redis.call('SET', key, tat .. sfx, 'PX', string.format(f, floor((reset + up) / 1000)))
-  remaining = floor((full - nxt) / u)
-  if remaining < 0 then remaining = 0 end
-  return {1, remaining, 0, reset}
+  if reply then return reply end
 end
-end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -133,25 +212,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -164,45 +244,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -359,42 +400,31 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket
+-- or GCRA key that is full at the instant a + b/rs µs (b < rs), and
+-- whether it was cut to full (cap*u). A fraction counted in another
+-- refill (rs ~= r) is rounded up to the next whole µs. same says that the
+-- key was written under a limit of the same full window (tau, which every
+-- bucket key stores): then the debt is never cut, since more than a full
+-- bucket means that the clock went back, and the key waits for it to
+-- catch up (a clock going back never creates capacity). Under another
+-- limit a debt above full is cut to full, and the caller stores the cut.
 local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
+  local diff
+  do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+    -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+    -- + b/r µs, under the limit that wrote it: never cut (more than a full
+    -- bucket means that the clock went back, and the key waits for it)
+    diff = 0
+    if a >= now then diff = (a - now) * r + b end
+  end
+  if diff > full and not same then return full, true end
   return diff, false
 end
--- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
--- the instant the bucket is full again, so the emission interval u/r µs is
--- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
--- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
--- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
--- refill of the limit that wrote it. Values written before tau was stored
--- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
--- written under another limit. diff = TAT - now in scaled units is the
--- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
--- Under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit
--- (bucket_debt, in the prelude), as the token bucket does. This is the hot
--- path of the common case, written flat: every function call costs in
--- Redis.
+-- GCRA (gcra.lua): its state is one string, the theoretical arrival time
+-- TAT = a + b/r µs, then the full window of the limit that wrote it:
+-- "<a>/<tau>", or "<a>:<b>:<r>/<tau>" with a fraction.
 
 -- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
 -- tau nil if the value predates it.
@@ -414,63 +444,136 @@ local function gcra_tat(v, r)
 end
 
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
--- to expire when it is reached (see bucket_ttl in the prelude).
-local function gcra_write(key, diff, r, now, tau)
-  local a, b = fmt(now + floor(diff / r)), diff % r
-  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', bucket_ttl(floor((diff + r - 1) / r)))
+-- to expire when it is reached (bucket_ttl).
+local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
+  local value, f
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
+    f = '%d'
+    local at, frac = now + floor(nxt / r), nxt % r
+    value = string.format(f, at)
+    if #value < 12 then
+      f = '%.0f'
+      value = string.format(f, at)
+    end
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
+  end
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    local reset = ceil_div(diff, r)
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('SET', key, value, 'PX', string.format(f, ttl))
 end
 
-local function gcra(key, cap, _, r, u, cost, now, commit)
+local function gcra(key, cap, _, r, u, cost, now, commit, server)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local diff = 0
   local v = redis.call('GET', key)
   if v then
     local a, b, rs, tw = gcra_tat(v, r)
     if a and b and rs then
       local cut
-      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
-      if cut then gcra_write(key, diff, r, now, tau) end
+      diff, cut = bucket_debt(a, b, rs, now, r, cap * u, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau, server) end
     end
   end
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now, tau) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then gcra_write(key, nxt, r, now, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, tau, server
 end
 
 -- Refund: move the TAT back by the cost's emission time (no more than
--- refund_debt gives back, from the commit's horizon less what refunds
--- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
--- right after it), not below now. A TAT at or before now is a full
--- bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now, not below now.
+-- A TAT at or before now is a full bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
   local v = redis.call('GET', key)
   if not v then return end
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
   refund_add(rec, ceil_div(give, r), now, tau)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
+  local diff = bucket_debt(a, b, rs, now, r, cap * u, tw == tau) - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now, tau)
+  gcra_write(key, diff, r, now, tau, server)
 end
-local check, alg = gcra, '5'
 -- One check, the common case: a script of its own per algorithm, holding
--- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check` and its number `alg` (as ARGV
--- sends it to dispatch.lua), then this file.
+-- only that algorithm: the prelude, the algorithm's functions, then this
+-- file, in which the script's recipe names the algorithm's function
+-- (check) and its number (alg, as ARGV sends it to dispatch.lua).
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -486,20 +589,21 @@ local check, alg = gcra, '5'
 -- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
 -- marker exists: a refund may still undo the denial), remaining,
 -- retry_after µs, reset_after µs, now µs; the fast paths
--- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- (the algorithms' flat heads, one_fast.lua) leave out the now when they decide a
 -- call without a commit marker (KEYS[3]), whose caller does not use it.
 --
 -- A check writes only when it is allowed, so one pass that commits is
 -- dispatch.lua's two phases for one check. See dispatch.lua for the
 -- markers. now.lua, before the algorithm (and before a fast path such as
--- gcra_one.lua), has read now.
-server_clock = ARGV[1] == '0'
+-- GCRA's, gcra.lua's section one), has read now.
+local check, alg = gcra, '5'
+local server = ARGV[1] == '0'
 -- A part whose commit marker exists already was cancelled (see
 -- cancel.lua), or is a resend of a part that committed: it decides
 -- nothing, and replies a denial its caller no longer reads.
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true, server)
 if allowed == 1 then
   if KEYS[3] then
     redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])

@@ -16,9 +16,10 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 42fed399366eb78ae3e2deb9f698e967ab7b24de (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: now.lua, prelude.lua, sliding_log.lua, one.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 db4e0f3e968041b5175776b61153efc5427dc887 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   now, prelude, sliding_log, one
 -- ---- the script, as sent ----
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
 -- is 0 (compared as the string the Go side sends: parsing a number costs
@@ -32,25 +33,26 @@ if now == '0' then
 else
   now = tonumber(now)
 end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -66,25 +68,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -97,45 +100,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -292,27 +256,6 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
-end
 -- Sliding log: sorted set, one member per unit, score = µs. An entry at s
 -- counts while s > now - period. Members are "<score>:<n>" where n counts the
 -- members already at that score: entries leave by score range, so all
@@ -358,7 +301,6 @@ end
 -- numbers (starting at the count) stay unique. The key then lives while
 -- its newest entry counts.
 local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
-  now = now or at
   local stamp = at + reset - period
   if stamp <= now - period then return end
   local s = fmt(stamp)
@@ -378,11 +320,10 @@ local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
 end
-local check, alg = sliding_log, '2'
 -- One check, the common case: a script of its own per algorithm, holding
--- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check` and its number `alg` (as ARGV
--- sends it to dispatch.lua), then this file.
+-- only that algorithm: the prelude, the algorithm's functions, then this
+-- file, in which the script's recipe names the algorithm's function
+-- (check) and its number (alg, as ARGV sends it to dispatch.lua).
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -398,20 +339,21 @@ local check, alg = sliding_log, '2'
 -- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
 -- marker exists: a refund may still undo the denial), remaining,
 -- retry_after µs, reset_after µs, now µs; the fast paths
--- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- (the algorithms' flat heads, one_fast.lua) leave out the now when they decide a
 -- call without a commit marker (KEYS[3]), whose caller does not use it.
 --
 -- A check writes only when it is allowed, so one pass that commits is
 -- dispatch.lua's two phases for one check. See dispatch.lua for the
 -- markers. now.lua, before the algorithm (and before a fast path such as
--- gcra_one.lua), has read now.
-server_clock = ARGV[1] == '0'
+-- GCRA's, gcra.lua's section one), has read now.
+local check, alg = sliding_log, '2'
+local server = ARGV[1] == '0'
 -- A part whose commit marker exists already was cancelled (see
 -- cancel.lua), or is a resend of a part that committed: it decides
 -- nothing, and replies a denial its caller no longer reads.
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true, server)
 if allowed == 1 then
   if KEYS[3] then
     redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])

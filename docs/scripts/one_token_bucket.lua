@@ -16,9 +16,11 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 123e099c685e0b9985763977e8923d97f70b951a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: now.lua, fast.lua, token_bucket_one.lua, one_fast.lua, prelude.lua, token_bucket.lua, one.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 25a157d17af6c1f26250fed699918596117fb701 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   now, fast, token_bucket.fast, one_fast, prelude, gcra.bucket,
+--   token_bucket.functions, one
 -- ---- the script, as sent ----
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
 -- is 0 (compared as the string the Go side sends: parsing a number costs
@@ -37,68 +39,110 @@ end
 -- else '%.0f'; both write an integer below 2^53 alike.
 local intf = string.format('%d', 9007199254740992) == '9007199254740992' and '%d' or '%.0f'
 -- Token bucket, one check, the common case written flat: a key that holds
--- no state, or state written under the same limit ("<r>/<tau>") at or
--- before now. token_bucket_fast makes
--- token_bucket's decision on key with ARGV[b..b+4] (capacity, period, r,
--- u, cost) at now (on the server's clock when server is true) with its
--- arithmetic, inline, and returns allowed,
--- remaining, retry_after, reset_after as one.lua replies them; in any
--- other case it returns nothing and writes nothing, and the general code
--- decides (it defines no function, and is defined before them). intf
--- (fast.lua) formats integers. Each fast function parses the numbers at
--- one position b once per script: a batch's calls of the same limit share
--- one position (batch.lua), and parsing costs.
+-- no state, or state written under the same limit ("<r>/<tau>").
+-- token_bucket_fast makes token_bucket's decision on key with
+-- ARGV[b..b+4] (capacity, period, r, u, cost) at now (on the server's
+-- clock when server is true) with its arithmetic, inline, and returns
+-- allowed, remaining, retry_after, reset_after as one.lua replies them;
+-- in any other case it returns nothing and writes nothing, and the
+-- general code decides (it defines no function, and is defined before
+-- them). intf (fast.lua) formats integers. Each fast function parses the
+-- numbers at one position b once per script: a batch's calls of the same
+-- limit share one position (batch.lua), and parsing costs.
 local tb_b, tb_cap, tb_r, tb_u, tb_cost, tb_rtau
 local function token_bucket_fast(key, b, now, server)
+  local floor = math.floor
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if b ~= tb_b then
     tb_b, tb_cap, tb_r, tb_u, tb_cost = b, tonumber(ARGV[b]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    local tau
+    do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+      local cap, u, r = tb_cap, tb_u, tb_r
+      -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+      -- bucket takes to refill, which every bucket key stores (calc.Tau)
+      tau = floor((cap * u + r - 1) / r)
+    end
     -- the r field of this limit: its refill and full window
-    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, math.floor((tb_cap * tb_u + tb_r - 1) / tb_r))
+    tb_rtau = ARGV[b + 2] .. '/' .. string.format(intf, tau)
   end
   local cap, r, u, cost = tb_cap, tb_r, tb_u, tb_cost
-  local full = cap * u
   local diff
   if not ts then
     diff = 0
-  elseif m and v[2] == tb_rtau and now >= ts then
-    diff = 0
-    if (now - ts) * r < m then diff = m - (now - ts) * r end
-    if diff > full then diff = nil end
+  elseif m and v[2] == tb_rtau then
+    -- full at ts + m/r µs
+    do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+      local a, b = ts + floor(m / r), m % r
+      -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+      -- + b/r µs, under the limit that wrote it: never cut (more than a full
+      -- bucket means that the clock went back, and the key waits for it)
+      diff = 0
+      if a >= now then diff = (a - now) * r + b end
+    end
   end
   if diff then
-    local floor = math.floor
-    local remaining = floor((full - diff) / u)
-    if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
-    local nxt = diff + cost * u
-    if nxt > full then
-      return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r)
+    local allowed, remaining, retry, reset, nxt
+    do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+      -- a check of cost units against a bucket diff scaled units from full
+      -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+      -- back: callers clamp), retry_after and reset_after µs, and when allowed
+      -- the debt it leaves, nxt
+      local full = cap * u
+      remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+      if cost <= cap and nxt <= full then
+        allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+      else
+        allowed, reset = 0, floor((diff + r - 1) / r)
+        -- a cost above the capacity never fits: retry 0
+        if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+      end
     end
-    -- token_bucket_write(key, nxt, r, now, reset)
-    local reset = floor((nxt + r - 1) / r)
-    if ts then -- it holds this r already (see above)
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
-    else
-      redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
-    end
-    -- bucket_ttl (prelude.lua): rounded up to the ms, and on a clock not
-    -- the server's its expiry_margin, 1000 ms, more
-    local ttl = floor((reset + 999) / 1000)
-    if not server then ttl = ttl + 1000 end
-    redis.call('PEXPIRE', key, string.format(intf, ttl))
-    remaining = floor((full - nxt) / u)
     if remaining < 0 then remaining = 0 end
-    return 1, remaining, 0, reset
+    if allowed == 1 then
+      -- token_bucket_write(key, nxt, r, now, reset, tau, server)
+      if ts then -- it holds this r already (see above)
+        redis.call('HSET', key, 'm', string.format(intf, nxt), 'ts', string.format(intf, now))
+      else
+        redis.call('HSET', key, 'm', string.format(intf, nxt), 'r', tb_rtau, 'ts', string.format(intf, now))
+      end
+      local ttl
+      do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+        -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+        -- and, written at a now that is not the server's clock, 1000 ms more
+        -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+        -- on its own clock when the key is written, and a replica, a failover
+        -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+        -- On the server's clock the state's instants (a TAT, a ts) are on that
+        -- same clock, so whatever node holds the key, whatever its clock, the key
+        -- expires exactly when its state reads full there. An injected now is not
+        -- the clock that turns the TTL into an instant: a key written on a clock
+        -- that runs ahead of the one that later reads it (a client clock stepping
+        -- back, an instance whose clock is behind another's) expires that much
+        -- before its state is full on the reader's clock, whose step back then
+        -- creates capacity where the state would have made it wait; a step
+        -- forward afterwards refills again. The margin keeps such a key until
+        -- its state is full on any clock up to a second behind its writer's.
+        -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+        -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+        -- same on the server's clock: a node whose clock is s behind lets such a
+        -- key expire up to s early, at most s of refill, never more than the
+        -- key's capacity.)
+        ttl = floor((reset + 999) / 1000)
+        if not server then ttl = ttl + 1000 end
+      end
+      redis.call('PEXPIRE', key, string.format(intf, ttl))
+    end
+    return allowed, remaining, retry, reset
   end
 end
-local fast = token_bucket_fast
 -- The fast path of a one-check script whose algorithm's fast path is a
--- function (the Go side names it `fast`): it decides the common case, and
--- a call whose part of a call spanning slots (KEYS[3]) must set markers
--- goes to the general code. See one.lua for KEYS, ARGV and the reply,
--- which here leaves out the now: the Go side needs it only from a call
--- with a commit marker.
+-- function (the script's recipe names it, fast): it decides the common
+-- case, and a call whose part of a call spanning slots (KEYS[3]) must set
+-- markers goes to the general code. See one.lua for KEYS, ARGV and the
+-- reply, which here leaves out the now: the Go side needs it only from a
+-- call with a commit marker.
+local fast = token_bucket_fast
 if not KEYS[3] then
   local allowed, remaining, retry, reset = fast(KEYS[1], 2, now, ARGV[1] == '0')
   if allowed then
@@ -107,25 +151,26 @@ if not KEYS[3] then
     return {allowed, remaining, retry, reset}
   end
 end
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -141,25 +186,26 @@ end
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -172,45 +218,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -367,56 +374,81 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket
+-- or GCRA key that is full at the instant a + b/rs µs (b < rs), and
+-- whether it was cut to full (cap*u). A fraction counted in another
+-- refill (rs ~= r) is rounded up to the next whole µs. same says that the
+-- key was written under a limit of the same full window (tau, which every
+-- bucket key stores): then the debt is never cut, since more than a full
+-- bucket means that the clock went back, and the key waits for it to
+-- catch up (a clock going back never creates capacity). Under another
+-- limit a debt above full is cut to full, and the caller stores the cut.
 local function bucket_debt(a, b, rs, now, r, full, same)
   if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
+  local diff
+  do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+    -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+    -- + b/r µs, under the limit that wrote it: never cut (more than a full
+    -- bucket means that the clock went back, and the key waits for it)
+    diff = 0
+    if a >= now then diff = (a - now) * r + b end
+  end
+  if diff > full and not same then return full, true end
   return diff, false
 end
--- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
--- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
--- the instant m was counted at, µs}. One token is u units; the bucket
--- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
--- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit, and the two
--- algorithms make the same decisions. A denied check writes nothing (but a
--- cut debt), so no accrued refill is ever lost. State written before tau
--- was stored (r a bare number) is read as written under another limit;
--- state written before m was stored, {t = tokens in scaled units, ts}, is
--- read under the current limit.
+-- Token bucket (token_bucket.lua): hash {m = tokens missing from a full
+-- bucket, as the time they take to refill in 1/r µs; r = "<r>/<tau>", the
+-- refill of the limit that wrote m and that limit's full window tau =
+-- ceil(cap*u/r) µs; ts = the instant m was counted at, µs}. One token is u
+-- units; the bucket refills r units per µs, exactly. The bucket is full at
+-- ts + m/r µs, the instant GCRA stores as its TAT, read by the same
+-- bucket_debt: under the limit that wrote it the debt is never cut (more
+-- than a full bucket means the clock went back: the key waits for it);
+-- across a change of limit it is kept, cut to one full bucket of the new
+-- limit, and the two algorithms make the same decisions. A denied check
+-- writes nothing (but a cut debt), so no accrued refill is ever lost.
+-- State written before tau was stored (r a bare number) is read as written
+-- under another limit; state written before m was stored, {t = tokens in
+-- scaled units, ts}, is read under the current limit.
 
 -- token_bucket_write stores a debt of m scaled units at now, full in reset
--- µs, under a limit of full window tau (its TTL: bucket_ttl, prelude).
-local function token_bucket_write(key, m, r, now, reset, tau)
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau, server)
   redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
-  redis.call('PEXPIRE', key, bucket_ttl(reset))
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('PEXPIRE', key, fmt(ttl))
 end
 
 -- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
 -- a full bucket) and whether the key holds state; it stores a cut debt.
-local function tb_load(key, full, r, now)
+local function tb_load(key, full, r, now, tau, server)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
-  local tau = floor((full + r - 1) / r)
   local rs, tw
   if v[2] then
     local s = string.find(v[2], '/', 1, true)
@@ -432,62 +464,75 @@ local function tb_load(key, full, r, now)
     if t > full then t = full end
     m, rs = full - t, r
   end
-  local diff, cut
-  local elapsed = now - ts
-  if rs == r and elapsed >= 0 then
-    -- the common case, inline: bucket_debt's result when the refill is
-    -- unchanged and the clock went forward (a product too large to be
-    -- exact is far above m anyway)
-    diff = 0
-    if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full and tw ~= tau
-    if cut then diff = full end
-  else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
-  end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
-  return diff, true, tau
+  local diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server) end
+  return diff, true
 end
 
-local function token_bucket(key, cap, _, r, u, cost, now, commit)
-  local full = cap * u
-  local diff, _, tau = tb_load(key, full, r, now)
-  tau = tau or floor((full + r - 1) / r)
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
-  local nxt = diff + cost * u
-  if nxt > full then
-    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
+local function token_bucket(key, cap, _, r, u, cost, now, commit, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
   end
-  local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
+  local diff = tb_load(key, cap * u, r, now, tau, server)
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then token_bucket_write(key, nxt, r, now, reset, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, reset, tau, server
 end
 
--- Refund: put back the cost tokens a commit took (no more than refund_debt
--- gives back, from the commit's horizon less what refunds gave back since
--- it: see refund_since), clamped to the capacity, evaluated at now (the
--- commit's own time, at, right after it), so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
-  local full = cap * u
-  local diff, exists, tau = tb_load(key, full, r, now)
+-- Refund: put back the cost tokens a commit took (no more than
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), clamped to the capacity,
+-- evaluated at now, so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
+  local diff, exists = tb_load(key, cap * u, r, now, tau, server)
   if not exists then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
-  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
+  refund_add(rec, ceil_div(give, r), now, tau)
   diff = diff - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server)
 end
-local check, alg = token_bucket, '4'
 -- One check, the common case: a script of its own per algorithm, holding
--- only that algorithm, which the Go side joins as prelude, algorithm, a line
--- naming the algorithm's function `check` and its number `alg` (as ARGV
--- sends it to dispatch.lua), then this file.
+-- only that algorithm: the prelude, the algorithm's functions, then this
+-- file, in which the script's recipe names the algorithm's function
+-- (check) and its number (alg, as ARGV sends it to dispatch.lua).
 --
 -- KEYS[1]    the storage key
 -- KEYS[2]    sharded clients only (Redis Cluster, Ring): the key's pending
@@ -503,20 +548,21 @@ local check, alg = token_bucket, '4'
 -- Reply: allowed (0 denied, 1 allowed, 2 denied while the key's pending
 -- marker exists: a refund may still undo the denial), remaining,
 -- retry_after µs, reset_after µs, now µs; the fast paths
--- (<algorithm>_one.lua, one_fast.lua) leave out the now when they decide a
+-- (the algorithms' flat heads, one_fast.lua) leave out the now when they decide a
 -- call without a commit marker (KEYS[3]), whose caller does not use it.
 --
 -- A check writes only when it is allowed, so one pass that commits is
 -- dispatch.lua's two phases for one check. See dispatch.lua for the
 -- markers. now.lua, before the algorithm (and before a fast path such as
--- gcra_one.lua), has read now.
-server_clock = ARGV[1] == '0'
+-- GCRA's, gcra.lua's section one), has read now.
+local check, alg = token_bucket, '4'
+local server = ARGV[1] == '0'
 -- A part whose commit marker exists already was cancelled (see
 -- cancel.lua), or is a resend of a part that committed: it decides
 -- nothing, and replies a denial its caller no longer reads.
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, 0, now} end
 local allowed, remaining, retry, reset = check(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true)
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now, true, server)
 if allowed == 1 then
   if KEYS[3] then
     redis.call('SET', KEYS[3], fmt(now) .. ':' .. fmt(reset) .. bucket_mark(alg, KEYS[1]), 'PX', ARGV[7])

@@ -19,29 +19,34 @@
 --   count they could not tell as the commit's: the now, then their positions
 --   (nothing given back to them)
 --
--- SHA1 38d71c0213f7e719e7f8c53f347a8615434a0664 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
--- Built from, in order: prelude.lua, fixed_window.lua, sliding_log.lua, sliding_window.lua, token_bucket.lua, gcra.lua, concurrency.lua, calendar.lua, now.lua, unknown.lua, refund.lua,
--- joined with the glue lines of lua.go. The sources' headers say more.
+-- SHA1 30601430bb68d6f77243176061537414cdd22cc3 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- Built from these sections of lua/, in order (<file>.<section>, or a
+-- whole <file>), their formulas inlined where they say --@ inline:
+--   prelude, fixed_window.string, fixed_window.functions, sliding_log,
+--   sliding_window.functions, gcra.bucket, token_bucket.functions,
+--   gcra.functions, concurrency.functions, calendar.functions, now,
+--   unknown, refund
 -- ---- the script, as sent ----
--- redlimit's scripts: each is this prelude, one or all of the algorithm
--- files, then an entry point. one.lua decides one check (the common case)
--- with the script of that check's algorithm; dispatch.lua decides several
--- checks all-or-nothing, or refunds, with the script holding all five;
--- batch.lua decides several queued calls, one after another.
+-- redlimit's scripts: each is this prelude, the functions of one or all of
+-- the algorithm files, then an entry point. one.lua decides one check (the
+-- common case) with the script of that check's algorithm; dispatch.lua
+-- decides several checks all-or-nothing, or refunds, with the script
+-- holding all of them; batch.lua decides several queued calls, one after
+-- another.
 --
 -- Every algorithm file defines three functions; the first and the last
 -- take the same parameters, of which each uses what it needs:
 --
---   <name>(key, cap, period, r, u, cost, now, commit)
+--   <name>(key, cap, period, r, u, cost, now, commit, server)
 --     evaluates a check of cost units at now (µs), and returns four
---     integers: allowed (0/1), remaining, retry_after µs, reset_after µs.
---     When the check passes it also returns the arguments after key of
---     <name>_write, and calls it itself if commit is true.
+--     integers: allowed (0/1), remaining, retry_after µs, reset_after µs,
+--     then the arguments after key of <name>_write, and writes them itself
+--     (calls <name>_write) if commit is true and the check passes.
 --   <name>_write(key, ...)
 --     writes the state a passing check left, with its TTL. The dispatch
 --     calls it once every check of a request has passed, without reading
 --     the keys again.
---   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark)
+--   <name>_refund(key, cap, period, r, u, cost, at, reset, now, mark, server)
 --     gives back cost units that a commit at at, which replied
 --     reset_after = reset, took, as they stand at now, the time the
 --     refund runs (on the server's clock, its present: never at): right
@@ -57,25 +62,26 @@
 --
 -- cap is the capacity in units, period the window or refill period in µs;
 -- token_bucket and gcra refill r scaled units per µs, one unit being u
--- scaled units, so every refill is an exact integer.
+-- scaled units, so every refill is an exact integer. server is true when
+-- now is the server's clock (TIME), which is also the clock of TTLs: the
+-- entry points pass it, from ARGV (a now of 0).
 --
 -- A key's state expires when it would read as a full bucket: its TTL is
 -- reset_after rounded up to the ms, so a key that expires is
 -- indistinguishable from a key at full capacity. A token bucket or GCRA
 -- key written on a clock other than the server's (an injected now) lives
--- expiry_margin longer: see bucket_ttl.
+-- a second longer: see bucket_ttl in gcra.lua.
 --
 -- Numbers are float64: every integer here stays below 2^53 (the Go side
 -- validates limits so that it does), and every number sent back to Redis is
--- formatted with %.0f so no exponent notation reaches a key.
+-- formatted with %.0f (or %d where that is exact, see lua/doc.go) so no
+-- exponent notation reaches a key.
+--
+-- The arithmetic of each algorithm is written once, in its own file, as
+-- formulas that the scripts inline (see lua/doc.go); this file holds what
+-- the algorithms share and does no algorithm's arithmetic.
 
 local floor = math.floor
-
--- server_clock is true while the check being decided (or refunded) has its
--- now from the server's clock (TIME), which is also the clock of TTLs.
--- The entry points that decide or write checks set it (one.lua,
--- dispatch.lua, batch.lua, refund.lua, cancel.lua, block.lua).
-local server_clock = false
 
 local function fmt(n)
   return string.format('%.0f', n)
@@ -88,45 +94,6 @@ end
 
 local function pexpire(key, us)
   redis.call('PEXPIRE', key, fmt(ceil_div(us, 1000)))
-end
-
--- expiry_margin is how many ms longer than its state needs a token bucket
--- or GCRA key lives when the now it was written at is not the server's
--- clock; bucket_ttl returns the TTL, in ms (formatted), of such a key whose
--- state is full in us µs: us rounded up to the ms on the server's clock,
--- expiry_margin more on another.
---
--- A TTL is relative: Redis turns it into an instant on its own clock when
--- the key is written, and a replica, a failover and a failback keep that
--- instant (Redis 7 replicates PXAT/PEXPIREAT). On the server's clock the
--- state's instants (a TAT, a ts) are on that same clock, so whatever node
--- holds the key, whatever its clock, the key expires exactly when its
--- state reads full there. An injected now is not the clock that turns the
--- TTL into an instant: a key written on a clock that runs ahead of the one
--- that later reads it (a client clock stepping back, an instance whose
--- clock is behind another's) expires that much before its state is full
--- on the reader's clock, whose step back then creates capacity where the
--- state would have made it wait; a step forward afterwards refills again.
--- The margin keeps such a key until its state is full on any clock up to
--- expiry_margin behind its writer's. (Redis before 7, whose replicas turn
--- a replicated TTL into an instant on their own clock, and MIGRATE, which
--- sends a relative TTL, do the same on the server's clock: a node whose
--- clock is s behind lets such a key expire up to s early, at most s of
--- refill, never more than the key's capacity.)
-local expiry_margin = 1000
-local function bucket_ttl(us)
-  local ms = ceil_div(us, 1000)
-  if not server_clock then ms = ms + expiry_margin end
-  return fmt(ms)
-end
-
--- refund_debt is the time-debt, in 1/r µs, that a late refund of a
--- bucket's units gives back at now: their own, cost_debt, but no more than
--- what is left at now of the debt of the commit at at, which replied reset
--- µs to full (units the bucket refilled since are not given back again:
--- that would create capacity). calc's refundDebt is its Go twin.
-local function refund_debt(cost_debt, at, reset, now, r)
-  return math.max(0, math.min(cost_debt, (at + reset - now) * r))
 end
 
 -- A late refund of bucket units (token bucket, GCRA) moves the debt of
@@ -283,60 +250,9 @@ local function zadd_units(key, score, prefix, first, cost)
     end
   end
 end
-
--- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket or
--- GCRA key that is full at the instant a + b/rs µs (b < rs), and whether it
--- was cut to full (cap*u). A fraction counted in another refill (rs ~= r) is
--- rounded up to the next whole µs. same says that the key was written under
--- a limit of the same full window (tau, ceil(full/r) µs, which every bucket
--- key stores): then the debt is never cut, since more than a full bucket
--- means that the clock went back, and the key waits for it to catch up (a
--- clock going back never creates capacity). Under another limit a debt
--- above full is cut to full, and the caller stores the cut. See bucketDebt
--- in algorithms/internal/calc/gcra.go.
-local function bucket_debt(a, b, rs, now, r, full, same)
-  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
-  if a < now then return 0, false end
-  local d = a - now
-  if same then return d * r + b, false end
-  if d > floor(full / r) then return full, true end
-  local diff = d * r + b
-  if diff > full then return full, true end
-  return diff, false
-end
--- Fixed window: two layouts, one per clock.
---
--- On the server's clock (TIME, the clock of TTLs), for a period of whole
--- ms, a key is a string, the count, whose TTL ends with its window: while
--- the key exists its window is the one it counts in, so a check of an
--- existing key reads no clock (fixed_window_one.lua); a new window reads
--- TIME once, to set the TTL. The expiry is set with PXAT to the window's
--- last ms: Redis keeps a key while its clock in ms has not passed that ms,
--- so exactly until the window ends. A count counts until its key expires,
--- whatever the period: a key written under a longer period keeps its count
--- until its window ends (at most one old period), and a clock that went
--- back finds its key held at the later window (Redis's TTLs follow the
--- same clock).
---
--- On a client's clock (Config.Now, which Redis's TTLs do not follow), or
--- for a period that is not a whole number of ms, a key is a hash {s =
--- window start µs, e = window end µs, c = count}. Windows are aligned to
--- the Unix epoch. Start and end are instants, so they mean the same under
--- any limit: the count still counts while now < e and the stored window
--- started in the current window of the current period (or later: the
--- clock went back, and the key is held at the later window), until e
--- under the period it was written with, else until e or the current
--- window's end, whichever comes first. A change of period never locks a
--- key for longer than one period of the new limit, nor beyond e (the key's
--- TTL). State written before windows were stored as instants, {w = window
--- index, c = count}, is read as a window of the current period.
---
--- Each reads the other layout (a redeploy meets hashes written before the
--- string layout, and calendar quotas share the hash), and a write turns
--- the key into the layout of its clock: a hash read on the server's clock
--- becomes a string whose TTL ends with the hash's window, count kept
--- (unless that end is not a whole ms: it stays a hash). A string read on
--- a client's clock counts until the key expires.
+-- Fixed window (fixed_window.lua): on the server's clock, for a period of
+-- whole ms, a string, the count, whose expiry ends its window; else a
+-- hash {s = start µs, e = end µs, c = count}.
 
 -- fixed_window_string returns the count of a string key and its expiry in
 -- µs on the server's clock: the end of its window. It returns nothing for
@@ -347,69 +263,103 @@ end
 -- and a commit and its refund would name different windows. Redis before
 -- 7 has no PEXPIRETIME: there the PTTL is added to now (when it is the
 -- server's clock, else to TIME, read here), the present of the script.
-local function fixed_window_string(key, v, now)
+local function fixed_window_string(key, v, now, server)
   local c = tonumber(v)
   if not c then error('fixed window key holds a string that is not a count') end
-  local e = redis.pcall('PEXPIRETIME', key)
-  if type(e) == 'number' then
-    if e < 0 then return end
-    return c, (e + 1) * 1000
+  local ms = redis.pcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then return end
+    if not server then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    ms = floor(now / 1000) + ttl
   end
-  local ttl = redis.call('PTTL', key)
-  if ttl < 0 then return end
-  if not server_clock then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if ms < 0 then return end
+  local e
+  do -- fw_string_end(ms) -> e, from fixed_window.lua
+    -- the end, in µs, of the window of a string whose expiry (or TTL) is ms:
+    -- Redis keeps a key through the ms of its expiry
+    e = (ms + 1) * 1000
   end
-  return c, (floor(now / 1000) + ttl + 1) * 1000
+  return c, e
 end
-
--- fixed_window_write stores count units in the window [start, stop). On the
--- server's clock, when stop is a whole ms, the key is a string: a write to
+-- fixed_window_write stores count units in the window [start, stop) of a
+-- limit of period µs. On the server's clock, for a period and a stop of
+-- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
 -- with the window; any other sets it (and replaces a hash). Else it is a
--- hash, whose TTL is set from the writer's now: on a client's clock every
--- write sets it again (a TTL set by another client whose clock runs ahead
--- would end the window early), on the server's only a new window's; str
--- says the key holds a string, which the hash replaces.
-local function fixed_window_write(key, start, stop, count, now, same, str)
-  if server_clock and stop % 1000 == 0 then
+-- hash (fw_hash_write); str says the key holds a string, which the hash
+-- replaces.
+local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
+  if server and stop % 1000 == 0 and period % 1000 == 0 then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else
-      redis.call('SET', key, fmt(count), 'PXAT', fmt(stop / 1000 - 1))
+      local last
+      do -- fw_pxat(stop) -> last, from fixed_window.lua
+        -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+        -- whole ms): the window's last ms, written with '%d' where its length
+        -- proves it exact (a ms on the server's clock has 13 digits; see
+        -- lua/doc.go), else with '%.0f'
+        local ms = stop / 1000 - 1
+        last = string.format('%d', ms)
+        if #last < 12 then last = string.format('%.0f', ms) end
+      end
+      redis.call('SET', key, fmt(count), 'PXAT', last)
     end
     return
   end
-  if str then redis.call('DEL', key) end
-  if same and not str then
-    redis.call('HSET', key, 'c', fmt(count))
-    if server_clock then return end
-  else
-    redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
+  if str then
+    redis.call('DEL', key)
+    same = false
   end
-  pexpire(key, stop - now)
+  local _
+  do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+    local total = count
+    local done
+    -- stores total units in the window [start, stop) of a hash: same says it
+    -- holds that window already, whose count alone changes. Its TTL is set
+    -- from the writer's now: on a client's clock every write sets it again (a
+    -- TTL set by another client whose clock runs ahead would end the window
+    -- early), on the server's only a new window's. Integers are written with
+    -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+    -- it exact, else with '%.0f'
+    local f = '%d'
+    if #string.format(f, stop) < 12 then f = '%.0f' end
+    if same then
+      redis.call('HSET', key, 'c', string.format(f, total))
+    else
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+    end
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
 end
 
 -- fixed_window_load returns the stored window's start, end and count, or
 -- nil; whether start and end are stored as such (a hash in the current
 -- form); and whether the key is a string (its start is then unknown, and
 -- returned as nil, its end as its expiry, see fixed_window_string).
-local function fixed_window_load(key, period, now)
+local function fixed_window_load(key, period, now, server)
   local v
-  if server_clock then
+  if server then
     v = redis.pcall('GET', key)
     if type(v) ~= 'table' then
       if not v then return nil end
-      local c, e = fixed_window_string(key, v, now)
+      local c, e = fixed_window_string(key, v, now, server)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
   end
   v = redis.pcall('HMGET', key, 's', 'e', 'c', 'w')
   if v.err then
-    if not server_clock then
-      local c, e = fixed_window_string(key, redis.call('GET', key), now)
+    if not server then
+      local c, e = fixed_window_string(key, redis.call('GET', key), now, server)
       if not c then return nil, nil, nil, false, true end
       return nil, e, c, false, true
     end
@@ -427,35 +377,59 @@ local function fixed_window_load(key, period, now)
   return s, e, c, stored, false
 end
 
-local function fixed_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, stored, str = fixed_window_load(key, period, now)
-  local start = floor(now / period) * period
-  local stop = start + period
-  local count = 0
-  if str then
-    -- a string counts until it expires; its end, read in ms (the TTL's
-    -- unit), is the current window's end when within 1 ms of it
-    if e and now < e then
-      count = c
-      if e < stop - 1000 or e > stop + 1000 then stop = e end
+local function fixed_window(key, cap, period, _, _, cost, now, commit, server)
+  local s, e, c, stored, str = fixed_window_load(key, period, now, server)
+  local count, start, stop
+  do -- fw_window(s, e, c, str, now, period) -> count, start, stop, from fixed_window.lua
+    -- the count that a key holding the window [s, e) with c units (a hash;
+    -- with str, a string: its count c until its expiry e, its start unknown)
+    -- still counts at now under period, and the window [start, stop) a check
+    -- at now writes to
+    do -- window_end(now, period) -> start, stop, from fixed_window.lua
+      -- the window of period (µs) that holds now, aligned to the Unix epoch
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
+      stop = start + period
     end
-  elseif s and now < e and s >= start then
-    count, start = c, s
-    if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
-      if e < stop then stop = e end
-    else
-      stop = e -- the current window, or a later one: the clock went back
+    count = 0
+    if str then
+      -- a string counts until it expires; its end, read in ms (the TTL's
+      -- unit), is the current window's end when within 1 ms of it
+      if e and now < e then
+        count = c
+        if e < stop - 1000 or e > stop + 1000 then stop = e end
+      end
+    elseif s and now < e and s >= start then
+      count, start = c, s
+      if e - s ~= period or s % period ~= 0 then -- another period, or a calendar window
+        if e < stop then stop = e end
+      else
+        stop = e -- the current window, or a later one: the clock went back
+      end
     end
   end
-  local reset = 0
-  if count > 0 then reset = stop - now end
-  if cost > cap then return 0, cap - count, 0, reset end
-  if count + cost > cap then return 0, cap - count, stop - now, reset end
-  count = count + cost
+  local allowed, remaining, retry, reset, total
+  do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+    -- a check of cost units at now in a window that holds count units and
+    -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+    -- count is above the capacity: callers clamp), retry_after and
+    -- reset_after µs, and the count it leaves, total (count when denied)
+    allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+    if count > 0 then reset = stop - now end
+    if cost <= cap then
+      if count + cost > cap then
+        retry = stop - now
+      else
+        allowed, total, reset = 1, count + cost, stop - now
+        remaining = cap - total
+      end
+    end
+  end
   -- the window the key holds, unchanged
-  local same = (stored and start == s and stop == e) or (str and count > cost)
-  if commit then fixed_window_write(key, start, stop, count, now, same, str) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, same, str
+  local same = (stored and start == s and stop == e) or (str and count > 0)
+  if allowed == 1 and commit then fixed_window_write(key, start, stop, total, now, same, str, server, period) end
+  return allowed, remaining, retry, reset, start, stop, total, now, same, str, server, period
 end
 
 -- Refund: take cost back from the window a commit at at wrote. That commit
@@ -464,23 +438,19 @@ end
 -- count and there is nothing to give back; else the TTL stays (the window
 -- ends when it did), whenever the refund comes. A string key's end is its
 -- expiry, read to the ms: the commit's window if within 1 ms of its end
--- (windows of one key end at least a period, a whole ms, apart). The
--- expiry is the key's PTTL from now, the time the refund runs: on the
--- server's clock the script's now is that clock's present, and at, the
--- commit's instant, would put the end early by the refund's delay (a
--- compensation or cancel more than 1 ms after its commit gave nothing
--- back). A string whose end is not its commit's while the commit's
--- window is still current holds a count of that window whose end
--- something else changed (a PEXPIRE of the key, a RESTORE of it with a
--- TTL turned into an instant on another clock): the count still counts,
--- but the refund cannot tell the commit's units in it; it gives nothing
--- back, and returns true so that its caller reports it. (A string with no
--- TTL counts nothing: there is nothing to give back.)
-local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
+-- (windows of one key end at least a period, a whole ms, apart). A string
+-- whose end is not its commit's while the commit's window is still
+-- current holds a count of that window whose end something else changed
+-- (a PEXPIRE of the key, a RESTORE of it with a TTL turned into an instant
+-- on another clock): the count still counts, but the refund cannot tell
+-- the commit's units in it; it gives nothing back, and returns true so
+-- that its caller reports it. (A string with no TTL counts nothing: there
+-- is nothing to give back.)
+local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now, _, server)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'table' then
     if not v then return end
-    local c, e = fixed_window_string(key, v, now)
+    local c, e = fixed_window_string(key, v, now, server)
     if not c then return end
     local d = at + reset - e
     if d < -1000 or d > 1000 then return now < at + reset end
@@ -491,13 +461,22 @@ local function fixed_window_refund(key, _, period, _, _, cost, at, reset, now)
     end
     return
   end
-  local _, e, c = fixed_window_load(key, period, now)
-  if e ~= at + reset or not c then return end
-  c = c - cost
-  if c <= 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('HSET', key, 'c', fmt(c))
+  local _, e, c = fixed_window_load(key, period, now, server)
+  local _
+  do -- fw_hash_refund(key, e, c, at, reset, cost) -> gave, from fixed_window.lua
+    local gave
+    -- gives back cost units of a hash's count c, if its window's end e is the
+    -- one the commit at at replied (reset = e - at); gave says it did
+    gave = false
+    if c and e == at + reset then
+      if c - cost <= 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('HSET', key, 'c', string.format('%.0f', c - cost))
+      end
+      gave = true
+    end
+    _ = gave
   end
 end
 -- Sliding log: sorted set, one member per unit, score = µs. An entry at s
@@ -545,7 +524,6 @@ end
 -- numbers (starting at the count) stay unique. The key then lives while
 -- its newest entry counts.
 local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
-  now = now or at
   local stamp = at + reset - period
   if stamp <= now - period then return end
   local s = fmt(stamp)
@@ -565,56 +543,9 @@ local function sliding_log_refund(key, _, period, _, _, cost, at, reset, now)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then pexpire(key, tonumber(last[2]) + period - now) end
 end
--- Sliding window counter: hash {s = start µs of the stored window, e = its
--- end µs, c = count in it, p = count in the window before}. The estimate at
--- elapsed x into the current window is prev*(period-x)/period + cur,
--- computed with the same float64 operations, in the same order, as the Go
--- backend. Start and end are instants, so they mean the same under any
--- limit. Under an unchanged period (e - s) the stored window is the current
--- one, the previous one, or older. When the period changed, each stored
--- window's count goes to the window of the new period in which that stored
--- window started (the current one, the previous one, or none), and the
--- stored counts are forgotten when the key would have expired (e, plus the
--- old period if c > 0): no claim goes beyond that. Under an unchanged
--- period, a window that starts in the future (the clock went back) is held.
--- State written before windows were stored as instants, {w =
--- window index, c, p}, is read as windows of the current period.
-local function sw_estimate(prev, period, e)
-  return prev * (period - e) / period
-end
-
-local function sw_pass(prev, cur, cost, cap, period, e)
-  return sw_estimate(prev, period, e) + (cur + cost) <= cap
-end
-
--- First instant (µs) at which the check passes with no other traffic.
-local function sw_wait(prev, cur, cost, cap, period, start, e)
-  if cur + cost > cap then
-    prev, cur, start, e = cur, 0, start + period, 0
-  end
-  local slack = cap - cur - cost
-  local x = period - slack * period / prev
-  if x >= 0 then x = floor(x) else x = -floor(-x) end
-  if x < e then x = e end
-  if x > period then x = period end
-  while x < period and not sw_pass(prev, cur, cost, cap, period, x) do x = x + 1 end
-  while x > e and sw_pass(prev, cur, cost, cap, period, x - 1) do x = x - 1 end
-  return start + x
-end
-
-local function sw_reset(start, period, now, cur, prev)
-  if cur > 0 then return start + 2 * period - now end
-  if prev > 0 then return start + period - now end
-  return 0
-end
-
--- sw_clamp bounds a claim d (µs from now), when life is not -1, by the
--- instant life at which the stored counts are forgotten.
-local function sw_clamp(d, life, now)
-  if life >= 0 and d > life - now then d = life - now end
-  if d < 0 then d = 0 end
-  return d
-end
+-- Sliding window counter (sliding_window.lua): hash {s = start µs of the
+-- stored window, e = its end µs, c = count in it, p = count in the window
+-- before}.
 
 -- sw_load returns the stored window's start, end, count and previous count,
 -- or nil, and whether start and end are stored as such (not the older
@@ -633,71 +564,202 @@ local function sw_load(key, period)
   return s, e, c, p, stored
 end
 
--- sw_map adds n units counted in a window that started at from to the
--- current (cur) or previous (prev) window of period that starts at start.
-local function sw_map(from, n, start, period, cur, prev)
-  if from >= start then return cur + n, prev end
-  if from >= start - period then return cur, prev + n end
-  return cur, prev
-end
-
-local function sw_trunc(x)
-  if x >= 0 then return floor(x) end
-  return -floor(-x)
-end
-
--- sliding_window_write stores the counts of the window [start, start +
--- period) and the one before, expiring in reset µs. When the key holds
--- that window with a count (held), it expires at start + 2 periods
--- already: on the server's clock only the count changes (see
--- sliding_window_one.lua).
-local function sliding_window_write(key, start, period, cur, prev, reset, held)
-  if held and server_clock then
-    redis.call('HSET', key, 'c', fmt(cur))
-    return
-  end
-  redis.call('HSET', key, 's', fmt(start), 'e', fmt(start + period), 'c', fmt(cur), 'p', fmt(prev))
-  pexpire(key, reset)
-end
-
-local function sliding_window(key, cap, period, _, _, cost, now, commit)
-  local s, e, c, p, stored = sw_load(key, period)
-  local start = floor(now / period) * period
-  local cur, prev = 0, 0
-  local life = -1
-  local held = false -- the key holds this window, with a count
-  if s then
-    local old = e - s
-    if old == period and s > start then
-      start, cur, prev, held = s, c, p, stored and c > 0
-    elseif old == period then
-      if s == start then
-        cur, prev, held = c, p, stored and c > 0
-      elseif s == start - period then
-        prev = c
-      end
+local function sliding_window_write(key, start, period, cur, prev, reset, held, server)
+  local _
+  do -- sw_write(key, start, period, cur, prev, reset, held, server, f) -> done, from sliding_window.lua
+    local f = '%.0f'
+    local done
+    -- stores the counts of the window [start, start + period) and the one
+    -- before, expiring in reset µs, integers formatted with f. When the key
+    -- holds that window with a count (held), it expires at start + 2 periods
+    -- already: on the server's clock only the count changes.
+    if held and server then
+      redis.call('HSET', key, 'c', string.format(f, cur))
     else
-      life = e
-      if c > 0 then life = life + old end
-      if now < life then
-        cur, prev = sw_map(s, c, start, period, cur, prev)
-        cur, prev = sw_map(s - old, p, start, period, cur, prev)
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, start + period),
+        'c', string.format(f, cur), 'p', string.format(f, prev))
+      redis.call('PEXPIRE', key, string.format(f, floor((reset + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
+end
+
+local function sliding_window(key, cap, period, _, _, cost, now, commit, server)
+  local s, e, c, p, stored = sw_load(key, period)
+  local start, cur, prev, held, life
+  do -- sw_window(s, e, c, p, stored, now, period) -> start, cur, prev, held, life, from sliding_window.lua
+    -- the current window (its start) and its count and the previous one's,
+    -- of a key that holds the window [s, e) with c units and p before it (s
+    -- nil: no state; stored: s and e are stored as such, not the older form),
+    -- at now under period; held says the key holds the current window with a
+    -- count, and life is the instant the stored counts are forgotten after a
+    -- change of period (-1: no such instant before the key's own TTL)
+    local _
+    do -- window_end(now, period) -> start, stop, from fixed_window.lua
+      local stop
+      -- the window of period (µs) that holds now, aligned to the Unix epoch
+      -- (Lua's a % b is a - floor(a / b) * b: no call of floor, which the
+      -- string layout's common case then need not define)
+      start = now - now % period
+      stop = start + period
+      _ = stop
+    end
+    cur, prev, held, life = 0, 0, false, -1
+    if s then
+      local old = e - s
+      if old == period and s > start then
+        start, cur, prev, held = s, c, p, stored and c > 0
+      elseif old == period then
+        if s == start then
+          cur, prev, held = c, p, stored and c > 0
+        elseif s == start - period then
+          prev = c
+        end
+      else
+        life = e
+        if c > 0 then life = life + old end
+        if now < life then
+          -- each stored window's count to the window it started in
+          for _, w in ipairs({{s, c}, {s - old, p}}) do
+            if w[1] >= start then
+              cur = cur + w[2]
+            elseif w[1] >= start - period then
+              prev = prev + w[2]
+            end
+          end
+        end
       end
     end
   end
-  local x = now - start
-  if x < 0 then x = 0 end
-  local est = sw_estimate(prev, period, x)
-  local remaining = sw_trunc(cap - est - cur)
-  local reset = sw_clamp(sw_reset(start, period, now, cur, prev), life, now)
-  if cost > cap then return 0, remaining, 0, reset end
-  if not sw_pass(prev, cur, cost, cap, period, x) then
-    return 0, remaining, sw_clamp(sw_wait(prev, cur, cost, cap, period, start, x) - now, life, now), reset
+  local allowed, remaining, retry, reset, total
+  do -- sw_decide(start, cur, prev, now, period, cap, cost, life) -> allowed, remaining, retry, reset, total, from sliding_window.lua
+    -- a check of cost units at now, in the current window that starts at
+    -- start with cur units, prev in the one before (life: see sw_window):
+    -- allowed (1/0), remaining (below 0 after the estimate passed the
+    -- capacity: callers clamp), retry_after µs (the first instant the check
+    -- passes with no other traffic: later in this window as the previous
+    -- window's weight fades, or in the next, where cur becomes the previous
+    -- count), reset_after µs, and the current count it leaves, total
+    local x = now - start
+    if x < 0 then x = 0 end
+    local est
+    do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+      -- the previous window's weight at elapsed x into the current one
+      est = prev * (period - x) / period
+    end
+    do -- sw_trunc(x) -> n, from sliding_window.lua
+      local x = cap - est - cur
+      local n
+      -- x rounded toward zero
+      if x >= 0 then n = floor(x) else n = -floor(-x) end
+      remaining = n
+    end
+    do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+      -- reset_after at now of a key whose current window starts at start with
+      -- cur units, prev in the window before: no later than life, the instant
+      -- its counts are forgotten, when life is not -1; never below 0
+      reset = 0
+      if cur > 0 then
+        reset = start + 2 * period - now
+      elseif prev > 0 then
+        reset = start + period - now
+      end
+      if life >= 0 and reset > life - now then reset = life - now end
+      if reset < 0 then reset = 0 end
+    end
+    allowed, retry, total = 0, 0, cur
+    if cost <= cap then
+      local pass
+      do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+        local est
+        do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+          -- the previous window's weight at elapsed x into the current one
+          est = prev * (period - x) / period
+        end
+        pass = est + (cur + cost) <= cap
+      end
+      if pass then
+        allowed, total = 1, cur + cost
+        do -- sw_trunc(x) -> n, from sliding_window.lua
+          local x = cap - est - total
+          local n
+          -- x rounded toward zero
+          if x >= 0 then n = floor(x) else n = -floor(-x) end
+          remaining = n
+        end
+        do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+          local cur, life = total, -1
+          -- reset_after at now of a key whose current window starts at start with
+          -- cur units, prev in the window before: no later than life, the instant
+          -- its counts are forgotten, when life is not -1; never below 0
+          reset = 0
+          if cur > 0 then
+            reset = start + 2 * period - now
+          elseif prev > 0 then
+            reset = start + period - now
+          end
+          if life >= 0 and reset > life - now then reset = life - now end
+          if reset < 0 then reset = 0 end
+        end
+      else
+        local wp, wc, ws, we = prev, cur, start, x
+        if cur + cost > cap then
+          wp, wc, ws, we = cur, 0, start + period, 0
+        end
+        -- prev*(period-y)/period <= cap-cur-cost: a first guess by algebra,
+        -- then corrected by the exact predicate (float rounding)
+        local slack = cap - wc - cost
+        local y
+        do -- sw_trunc(x) -> n, from sliding_window.lua
+          local x = period - slack * period / wp
+          local n
+          -- x rounded toward zero
+          if x >= 0 then n = floor(x) else n = -floor(-x) end
+          y = n
+        end
+        if y < we then y = we end
+        if y > period then y = period end
+        while y < period do
+          local ok
+          do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+            local prev, cur, x = wp, wc, y
+            local pass
+            local est
+            do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+              -- the previous window's weight at elapsed x into the current one
+              est = prev * (period - x) / period
+            end
+            pass = est + (cur + cost) <= cap
+            ok = pass
+          end
+          if ok then break end
+          y = y + 1
+        end
+        while y > we do
+          local ok
+          do -- sw_pass(prev, cur, cost, cap, period, x) -> pass, from sliding_window.lua
+            local prev, cur, x = wp, wc, y - 1
+            local pass
+            local est
+            do -- sw_estimate(prev, period, x) -> est, from sliding_window.lua
+              -- the previous window's weight at elapsed x into the current one
+              est = prev * (period - x) / period
+            end
+            pass = est + (cur + cost) <= cap
+            ok = pass
+          end
+          if not ok then break end
+          y = y - 1
+        end
+        retry = ws + y - now
+        if life >= 0 and retry > life - now then retry = life - now end
+        if retry < 0 then retry = 0 end
+      end
+    end
   end
-  cur = cur + cost
-  reset = sw_clamp(sw_reset(start, period, now, cur, prev), -1, now)
-  if commit then sliding_window_write(key, start, period, cur, prev, reset, held) end
-  return 1, sw_trunc(cap - est - cur), 0, reset, start, period, cur, prev, reset, held
+  if allowed == 1 and commit then sliding_window_write(key, start, period, total, prev, reset, held, server) end
+  return allowed, remaining, retry, reset, start, period, total, prev, reset, held, server
 end
 
 -- Refund: take cost back from the window a commit at at added it to, named
@@ -706,7 +768,6 @@ end
 -- once it has moved on to the next, and forgotten after that (or once the
 -- period has changed); the key then lives as the state left needs at now.
 local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
-  now = now or at
   local start = at + reset - 2 * period
   local w, e, c, p = sw_load(key, period)
   if not w or e - w ~= period then return end
@@ -719,43 +780,105 @@ local function sliding_window_refund(key, _, period, _, _, cost, at, reset, now)
   else
     return
   end
-  local reset_now = sw_reset(w, period, now, c, p)
-  if reset_now <= 0 then
+  local left
+  do -- sw_reset(start, period, now, cur, prev, life) -> reset, from sliding_window.lua
+    local start, cur, prev, life = w, c, p, -1
+    local reset
+    -- reset_after at now of a key whose current window starts at start with
+    -- cur units, prev in the window before: no later than life, the instant
+    -- its counts are forgotten, when life is not -1; never below 0
+    reset = 0
+    if cur > 0 then
+      reset = start + 2 * period - now
+    elseif prev > 0 then
+      reset = start + period - now
+    end
+    if life >= 0 and reset > life - now then reset = life - now end
+    if reset < 0 then reset = 0 end
+    left = reset
+  end
+  if left <= 0 then
     redis.call('DEL', key)
     return
   end
   redis.call('HSET', key, 'c', fmt(c), 'p', fmt(p))
-  pexpire(key, reset_now)
+  pexpire(key, left)
 end
--- Token bucket: hash {m = tokens missing from a full bucket, as the time
--- they take to refill in 1/r µs; r = "<r>/<tau>", the refill of the limit
--- that wrote m and that limit's full window tau = ceil(cap*u/r) µs; ts =
--- the instant m was counted at, µs}. One token is u units; the bucket
--- refills r units per µs, exactly. The bucket is full at ts + m/r µs, the
--- instant GCRA stores as its TAT, read by the same bucket_debt (prelude):
--- under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit, and the two
--- algorithms make the same decisions. A denied check writes nothing (but a
--- cut debt), so no accrued refill is ever lost. State written before tau
--- was stored (r a bare number) is read as written under another limit;
--- state written before m was stored, {t = tokens in scaled units, ts}, is
--- read under the current limit.
+-- bucket_debt returns the time-debt at now, in 1/r µs, of a token bucket
+-- or GCRA key that is full at the instant a + b/rs µs (b < rs), and
+-- whether it was cut to full (cap*u). A fraction counted in another
+-- refill (rs ~= r) is rounded up to the next whole µs. same says that the
+-- key was written under a limit of the same full window (tau, which every
+-- bucket key stores): then the debt is never cut, since more than a full
+-- bucket means that the clock went back, and the key waits for it to
+-- catch up (a clock going back never creates capacity). Under another
+-- limit a debt above full is cut to full, and the caller stores the cut.
+local function bucket_debt(a, b, rs, now, r, full, same)
+  if b ~= 0 and rs ~= r then a, b = a + 1, 0 end
+  local diff
+  do -- bucket_same_debt(a, b, now, r) -> diff, from gcra.lua
+    -- the time-debt at now, in 1/r µs, of a key that is full at the instant a
+    -- + b/r µs, under the limit that wrote it: never cut (more than a full
+    -- bucket means that the clock went back, and the key waits for it)
+    diff = 0
+    if a >= now then diff = (a - now) * r + b end
+  end
+  if diff > full and not same then return full, true end
+  return diff, false
+end
+-- Token bucket (token_bucket.lua): hash {m = tokens missing from a full
+-- bucket, as the time they take to refill in 1/r µs; r = "<r>/<tau>", the
+-- refill of the limit that wrote m and that limit's full window tau =
+-- ceil(cap*u/r) µs; ts = the instant m was counted at, µs}. One token is u
+-- units; the bucket refills r units per µs, exactly. The bucket is full at
+-- ts + m/r µs, the instant GCRA stores as its TAT, read by the same
+-- bucket_debt: under the limit that wrote it the debt is never cut (more
+-- than a full bucket means the clock went back: the key waits for it);
+-- across a change of limit it is kept, cut to one full bucket of the new
+-- limit, and the two algorithms make the same decisions. A denied check
+-- writes nothing (but a cut debt), so no accrued refill is ever lost.
+-- State written before tau was stored (r a bare number) is read as written
+-- under another limit; state written before m was stored, {t = tokens in
+-- scaled units, ts}, is read under the current limit.
 
 -- token_bucket_write stores a debt of m scaled units at now, full in reset
--- µs, under a limit of full window tau (its TTL: bucket_ttl, prelude).
-local function token_bucket_write(key, m, r, now, reset, tau)
+-- µs, under a limit of full window tau.
+local function token_bucket_write(key, m, r, now, reset, tau, server)
   redis.call('HSET', key, 'm', fmt(m), 'r', fmt(r) .. '/' .. fmt(tau), 'ts', fmt(now))
-  redis.call('PEXPIRE', key, bucket_ttl(reset))
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('PEXPIRE', key, fmt(ttl))
 end
 
 -- tb_load returns the key's time-debt at now in 1/r µs (0 for no state, or
 -- a full bucket) and whether the key holds state; it stores a cut debt.
-local function tb_load(key, full, r, now)
+local function tb_load(key, full, r, now, tau, server)
   local v = redis.call('HMGET', key, 'm', 'r', 'ts')
   local m, ts = tonumber(v[1]), tonumber(v[3])
   if not ts then return 0, false end
-  local tau = floor((full + r - 1) / r)
   local rs, tw
   if v[2] then
     local s = string.find(v[2], '/', 1, true)
@@ -771,72 +894,74 @@ local function tb_load(key, full, r, now)
     if t > full then t = full end
     m, rs = full - t, r
   end
-  local diff, cut
-  local elapsed = now - ts
-  if rs == r and elapsed >= 0 then
-    -- the common case, inline: bucket_debt's result when the refill is
-    -- unchanged and the clock went forward (a product too large to be
-    -- exact is far above m anyway)
-    diff = 0
-    if elapsed * r < m then diff = m - elapsed * r end
-    cut = diff > full and tw ~= tau
-    if cut then diff = full end
-  else
-    diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
-  end
-  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau) end
-  return diff, true, tau
+  local diff, cut = bucket_debt(ts + floor(m / rs), m % rs, rs, now, r, full, tw == tau)
+  if cut then token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server) end
+  return diff, true
 end
 
-local function token_bucket(key, cap, _, r, u, cost, now, commit)
-  local full = cap * u
-  local diff, _, tau = tb_load(key, full, r, now)
-  tau = tau or floor((full + r - 1) / r)
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, ceil_div(diff, r) end
-  local nxt = diff + cost * u
-  if nxt > full then
-    return 0, remaining, ceil_div(nxt - full, r), ceil_div(diff, r)
+local function token_bucket(key, cap, _, r, u, cost, now, commit, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
   end
-  local reset = ceil_div(nxt, r)
-  if commit then token_bucket_write(key, nxt, r, now, reset, tau) end
-  return 1, floor((full - nxt) / u), 0, reset, nxt, r, now, reset, tau
+  local diff = tb_load(key, cap * u, r, now, tau, server)
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then token_bucket_write(key, nxt, r, now, reset, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, reset, tau, server
 end
 
--- Refund: put back the cost tokens a commit took (no more than refund_debt
--- gives back, from the commit's horizon less what refunds gave back since
--- it: see refund_since), clamped to the capacity, evaluated at now (the
--- commit's own time, at, right after it), so no refill is counted twice.
-local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
-  local full = cap * u
-  local diff, exists, tau = tb_load(key, full, r, now)
+-- Refund: put back the cost tokens a commit took (no more than
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), clamped to the capacity,
+-- evaluated at now, so no refill is counted twice.
+local function token_bucket_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
+  local diff, exists = tb_load(key, cap * u, r, now, tau, server)
   if not exists then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
-  refund_add(rec, ceil_div(give, r), now, floor((full + r - 1) / r))
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
+  refund_add(rec, ceil_div(give, r), now, tau)
   diff = diff - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau)
+  token_bucket_write(key, diff, r, now, ceil_div(diff, r), tau, server)
 end
--- GCRA: one string, the theoretical arrival time TAT = a + b/r µs (b < r),
--- the instant the bucket is full again, so the emission interval u/r µs is
--- exact, followed by the full window tau = ceil(cap*u/r) µs of the limit
--- that wrote it. It is "<a>/<tau>" when b is 0, as it always is when the
--- interval is a whole number of µs, else "<a>:<b>:<r>/<tau>", r being the
--- refill of the limit that wrote it. Values written before tau was stored
--- ("<a>", "<a>:<b>:<r>", and "<a>:<b>" read with the current r) are read as
--- written under another limit. diff = TAT - now in scaled units is the
--- key's time-debt; a check of cost n passes when diff + n*u <= cap*u.
--- Under the limit that wrote it the debt is never cut (more than a full
--- bucket means the clock went back: the key waits for it); across a change
--- of limit it is kept, cut to one full bucket of the new limit
--- (bucket_debt, in the prelude), as the token bucket does. This is the hot
--- path of the common case, written flat: every function call costs in
--- Redis.
+-- GCRA (gcra.lua): its state is one string, the theoretical arrival time
+-- TAT = a + b/r µs, then the full window of the limit that wrote it:
+-- "<a>/<tau>", or "<a>:<b>:<r>/<tau>" with a fraction.
 
 -- gcra_tat parses a stored TAT into (a, b, rs, tau); nil if it is not one,
 -- tau nil if the value predates it.
@@ -856,57 +981,131 @@ local function gcra_tat(v, r)
 end
 
 -- gcra_write stores the TAT now + diff/r µs of a limit of full window tau,
--- to expire when it is reached (see bucket_ttl in the prelude).
-local function gcra_write(key, diff, r, now, tau)
-  local a, b = fmt(now + floor(diff / r)), diff % r
-  if b ~= 0 then a = a .. ':' .. fmt(b) .. ':' .. fmt(r) end
-  redis.call('SET', key, a .. '/' .. fmt(tau), 'PX', bucket_ttl(floor((diff + r - 1) / r)))
+-- to expire when it is reached (bucket_ttl).
+local function gcra_write(key, diff, r, now, tau, server)
+  local sfx = '/' .. fmt(tau)
+  local value, f
+  do -- gcra_value(nxt, r, now, sfx, rsfx) -> value, f, from gcra.lua
+    local nxt, rsfx = diff, ':' .. fmt(r) .. sfx
+    -- the value of a TAT now + nxt/r µs under the limit whose suffixes are
+    -- sfx ("/<tau>") and rsfx (":<r>/<tau>", unused when r is 1): "<a>" ..
+    -- sfx, or "<a>:<b>" .. rsfx with a fraction b. Its integers are written
+    -- with '%d' where the TAT's length proves it exact (a µs on the server's
+    -- clock has 16 digits; see lua/doc.go), else with '%.0f': f says which,
+    -- for the caller's other integers
+    f = '%d'
+    local at, frac = now + floor(nxt / r), nxt % r
+    value = string.format(f, at)
+    if #value < 12 then
+      f = '%.0f'
+      value = string.format(f, at)
+    end
+    if frac ~= 0 then
+      value = value .. ':' .. string.format(f, frac) .. rsfx
+    else
+      value = value .. sfx
+    end
+  end
+  local ttl
+  do -- bucket_ttl(reset, server) -> ttl, from gcra.lua
+    local reset = ceil_div(diff, r)
+    -- the TTL in ms of a bucket key full in reset µs: rounded up to the ms,
+    -- and, written at a now that is not the server's clock, 1000 ms more
+    -- (calc.ExpiryMargin). A TTL is relative: Redis turns it into an instant
+    -- on its own clock when the key is written, and a replica, a failover
+    -- and a failback keep that instant (Redis 7 replicates PXAT/PEXPIREAT).
+    -- On the server's clock the state's instants (a TAT, a ts) are on that
+    -- same clock, so whatever node holds the key, whatever its clock, the key
+    -- expires exactly when its state reads full there. An injected now is not
+    -- the clock that turns the TTL into an instant: a key written on a clock
+    -- that runs ahead of the one that later reads it (a client clock stepping
+    -- back, an instance whose clock is behind another's) expires that much
+    -- before its state is full on the reader's clock, whose step back then
+    -- creates capacity where the state would have made it wait; a step
+    -- forward afterwards refills again. The margin keeps such a key until
+    -- its state is full on any clock up to a second behind its writer's.
+    -- (Redis before 7, whose replicas turn a replicated TTL into an instant
+    -- on their own clock, and MIGRATE, which sends a relative TTL, do the
+    -- same on the server's clock: a node whose clock is s behind lets such a
+    -- key expire up to s early, at most s of refill, never more than the
+    -- key's capacity.)
+    ttl = floor((reset + 999) / 1000)
+    if not server then ttl = ttl + 1000 end
+  end
+  redis.call('SET', key, value, 'PX', string.format(f, ttl))
 end
 
-local function gcra(key, cap, _, r, u, cost, now, commit)
+local function gcra(key, cap, _, r, u, cost, now, commit, server)
   -- diff: 0 for no state or a TAT in the past (a full bucket)
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local diff = 0
   local v = redis.call('GET', key)
   if v then
     local a, b, rs, tw = gcra_tat(v, r)
     if a and b and rs then
       local cut
-      diff, cut = bucket_debt(a, b, rs, now, r, full, tw == tau)
-      if cut then gcra_write(key, diff, r, now, tau) end
+      diff, cut = bucket_debt(a, b, rs, now, r, cap * u, tw == tau)
+      if cut then gcra_write(key, diff, r, now, tau, server) end
     end
   end
-  local remaining = floor((full - diff) / u)
-  if cost > cap then return 0, remaining, 0, floor((diff + r - 1) / r) end
-  local nxt = diff + cost * u
-  if nxt > full then return 0, remaining, floor((nxt - full + r - 1) / r), floor((diff + r - 1) / r) end
-  if commit then gcra_write(key, nxt, r, now, tau) end
-  return 1, floor((full - nxt) / u), 0, floor((nxt + r - 1) / r), nxt, r, now, tau
+  local allowed, remaining, retry, reset, nxt
+  do -- bucket_decide(diff, cap, u, r, cost) -> allowed, remaining, retry, reset, nxt, from gcra.lua
+    -- a check of cost units against a bucket diff scaled units from full
+    -- (calc's bucket): allowed (1/0), remaining (below 0 after the clock went
+    -- back: callers clamp), retry_after and reset_after µs, and when allowed
+    -- the debt it leaves, nxt
+    local full = cap * u
+    remaining, retry, nxt = floor((full - diff) / u), 0, diff + cost * u
+    if cost <= cap and nxt <= full then
+      allowed, remaining, reset = 1, floor((full - nxt) / u), floor((nxt + r - 1) / r)
+    else
+      allowed, reset = 0, floor((diff + r - 1) / r)
+      -- a cost above the capacity never fits: retry 0
+      if cost <= cap then retry = floor((nxt - full + r - 1) / r) end
+    end
+  end
+  if allowed == 1 and commit then gcra_write(key, nxt, r, now, tau, server) end
+  return allowed, remaining, retry, reset, nxt, r, now, tau, server
 end
 
 -- Refund: move the TAT back by the cost's emission time (no more than
--- refund_debt gives back, from the commit's horizon less what refunds
--- gave back since it: see refund_since), evaluated at now (the commit's own time, at,
--- right after it), not below now. A TAT at or before now is a full
--- bucket: the key is deleted.
-local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark)
-  now = now or at
+-- bucket_give gives back, from the commit's horizon less what refunds
+-- gave back since it: see refund_since), evaluated at now, not below now.
+-- A TAT at or before now is a full bucket: the key is deleted.
+local function gcra_refund(key, cap, _, r, u, cost, at, reset, now, mark, server)
   local v = redis.call('GET', key)
   if not v then return end
-  local full = cap * u
-  local tau = floor((full + r - 1) / r)
+  local tau
+  do -- bucket_tau(cap, u, r) -> tau, from gcra.lua
+    -- the full window of a limit, ceil(cap*u/r) µs: the time its empty
+    -- bucket takes to refill, which every bucket key stores (calc.Tau)
+    tau = floor((cap * u + r - 1) / r)
+  end
   local a, b, rs, tw = gcra_tat(v, r)
   if not (a and b and rs) then return end
   local since, rec = refund_since(key, mark, at, reset)
-  local give = refund_debt(cost * u, at, reset - since, now, r)
+  local give
+  do -- bucket_give(cost, u, at, reset, now, r) -> give, from gcra.lua
+    local reset = reset - since
+    -- the time-debt, in 1/r µs, that a late refund of cost units gives back
+    -- at now: their own, but no more than what is left at now of the debt of
+    -- the commit at at, which replied reset µs to full (units the bucket
+    -- refilled since are not given back again: that would create capacity);
+    -- calc's refundDebt
+    give = math.max(0, math.min(cost * u, (at + reset - now) * r))
+  end
   refund_add(rec, ceil_div(give, r), now, tau)
-  local diff = bucket_debt(a, b, rs, now, r, full, tw == tau) - give
+  local diff = bucket_debt(a, b, rs, now, r, cap * u, tw == tau) - give
   if diff <= 0 then
     redis.call('DEL', key)
     return
   end
-  gcra_write(key, diff, r, now, tau)
+  gcra_write(key, diff, r, now, tau, server)
 end
 -- Concurrency: the slots of a key in flight, a sorted set with one member
 -- per slot, "<lease>:<n>" (n from 0 to cost-1 within its lease), scored
@@ -981,26 +1180,20 @@ end
 local function concurrency_refund(key, _, _, lease, _, cost, now, _)
   concurrency_remove(key, lease, cost, now)
 end
--- Calendar quota: a fixed window whose windows are calendar periods (days,
--- ISO weeks, months, years) in a time zone, algorithm number 7. Lua knows
--- no time zones: the Go side sends, in place of period, r and u, the
--- boundaries of the calendar window around its own clock, [s0, s1), and of
--- the next one, [s1, s2). The window is the one holding now. A now outside
--- [s0, s2) (the server's clock and the Go side's disagree at a boundary) is
--- not decided: the entry point replies allowed 3 and the now, having
--- written nothing, and the Go side sends boundaries around that now.
+-- Calendar quota (calendar.lua): Lua knows no time zones: the Go side
+-- sends, in place of period, r and u, the boundaries of the calendar
+-- window around its own clock, [s0, s1), and of the next one, [s1, s2).
+-- The window is the one holding now. A now outside [s0, s2) (the
+-- server's clock and the Go side's disagree at a boundary) is not
+-- decided: the entry point replies allowed 3 and the now, having written
+-- nothing, and the Go side sends boundaries around that now.
 --
 -- State: the fixed window's hash {s = window start µs, e = window end µs,
 -- c = count}, so that a key moving between an epoch-aligned fixed window
 -- and a calendar quota reads as the fixed window reads a change of period.
--- A fixed window's string (its layout on the server's clock, see
--- fixed_window.lua) is read as a count from the current window until the
--- key expires, and the next write replaces it with the hash.
--- The count still counts while now < e and the stored window started in
--- the current window (or later): until e or the current window's end,
--- whichever comes first, or until e when the stored window starts at or
--- after the current window's end (the clock went back). A key is never
--- held beyond e (its TTL). See calendar in algorithms/internal/calc.
+-- A fixed window's string (its layout on the server's clock) is read as a
+-- count from the current window until the key expires, and the next write
+-- replaces it with the hash.
 
 -- calendar_outside reports whether now is outside [s0, s2).
 local function calendar_outside(now, s0, s2)
@@ -1011,42 +1204,84 @@ end
 -- the key holds a fixed window's string, which the hash replaces.
 local function calendar_write(key, start, stop, count, now, str)
   if str then redis.call('DEL', key) end
-  redis.call('HSET', key, 's', fmt(start), 'e', fmt(stop), 'c', fmt(count))
-  pexpire(key, stop - now)
+  local _
+  do -- fw_hash_write(key, start, stop, total, now, same, server) -> done, from fixed_window.lua
+    local total, same, server = count, false, false
+    local done
+    -- stores total units in the window [start, stop) of a hash: same says it
+    -- holds that window already, whose count alone changes. Its TTL is set
+    -- from the writer's now: on a client's clock every write sets it again (a
+    -- TTL set by another client whose clock runs ahead would end the window
+    -- early), on the server's only a new window's. Integers are written with
+    -- '%d' where the window's end (a µs on a real clock has 16 digits) proves
+    -- it exact, else with '%.0f'
+    local f = '%d'
+    if #string.format(f, stop) < 12 then f = '%.0f' end
+    if same then
+      redis.call('HSET', key, 'c', string.format(f, total))
+    else
+      redis.call('HSET', key, 's', string.format(f, start), 'e', string.format(f, stop), 'c', string.format(f, total))
+    end
+    if not (same and server) then
+      redis.call('PEXPIRE', key, string.format(f, floor((stop - now + 999) / 1000)))
+    end
+    done = true
+    _ = done
+  end
 end
 
-local function calendar(key, cap, s0, s1, s2, cost, now, commit)
-  local start, stop = s0, s1
-  if now >= s1 then start, stop = s1, s2 end
+local function calendar(key, cap, s0, s1, s2, cost, now, commit, server)
   local v = redis.pcall('HMGET', key, 's', 'e', 'c')
   local s, e, c, str
   if v.err then
     -- a fixed window's count on the server's clock (see fixed_window.lua):
     -- counted, as from the current window, until its key expires
     str = true
-    c = tonumber(redis.call('GET', key))
-    if not c then error('calendar quota key holds a string that is not a count') end
-    local ttl = redis.call('PTTL', key)
-    if ttl >= 0 then
-      local t = redis.call('TIME')
-      s, e = start, (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl + 1) * 1000
-    end
+    c, e = fixed_window_string(key, redis.call('GET', key), now, server)
   else
     s, e, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   end
-  local count = 0
-  if s and e and c and now < e and s >= start then
-    count = c
-    if s >= stop or e < stop then stop = e end
-    start = s
+  local count, start, stop
+  do -- calendar_window(s, e, c, str, now, s0, s1, s2) -> count, start, stop, from calendar.lua
+    -- the count that a key holding the window [s, e) with c units (with str,
+    -- a fixed window's string: its count c until its expiry e) still counts
+    -- at now, and the window [start, stop) a check at now writes to: the one
+    -- of [s0, s1) and [s1, s2) that holds now. The count still counts while
+    -- now < e and the stored window started in the current window (or later):
+    -- until e or the current window's end, whichever comes first, or until e
+    -- when the stored window starts at or after the current window's end (the
+    -- clock went back). A key is never held beyond e (its TTL). A string
+    -- counts as from the current window.
+    start, stop = s0, s1
+    if now >= s1 then start, stop = s1, s2 end
+    count = 0
+    local from = s
+    if str and e then from = start end
+    if from and e and c and now < e and from >= start then
+      count = c
+      if from >= stop or e < stop then stop = e end
+      start = from
+    end
   end
-  local reset = 0
-  if count > 0 then reset = stop - now end
-  if cost > cap then return 0, cap - count, 0, reset end
-  if count + cost > cap then return 0, cap - count, stop - now, reset end
-  count = count + cost
-  if commit then calendar_write(key, start, stop, count, now, str) end
-  return 1, cap - count, 0, stop - now, start, stop, count, now, str
+  local allowed, remaining, retry, reset, total
+  do -- window_decide(count, stop, now, cap, cost) -> allowed, remaining, retry, reset, total, from fixed_window.lua
+    -- a check of cost units at now in a window that holds count units and
+    -- ends at stop (calc's window): allowed (1/0), remaining (below 0 when the
+    -- count is above the capacity: callers clamp), retry_after and
+    -- reset_after µs, and the count it leaves, total (count when denied)
+    allowed, remaining, retry, reset, total = 0, cap - count, 0, 0, count
+    if count > 0 then reset = stop - now end
+    if cost <= cap then
+      if count + cost > cap then
+        retry = stop - now
+      else
+        allowed, total, reset = 1, count + cost, stop - now
+        remaining = cap - total
+      end
+    end
+  end
+  if allowed == 1 and commit then calendar_write(key, start, stop, total, now, str) end
+  return allowed, remaining, retry, reset, start, stop, total, now, str
 end
 
 -- Refund, as fixed_window_refund: the commit at at replied reset = end -
@@ -1054,13 +1289,22 @@ end
 local function calendar_refund(key, _, _, _, _, cost, at, reset)
   local v = redis.pcall('HMGET', key, 'e', 'c')
   if v.err then return end -- a fixed window's string: another window
-  local e, c = tonumber(v[1]), tonumber(v[2])
-  if e ~= at + reset or not c then return end
-  c = c - cost
-  if c <= 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('HSET', key, 'c', fmt(c))
+  local _
+  do -- fw_hash_refund(key, e, c, at, reset, cost) -> gave, from fixed_window.lua
+    local e, c = tonumber(v[1]), tonumber(v[2])
+    local gave
+    -- gives back cost units of a hash's count c, if its window's end e is the
+    -- one the commit at at replied (reset = e - at); gave says it did
+    gave = false
+    if c and e == at + reset then
+      if c - cost <= 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('HSET', key, 'c', string.format('%.0f', c - cost))
+      end
+      gave = true
+    end
+    _ = gave
   end
 end
 -- The now of a script, in µs: ARGV[1], or the server clock (TIME) when it
@@ -1086,14 +1330,12 @@ local function unknown_algorithm(t, n, stride)
     if not t[tonumber(a)] then return redis.error_reply('redlimit: unknown algorithm ' .. tostring(a)) end
   end
 end
-local late = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding_window_refund, [4] = token_bucket_refund, [5] = gcra_refund, [7] = calendar_refund}
 -- Refund: gives back, later, units that a decide call which set a commit
 -- marker took: "charge after the response", where a request reserves its
 -- cost before the work and gives back what the work did not use, seconds
--- after its commit, at the current time. The Go side joins it after the
--- prelude, the algorithm files, calendar.lua, now.lua, unknown.lua and a
--- line defining `late`, each algorithm's <name>_refund by its number
--- (generated by lua.go; concurrency's left out).
+-- after its commit, at the current time. It follows the prelude, the
+-- algorithms' functions, now.lua and unknown.lua; the recipe fills late,
+-- each algorithm's <name>_refund by its number (concurrency's left out).
 --
 -- KEYS[i], i <= n    the storage key of check i
 -- KEYS[n+1]          the decide call's commit marker in this slot
@@ -1135,9 +1377,9 @@ local late = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding
 --                   prelude.lua); dispatch.lua's refund mode (the
 --                   compensation of a call spanning slots) alike
 --
--- algorithms/internal/calc/refund.go is the Go twin, operation for
--- operation.
-server_clock = ARGV[1] == '0'
+-- calc's State.Refund is the Go twin, operation for operation.
+local late = {[1] = fixed_window_refund, [2] = sliding_log_refund, [3] = sliding_window_refund, [4] = token_bucket_refund, [5] = gcra_refund, [7] = calendar_refund}
+local server = ARGV[1] == '0'
 local at = tonumber(ARGV[2])
 local n = #KEYS - 1
 local unknown = unknown_algorithm(late, n, 7)
@@ -1152,7 +1394,7 @@ for i = 1, n do
   local o = 3 + 7 * (i - 1)
   local units = tonumber(ARGV[o + 5])
   if units > 0 and late[tonumber(ARGV[o])](KEYS[i], tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]),
-      tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), units, at, tonumber(ARGV[o + 6]), now, marks[i]) then
+      tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), units, at, tonumber(ARGV[o + 6]), now, marks[i], server) then
     reply[1], reply[#reply + 1] = 2, i
   end
 end

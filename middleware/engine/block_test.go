@@ -104,7 +104,8 @@ func (persist) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 type resendRefunds struct{ sha string }
 
 func newResendRefunds() *resendRefunds {
-	h := sha1.Sum([]byte(lua.Refund()))
+	src, _ := lua.Script("refund")
+	h := sha1.Sum([]byte(src))
 	return &resendRefunds{sha: hex.EncodeToString(h[:])}
 }
 

@@ -35,7 +35,8 @@ func gated(t testing.TB, slots int64) (*redistest.GateProxy, *grpclimit.Limiter,
 	t.Helper()
 	srv := redistest.Require(t)
 	// Loaded before, so that the store sends it by its SHA.
-	sha, err := srv.Client(t).ScriptLoad(t.Context(), lua.Release()).Result()
+	src, _ := lua.Script("release")
+	sha, err := srv.Client(t).ScriptLoad(t.Context(), src).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

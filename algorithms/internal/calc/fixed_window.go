@@ -51,3 +51,30 @@ func (s *State) window(p *Params, count, start, end, now int64, commit bool) Out
 	}
 	return Outcome{Allowed: true, Remaining: p.Cap - count, Reset: end - now}
 }
+
+// fixedWindowRefund takes cost back from the window the commit wrote, named
+// by its end (at + reset), while the key holds that window; once another
+// window has replaced it, the units no longer count. The TTL stays: the
+// window still ends when it did.
+func (s *State) fixedWindowRefund(p *Params, at, reset int64) RefundOutcome {
+	if s.c != at+reset {
+		return RefundOutcome{}
+	}
+	s.b -= p.Cost
+	if s.b <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{}
+}
+
+// CountOutcome is the outcome of a check of p (a cost no larger than its
+// capacity) on a fixed window's string on the server's clock, as
+// lua/fixed_window.lua's fw_count leaves it: count is the key's count
+// with the check's cost added, and reset the µs to its window's end. The
+// check is allowed if count is at most the capacity; a denial took its
+// cost back, and is decided on the count without it. It is window's
+// decision on that count, the window ending in reset µs.
+func CountOutcome(p *Params, count, reset int64) Outcome {
+	var s State
+	return s.window(p, count-p.Cost, 0, reset, 0, false)
+}

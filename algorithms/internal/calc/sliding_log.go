@@ -103,3 +103,33 @@ func (l *timeLog) push(t, n, capacity int64) {
 		l.buf = append(l.buf, t)
 	}
 }
+
+// slidingLogRefund removes cost entries of the stamp the commit used
+// (at + reset − period), while they are in the window at now; entries of
+// one stamp are all alike. The key then lives as long as its newest entry
+// counts.
+func (s *State) slidingLogRefund(p *Params, at, reset, now int64) RefundOutcome {
+	stamp := at + reset - p.Period
+	if s.set == nil || stamp <= now-p.Period {
+		return RefundOutcome{}
+	}
+	l := &s.set.log
+	l.removeAt(stamp, p.Cost)
+	newest, any := l.newest()
+	if !any || newest+p.Period-now <= 0 {
+		// no entry left, or none that counts: the TTL ends at once
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{TTL: newest + p.Period - now}
+}
+
+// removeAt removes up to n entries stamped t.
+func (l *timeLog) removeAt(t, n int64) {
+	hi := l.countAtMost(t)
+	lo := max(l.countAtMost(t-1), hi-n)
+	if lo >= hi {
+		return
+	}
+	i, j := l.head+int(lo), l.head+int(hi)
+	l.buf = append(l.buf[:i], l.buf[j:]...)
+}

@@ -128,3 +128,28 @@ func swReset(start, period, now, cur, prev int64) int64 {
 	}
 	return 0
 }
+
+// slidingWindowRefund takes cost back from the window the commit counted
+// in (it started at at + reset − 2·period): the current count while the
+// key is at that window, the previous count once it has moved to the
+// next, nothing after that or once the period has changed. The key then
+// lives until its counts no longer count at now.
+func (s *State) slidingWindowRefund(p *Params, at, reset, now int64) RefundOutcome {
+	start := at + reset - 2*p.Period
+	if s.d-s.a != p.Period {
+		return RefundOutcome{}
+	}
+	switch s.a {
+	case start:
+		s.b = max(s.b-p.Cost, 0)
+	case start + p.Period:
+		s.c = max(s.c-p.Cost, 0)
+	default:
+		return RefundOutcome{}
+	}
+	r := swReset(s.a, p.Period, now, s.b, s.c)
+	if r <= 0 {
+		return RefundOutcome{Gone: true}
+	}
+	return RefundOutcome{TTL: r}
+}

@@ -25,3 +25,22 @@ func (s *State) tokenBucket(p *Params, now int64, exists, commit bool) Outcome {
 	}
 	return o
 }
+
+// tokenBucketRefund puts cost tokens back at now (reset: the commit's
+// horizon less what refunds gave back since): the time-debt at now less
+// what refundDebt gives back, at least nothing (a full bucket: the key is
+// deleted).
+func (s *State) tokenBucketRefund(p *Params, at, reset, now int64) RefundOutcome {
+	if s.b <= 0 {
+		return RefundOutcome{}
+	}
+	tau := Tau(p)
+	diff, _ := bucketDebt(s.c+s.a/s.b, s.a%s.b, s.b, now, p.R, p.Cap*p.U, s.d == tau)
+	give := refundDebt(p.Cost*p.U, at, reset, now, p.R)
+	diff -= give
+	if diff <= 0 {
+		return RefundOutcome{Gone: true, Gave: CeilDiv(give, p.R)}
+	}
+	s.a, s.b, s.c, s.d = diff, p.R, now, tau
+	return RefundOutcome{TTL: CeilDiv(diff, p.R), Gave: CeilDiv(give, p.R)}
+}
