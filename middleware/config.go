@@ -65,10 +65,10 @@ type Config struct {
 	OnError engine.ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
-	// policy. Default: a new memstore.Store, shared with the Middlewares
-	// derived with With. Middlewares built by separate calls to New that
-	// share keys each hold a key's share on their own fallback: give them
-	// one FallbackBackend (see docs/failure-policies.md).
+	// policy. Default: a memstore.Store shared by every Middleware and
+	// Engine of the process built on the same backend value (and those
+	// derived with With), so that a key several of them decide is held to
+	// the instance's share once (see docs/failure-policies.md).
 	FallbackBackend algorithms.Backend
 
 	// FallbackAfter is how long, under the Fallback policy, the primary

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
-	"github.com/redlimit/redlimit/algorithms/memstore"
 )
 
 // Config configures an [Engine]. Only Rules is required.
@@ -49,10 +48,11 @@ type Config struct {
 	OnError ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
-	// policy. Default: a new memstore.Store, shared with the engines derived
-	// with With. Engines built by separate calls to New that share keys
-	// each hold a key's share on their own fallback: give them one
-	// FallbackBackend (see docs/failure-policies.md).
+	// policy. Default: a memstore.Store shared by every Engine of the
+	// process built on the same backend value (and those derived with
+	// With), so that a key several of them decide is held to the
+	// instance's share once; dropped when the last of them is closed
+	// (see docs/failure-policies.md).
 	FallbackBackend algorithms.Backend
 
 	// FallbackAfter is how long, under the Fallback policy, the primary
@@ -138,6 +138,10 @@ type Engine struct {
 type shared struct {
 	backend       algorithms.Backend // the primary, wrapped in the deny cache
 	fallback      algorithms.Backend // nil unless the policy is Fallback
+	// releaseFallback lets go of the default fallback shared with the
+	// other Engines on the same primary (defaultFallback); nil when
+	// Config.FallbackBackend was given
+	releaseFallback func()
 	health        *health            // nil unless the policy is Fallback
 	timeout       time.Duration      // per call; negative: none (in-process backend)
 	configTimeout time.Duration      // Config.Timeout after defaults, for the probe
@@ -258,11 +262,11 @@ func New(backend algorithms.Backend, cfg Config) (*Engine, error) {
 	if cfg.OnError == Fallback {
 		s.fallback = cfg.FallbackBackend
 		if s.fallback == nil {
-			mem, err := memstore.New(memstore.Config{})
+			mem, release, err := defaultFallback(primary)
 			if err != nil {
 				return nil, err
 			}
-			s.fallback = mem
+			s.fallback, s.releaseFallback = mem, release
 		}
 		s.health = newHealth(s, cfg.FallbackAfter)
 	}
@@ -339,6 +343,9 @@ func (e *Engine) Close() error {
 	}
 	e.s.blocks.shut()
 	e.s.waitAbandoned()
+	if e.s.releaseFallback != nil {
+		e.s.releaseFallback()
+	}
 	return nil
 }
 

@@ -384,3 +384,63 @@ func TestProgrammerErrors(t *testing.T) {
 }
 
 func itoa(i int) string { return string(rune('0'+i/10)) + string(rune('0'+i%10)) }
+
+// TestFallbackSharedByEngines: Engines built by separate calls of New on
+// one backend (a middleware per route group, a gRPC limiter beside them)
+// share the default fallback, so a key both decide is held to the
+// instance's share once: fixed window 10/min shared by 4 instances, two
+// Engines, 2 allowed in all (each Engine's own fallback allowed 2 each,
+// 4). Once every Engine using it is closed it is dropped: the next Engine
+// on that backend starts a fallback afresh.
+func TestFallbackSharedByEngines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t)
+		f.fail.Store(true)
+		cfg := engine.Config{Instances: 4, FallbackAfter: time.Millisecond,
+			Rules: []engine.Rule{{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(10)}}}
+		ctx := context.Background()
+		onFallback := func(es ...*engine.Engine) {
+			for _, e := range es {
+				e.Allow(ctx, "k") // refused: the first failure
+			}
+			time.Sleep(time.Millisecond)
+		}
+		count := func(es ...*engine.Engine) (allowed int) {
+			for range 10 {
+				for _, e := range es {
+					d := e.Allow(ctx, "k")
+					if d.Source != engine.SourceFallback {
+						t.Fatalf("%+v, want the fallback", d)
+					}
+					if d.Allowed {
+						allowed++
+					}
+				}
+			}
+			return allowed
+		}
+		a, b := newEngine(t, f, cfg), newEngine(t, f, cfg)
+		onFallback(a, b)
+		if got := count(a, b); got != 2 {
+			t.Errorf("two Engines on one backend: their fallbacks allowed %d, want 2 (the instance's share, once)", got)
+		}
+		a.Close()
+		b.Close()
+		c := newEngine(t, f, cfg)
+		onFallback(c)
+		if got := count(c); got != 2 {
+			t.Errorf("after both closed, a new Engine's fallback allowed %d, want 2 (a fallback afresh)", got)
+		}
+		own, err := memstore.New(memstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		withOwn := cfg
+		withOwn.FallbackBackend = own
+		d := newEngine(t, f, withOwn)
+		onFallback(d)
+		if got := count(d); got != 2 {
+			t.Errorf("an Engine with its own FallbackBackend: %d allowed, want 2 (its own store, not the shared one)", got)
+		}
+	})
+}
