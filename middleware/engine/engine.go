@@ -136,33 +136,34 @@ type Engine struct {
 
 // shared is what an Engine and those derived from it with With share.
 type shared struct {
-	backend  algorithms.Backend // the primary, wrapped in the deny cache
-	fallback algorithms.Backend // nil unless the policy is Fallback
+	backend       algorithms.Backend // the primary, wrapped in the deny cache
+	fallback      algorithms.Backend // nil unless the policy is Fallback
+	health        *health            // nil unless the policy is Fallback
+	timeout       time.Duration      // per call; negative: none (in-process backend)
+	configTimeout time.Duration      // Config.Timeout after defaults, for the probe
+	inline        bool               // the backend honours deadlines: no goroutine per call
+	prefix        string
+	peekKeys      *keyCache // "<prefix>:_peek:{<material>}", see PeekInputs
+	policy        ErrorPolicy
+	probeInterval time.Duration
+	instances     int64 // Config.Instances: the fallback enforces 1/instances of each limit
+	shadow        bool
+	onDecision    func(context.Context, *Decision)
+	sleep         func(context.Context, time.Duration) error
+	refundWindow  time.Duration // of the checks of refundable rules
+	logger        *slog.Logger
+	errLog        throttle           // of the lines of undecided requests
+	stalled       atomic.Int64       // abandoned backend calls still running (see bounded)
+	abandoned     atomic.Int64       // releases of failed calls' leases running (releaseAbandoned)
+	leaser        bool               // the backend given to New can release leases
+	settleLog     throttle           // of the lines of settle errors
+	primary       algorithms.Backend // the backend given to New, unwrapped
+	blocks        *blocks            // quota blocks of the rules with Rule.Blocks
+
 	// releaseFallback lets go of the default fallback shared with the
 	// other Engines on the same primary (defaultFallback); nil when
 	// Config.FallbackBackend was given
 	releaseFallback func()
-	health          *health       // nil unless the policy is Fallback
-	timeout         time.Duration // per call; negative: none (in-process backend)
-	configTimeout   time.Duration // Config.Timeout after defaults, for the probe
-	inline          bool          // the backend honours deadlines: no goroutine per call
-	prefix          string
-	peekKeys        *keyCache // "<prefix>:_peek:{<material>}", see PeekInputs
-	policy          ErrorPolicy
-	probeInterval   time.Duration
-	instances       int64 // Config.Instances: the fallback enforces 1/instances of each limit
-	shadow          bool
-	onDecision      func(context.Context, *Decision)
-	sleep           func(context.Context, time.Duration) error
-	refundWindow    time.Duration // of the checks of refundable rules
-	logger          *slog.Logger
-	errLog          throttle           // of the lines of undecided requests
-	stalled         atomic.Int64       // abandoned backend calls still running (see bounded)
-	abandoned       atomic.Int64       // releases of failed calls' leases running (releaseAbandoned)
-	leaser          bool               // the backend given to New can release leases
-	settleLog       throttle           // of the lines of settle errors
-	primary         algorithms.Backend // the backend given to New, unwrapped
-	blocks          *blocks            // quota blocks of the rules with Rule.Blocks
 }
 
 // scratch is the per-call working memory, pooled.
