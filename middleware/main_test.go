@@ -6,12 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,43 +245,29 @@ func latencyMargin() time.Duration {
 	return 150*time.Millisecond + 20*late + 3*schedWaitSinceLast()
 }
 
-// schedWait holds the scheduler's latency histogram as the last call of
-// schedWaitSinceLast read it.
+// schedWait holds the scheduler's latencies as the last call of
+// schedWaitSinceLast read them.
 var schedWait struct {
 	sync.Mutex
-	last []uint64
+	last redistest.SchedHist
+	read bool
 }
 
 // schedWaitSinceLast returns the longest time a goroutine of the process
-// waited, runnable, for a CPU since the previous call (the upper bound of
-// the highest bucket of /sched/latencies:seconds that grew): on a machine
-// whose other processes keep the CPUs busy, the requests timed between
-// two calls of latencyMargin may have waited that long, more than once,
-// for reasons that are not the limiter's.
+// waited, runnable, for a CPU since the previous call: on a machine whose
+// other processes keep the CPUs busy, the requests timed between two calls
+// of latencyMargin may have waited that long, more than once, for reasons
+// that are not the limiter's.
 func schedWaitSinceLast() time.Duration {
-	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0
-	}
-	h := s[0].Value.Float64Histogram()
+	now := redistest.SchedLatencies()
 	schedWait.Lock()
 	defer schedWait.Unlock()
-	last := schedWait.last
-	schedWait.last = slices.Clone(h.Counts)
-	if len(last) != len(h.Counts) {
-		return 0
+	var d time.Duration
+	if schedWait.read {
+		d = now.Since(schedWait.last).Quantile(1)
 	}
-	for i := len(h.Counts) - 1; i >= 0; i-- {
-		if h.Counts[i] > last[i] {
-			hi := h.Buckets[i+1]
-			if math.IsInf(hi, 1) {
-				hi = h.Buckets[i]
-			}
-			return time.Duration(hi * float64(time.Second))
-		}
-	}
-	return 0
+	schedWait.last, schedWait.read = now, true
+	return d
 }
 
 // waitFor polls cond for up to 10 seconds: what it waits for happens at

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"runtime/metrics"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,7 +145,7 @@ type watch struct {
 	heapPeak      uint64        // most HeapInuse from the fault's start on
 	calls, failed int64
 	latency       latencies
-	sched         schedHist // the scheduler's latencies, from 1 s before the fault on
+	sched         redistest.SchedHist // the scheduler's latencies, from 1 s before the fault on
 	timeout       time.Duration
 	faultAt       time.Duration
 }
@@ -234,7 +232,7 @@ func underFault(t *testing.T, store algorithms.Backend, rules []engine.Rule, cal
 	}()
 	time.Sleep(time.Second) // warm: connections, scripts loaded
 	w.latency.reset()
-	sched0 := schedLatencies()
+	sched0 := redistest.SchedLatencies()
 	faultStart := time.Now().Add(time.Second)
 	time.Sleep(time.Second)
 	w.faultAt = time.Since(t0)
@@ -283,7 +281,7 @@ func underFault(t *testing.T, store algorithms.Backend, rules []engine.Rule, cal
 	}
 	stop.Store(true)
 	wg.Wait()
-	w.sched = schedLatencies().since(sched0)
+	w.sched = redistest.SchedLatencies().Since(sched0)
 	close(quit)
 	<-samplerDone
 	for _, s := range samples {
@@ -310,7 +308,7 @@ func (w *watch) check(t *testing.T) {
 		w.before, w.peak, w.before, w.settled, float64(w.heapBefore)/(1<<20), float64(w.heapPeak)/(1<<20))
 	t.Logf("%d calls from 1 s before the fault on, %d failed; latency p50 %v, p99 %v, p99.9 %v, max %v; %d over Timeout+50ms",
 		w.calls, w.failed, p50, p99, p999, most, w.latency.over(w.timeout+50*time.Millisecond))
-	t.Logf("the scheduler's latency (a goroutine runnable until it runs): p99 %v, p99.9 %v, max %v", w.sched.quantile(0.99), w.sched.quantile(0.999), w.sched.quantile(1))
+	t.Logf("the scheduler's latency (a goroutine runnable until it runs): p99 %v, p99.9 %v, max %v", w.sched.Quantile(0.99), w.sched.Quantile(0.999), w.sched.Quantile(1))
 	if w.peak >= maxGoroutines {
 		t.Errorf("%d goroutines at most, want fewer than %d", w.peak, maxGoroutines)
 	}
@@ -373,45 +371,6 @@ func (l *latencies) over(d time.Duration) int64 {
 		n += l.buckets[ms]
 	}
 	return n
-}
-
-// schedHist is the runtime's histogram of scheduling latencies.
-type schedHist struct {
-	counts  []uint64
-	buckets []float64
-}
-
-func schedLatencies() schedHist {
-	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
-	metrics.Read(s)
-	h := s[0].Value.Float64Histogram()
-	return schedHist{counts: slices.Clone(h.Counts), buckets: h.Buckets}
-}
-
-// since returns the latencies of h not in h0.
-func (h schedHist) since(h0 schedHist) schedHist {
-	d := schedHist{counts: slices.Clone(h.counts), buckets: h.buckets}
-	for i := range min(len(d.counts), len(h0.counts)) {
-		d.counts[i] -= h0.counts[i]
-	}
-	return d
-}
-
-// quantile returns the upper bound of the bucket holding quantile q (1:
-// the largest latency's).
-func (h schedHist) quantile(q float64) time.Duration {
-	var n uint64
-	for _, c := range h.counts {
-		n += c
-	}
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if c > 0 && float64(seen) >= q*float64(n) {
-			return time.Duration(h.buckets[i+1] * float64(time.Second))
-		}
-	}
-	return 0
 }
 
 // BenchmarkDeadlines: one GCRA check a call through the engine (default
