@@ -166,16 +166,7 @@ func TestWithoutRoot(t *testing.T) {
 // CHANGELOG; both files are checked on a small repository.
 func TestModulesAndChangelog(t *testing.T) {
 	repo := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		p := filepath.Join(repo, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := fileWriter(t, repo)
 	write("go.work", "go 1.26.0\n\nuse (\n\t.\n\t./middleware/otel\n)\n")
 	write("go.mod", "module github.com/redlimit/redlimit\n\ngo 1.26.0\n")
 	write("middleware/otel/go.mod", "module github.com/redlimit/redlimit/middleware/otel\n\ngo 1.26.0\n\nrequire github.com/redlimit/redlimit v0.1.0\n")
@@ -218,16 +209,7 @@ func TestModulesAndChangelog(t *testing.T) {
 func TestPrepare(t *testing.T) {
 	t.Setenv("GOWORK", "off")
 	repo := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		p := filepath.Join(repo, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := fileWriter(t, repo)
 	write("go.work", "go 1.26.0\n\nuse (\n\t.\n\t./middleware/otel\n)\n\nreplace github.com/redlimit/redlimit v0.1.0 => ./\n")
 	write("go.mod", "module github.com/redlimit/redlimit\n\ngo 1.26.0\n")
 	write("middleware/otel/go.mod", "module github.com/redlimit/redlimit/middleware/otel\n\ngo 1.26.0\n\nrequire github.com/redlimit/redlimit v0.1.0\n")
@@ -256,16 +238,7 @@ func TestPrepare(t *testing.T) {
 func TestPrepareLocal(t *testing.T) {
 	t.Setenv("GOWORK", "off")
 	repo := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		p := filepath.Join(repo, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := fileWriter(t, repo)
 	write("go.work", "go 1.26.0\n\nuse .\n\nreplace github.com/redlimit/redlimit v0.1.0 => ./\n")
 	write("go.mod", "module github.com/redlimit/redlimit\n\ngo 1.26.0\n")
 	write("bench/peerbench/go.mod", "module github.com/redlimit/redlimit/bench/peerbench\n\ngo 1.26.0\n\nreplace github.com/redlimit/redlimit => ../..\n\nrequire github.com/redlimit/redlimit v0.1.0\n")
@@ -288,5 +261,20 @@ func TestPrepareLocal(t *testing.T) {
 	}
 	if string(br) != placeholder {
 		t.Errorf("browser's go.mod changed:\n%s", br)
+	}
+}
+
+// fileWriter returns a func writing a file of the small repository at
+// repo, its directories made as needed.
+func fileWriter(t *testing.T, repo string) func(name, data string) {
+	return func(name, data string) {
+		t.Helper()
+		p := filepath.Join(repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
