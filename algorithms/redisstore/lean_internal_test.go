@@ -131,11 +131,13 @@ func TestLeanScripts(t *testing.T) {
 				t0 := pipe.Time(ctx)
 				leanCmd := leanScripts[tc.alg].EvalSha(ctx, pipe, []string{key}, largs...)
 				oneCmd := oneScripts[tc.alg].EvalSha(ctx, pipe, []string{twin}, newOneArgs(&p, 0)...)
-				t1 := pipe.Time(ctx)
 				var states [2]state
 				for j, k := range []string{key, twin} {
 					states[j] = state{pipe.Get(ctx, k), pipe.HGetAll(ctx, k), pipe.PTTL(ctx, k)}
 				}
+				// after the reads: a PTTL is read later than its script
+				// ran, the twin's later than the key's
+				t1 := pipe.Time(ctx)
 				// GET of a hash and HGETALL of a string fail: WRONGTYPE
 				if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 					t.Fatal(err)
@@ -155,8 +157,9 @@ func TestLeanScripts(t *testing.T) {
 				if _, err := decode(vals, []calc.Params{p}, one); err != nil {
 					t.Fatal(err)
 				}
-				// the two scripts read the clock between t0 and t1 (µs
-				// apart, unless the server was descheduled): times may
+				// the two scripts and the reads of the states ran between
+				// t0 and t1 (µs apart, unless the server was descheduled,
+				// as on a loaded machine): times and TTLs may
 				// differ by that and a ms of TTL rounding, and a GCRA's
 				// remaining by what refills meanwhile
 				gap := t1.Val().Sub(t0.Val()) + time.Millisecond
