@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,13 +115,25 @@ func newMW(t testing.TB, b algorithms.Backend, cfg middleware.Config) *middlewar
 // prefix is a storage-key prefix of t's own: its name, with the
 // characters a prefix may not hold replaced.
 func prefix(t testing.TB) string {
-	return "t-" + strings.Map(func(r rune) rune {
+	if p, ok := prefixes.Load(t); ok {
+		return p.(string)
+	}
+	p, _ := prefixes.LoadOrStore(t, "t-"+strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
 			return r
 		}
 		return '.'
-	}, t.Name())
+	}, t.Name())+"-"+strconv.FormatInt(prefixSeq.Add(1), 10))
+	return p.(string)
 }
+
+// prefixes holds each test's prefix, numbered so that a test run again
+// in one process (-count=N) starts on keys of its own on the shared
+// redis-server.
+var (
+	prefixes  sync.Map
+	prefixSeq atomic.Int64
+)
 
 // ipFunc is keyfunc.IP trusting no proxy.
 func ipFunc(t testing.TB) keyfunc.Func {
