@@ -61,7 +61,7 @@ vet:
 ## deps: fail when a package that needs no Redis compiles go-redis or the Lua scripts
 ## (only algorithms/redisstore may import them; see docs/architecture.md), nor the nested modules
 ## (but rueidisclient, which adapts rueidis to the store's go-redis interfaces)
-NOREDIS := ./algorithms ./algorithms/memstore ./algorithms/denycache ./keyfunc ./headers ./middleware/...
+NOREDIS := . ./algorithms ./algorithms/memstore ./algorithms/denycache ./keyfunc ./headers ./middleware/...
 deps:
 	@out=$$($(ROOT) $(GO) list -deps $(NOREDIS) | grep -e '^github.com/redis/go-redis' -e '^github.com/redlimit/redlimit/lua$$' || true); \
 	if [ -n "$$out" ]; then echo "packages of $(NOREDIS) must not depend on:"; echo "$$out"; exit 1; fi
@@ -113,7 +113,7 @@ fuzz:
 	$(ROOT) $(GO) test -run '^$$' -fuzz FuzzIP -fuzztime 300000x ./keyfunc
 	$(ROOT) $(GO) test -run '^$$' -fuzz FuzzSanitize -fuzztime 300000x ./keyfunc
 
-## leasebench: quota blocks (engine.Rule.Blocks) against a bare EVALSHA and against no blocks, and their
+## leasebench: quota blocks (redlimit.Rule.Blocks) against a bare EVALSHA and against no blocks, and their
 ## exactness over 120 windows of 500ms, on a fresh redis-server (a few minutes at most; flags via LEASEBENCH_FLAGS)
 .PHONY: leasebench
 leasebench:

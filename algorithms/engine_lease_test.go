@@ -4,15 +4,15 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // playLeaseStep plays a vector's release step through the engine: the
 // Decisions that took the step's leases are released. A renew step ends
 // the scenario (renewal is the engine's own business, on a timer: see the
 // engine's tests), reported by false.
-func playLeaseStep(t *testing.T, st backendtest.Step, held map[backendtest.CheckSpec]*engine.Decision) bool {
+func playLeaseStep(t *testing.T, st backendtest.Step, held map[backendtest.CheckSpec]*redlimit.Decision) bool {
 	t.Helper()
 	if st.Op != "release" {
 		t.Logf("line %d: %s: renewals are not played through the engine; the rest of the scenario is skipped", st.Line, st.Text)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // The conformance vectors and the random workload, played through the
@@ -34,7 +34,7 @@ func TestEngineConformance(t *testing.T) {
 				}
 			}
 			names := slices.Sorted(maps.Keys(sc.Limits))
-			var rules []engine.Rule
+			var rules []redlimit.Rule
 			ruleOf := map[string]int{} // limit name -> rule index
 			if sc.Shared {
 				alg := sc.Limits[names[0]].Alg
@@ -49,21 +49,21 @@ func TestEngineConformance(t *testing.T) {
 					tiers[n] = sc.Limits[n].Limit
 					ruleOf[n] = 0
 				}
-				rules = []engine.Rule{{Name: "shared", Algorithm: alg, Limit: sc.Limits[names[0]].Limit, Tiers: tiers}}
+				rules = []redlimit.Rule{{Name: "shared", Algorithm: alg, Limit: sc.Limits[names[0]].Limit, Tiers: tiers}}
 			} else {
 				for i, n := range names {
-					rules = append(rules, engine.Rule{Name: "r" + strconv.Itoa(i), Algorithm: sc.Limits[n].Alg, Limit: sc.Limits[n].Limit, MissingKey: engine.SkipMissingKey})
+					rules = append(rules, redlimit.Rule{Name: "r" + strconv.Itoa(i), Algorithm: sc.Limits[n].Alg, Limit: sc.Limits[n].Limit, MissingKey: redlimit.SkipMissingKey})
 					ruleOf[n] = i
 				}
 			}
 			mem, clock := newMemory(t)
-			e, err := engine.New(mem, engine.Config{Rules: rules, Logger: slog.New(slog.DiscardHandler)})
+			e, err := redlimit.New(mem, redlimit.Config{Rules: rules, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			var d engine.Decision
-			held := map[backendtest.CheckSpec]*engine.Decision{} // a vector's check -> the Decision that took its lease
+			var d redlimit.Decision
+			held := map[backendtest.CheckSpec]*redlimit.Decision{} // a vector's check -> the Decision that took its lease
 			for _, st := range sc.Steps {
 				clock.T = sc.Start.Add(st.At)
 				if st.Op != "" {
@@ -72,7 +72,7 @@ func TestEngineConformance(t *testing.T) {
 					}
 					continue
 				}
-				in := make([]engine.Input, len(rules))
+				in := make([]redlimit.Input, len(rules))
 				for i := range in {
 					in[i].Missing = true
 				}
@@ -85,7 +85,7 @@ func TestEngineConformance(t *testing.T) {
 					if !x.Missing {
 						t.Skipf("line %d checks one rule twice in one call", st.Line)
 					}
-					*x = engine.Input{Material: c.Key, Cost: c.Cost}
+					*x = redlimit.Input{Material: c.Key, Cost: c.Cost}
 					if sc.Shared {
 						x.Tier = c.Limit
 					}
@@ -122,26 +122,26 @@ func TestEngineDifferential(t *testing.T) {
 			behind, ec := newMemory(t)
 			// The workload's rules: "r<i>:{<material>}", one algorithm
 			// and limit per rule index.
-			var rules []engine.Rule
+			var rules []redlimit.Rule
 			for _, cl := range work {
 				for _, ch := range cl.Checks {
 					i, _ := strconv.Atoi(ch.Key[1:strings.IndexByte(ch.Key, ':')])
 					for len(rules) <= i {
-						rules = append(rules, engine.Rule{Name: "r" + strconv.Itoa(len(rules)), MissingKey: engine.SkipMissingKey})
+						rules = append(rules, redlimit.Rule{Name: "r" + strconv.Itoa(len(rules)), MissingKey: redlimit.SkipMissingKey})
 					}
 					rules[i].Algorithm, rules[i].Limit = ch.Algorithm, ch.Limit
 				}
 			}
-			e, err := engine.New(behind, engine.Config{Rules: rules, Logger: slog.New(slog.DiscardHandler)})
+			e, err := redlimit.New(behind, redlimit.Config{Rules: rules, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			var d engine.Decision
+			var d redlimit.Decision
 			for step, cl := range work {
 				want := backendtest.Run(t, direct, dc, "", cl)
 				ec.T = cl.At
-				in := make([]engine.Input, len(rules))
+				in := make([]redlimit.Input, len(rules))
 				idx := make([]int, len(cl.Checks))
 				for i := range in {
 					in[i].Missing = true
@@ -149,7 +149,7 @@ func TestEngineDifferential(t *testing.T) {
 				for j, ch := range cl.Checks {
 					i, _ := strconv.Atoi(ch.Key[1:strings.IndexByte(ch.Key, ':')])
 					material := ch.Key[strings.IndexByte(ch.Key, '{')+1 : len(ch.Key)-1]
-					in[i] = engine.Input{Material: material, Cost: ch.Cost}
+					in[i] = redlimit.Input{Material: material, Cost: ch.Cost}
 					idx[j] = i
 				}
 				e.Decide(context.Background(), in, &d)

@@ -8,11 +8,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/admin"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // app holds the service's limiters: base (per IP and per user) for every
@@ -31,7 +31,7 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 		return nil, err
 	}
 	user := keyfunc.Header("X-User-ID") // stands in for authentication
-	var onDecision func(*http.Request, *engine.Decision)
+	var onDecision func(*http.Request, *redlimit.Decision)
 	if src != nil {
 		onDecision = src.OnHTTP
 	}
@@ -41,14 +41,14 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
 			// Anonymous requests have no user: this rule skips them.
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: engine.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	orders, err := base.With(middleware.Rule{
-		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: engine.SkipMissingKey,
+		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey,
 	})
 	if err != nil {
 		return nil, err
@@ -57,13 +57,13 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 	// stored as "rate:payments:sl:{<id>}", in the same hash slot as the user
 	// rule, so a user's rules share one Redis Cluster node.
 	payments, err := base.With(middleware.Rule{
-		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: engine.SkipMissingKey,
+		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: redlimit.SkipMissingKey,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if src != nil {
-		src.Attach(base.Engine(), orders.Engine(), payments.Engine())
+		src.Attach(base.Limiter(), orders.Limiter(), payments.Limiter())
 		src.DescribeKeys(map[string]string{"ip": "client IP", "user": "X-User-ID header", "orders": "X-User-ID header", "payments": "X-User-ID header"})
 	}
 	return &app{base: base, orders: orders, payments: payments}, nil

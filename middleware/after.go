@@ -5,15 +5,15 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/after"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Work after the response. Once the next handler has returned, an
 // allowed request may still owe the backend two calls: the release of
-// the slots its concurrency rules hold (engine.Decision.Release) and the
-// settling of its ResponseCost rules (engine.Engine.Settle). Neither
+// the slots its concurrency rules hold (redlimit.Decision.Release) and the
+// settling of its ResponseCost rules (redlimit.Limiter.Settle). Neither
 // changes the response, so neither is made on the request's goroutine:
 // Handler computes what the response cost (status and body bytes are
 // final once the handler has returned), queues the calls, and returns,
@@ -54,7 +54,7 @@ func newAfter(workers, size int) *after.Queue[job] {
 // response: slots to release, or a ResponseCost rule's reservation to
 // settle (the rules the engine settles: evaluated, allowed, with a
 // Receipt).
-func (m *Middleware) owes(d *engine.Decision) (release, settle bool) {
+func (m *Middleware) owes(d *redlimit.Decision) (release, settle bool) {
 	release = d.Holds()
 	if m.settles {
 		for i := range m.cfg.Rules {
@@ -72,11 +72,11 @@ func (m *Middleware) owes(d *engine.Decision) (release, settle bool) {
 
 // local reports whether the backend that decided d runs in process: its
 // calls after the response are made at once.
-func (m *Middleware) local(d *engine.Decision) bool {
+func (m *Middleware) local(d *redlimit.Decision) bool {
 	switch d.Source {
-	case engine.SourcePrimary:
+	case redlimit.SourcePrimary:
 		return m.localPrimary
-	case engine.SourceFallback:
+	case redlimit.SourceFallback:
 		return m.localFallback
 	}
 	return true

@@ -200,12 +200,12 @@ func afterRules(t testing.TB) []middleware.Rule {
 func free(t *testing.T, b *slowBackend) (slots, units int64) {
 	t.Helper()
 	mw := newMW(t, b.mem, middleware.Config{Rules: afterRules(t)})
-	for _, rd := range mw.Engine().Peek(t.Context(), "alice").Rules {
+	for _, rd := range mw.Limiter().Peek(t.Context(), "alice").Rules {
 		if rd.Name == "exports" {
 			slots = rd.Result.Remaining
 		}
 	}
-	for _, rd := range mw.Engine().Peek(t.Context(), "203.0.113.7").Rules {
+	for _, rd := range mw.Limiter().Peek(t.Context(), "203.0.113.7").Rules {
 		if rd.Name == "logins" {
 			units = rd.Result.Remaining
 		}

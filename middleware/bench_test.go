@@ -90,7 +90,7 @@ func adminHandler(tb testing.TB, b algorithms.Backend, rules int) http.Handler {
 	// its second reading for the headers, which it cannot do with a Now of
 	// the caller's.
 	mw := newMW(tb, b, middleware.Config{Rules: benchRules(tb, rules), OnDecision: src.OnHTTP})
-	src.Attach(mw.Engine())
+	src.Attach(mw.Limiter())
 	return mw.Handler(ok)
 }
 

@@ -29,7 +29,7 @@ var exportRule = middleware.Rule{Name: "exports", Key: userFunc, Algorithm: algo
 func TestConcurrencyHeaders(t *testing.T) {
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
 	ctx := context.Background()
-	held := mw.Engine().Allow(ctx, "alice") // a slot taken elsewhere (same rule, same bucket)
+	held := mw.Limiter().Allow(ctx, "alice") // a slot taken elsewhere (same rule, same bucket)
 	defer held.Release(ctx)
 
 	w := httptest.NewRecorder()
@@ -41,7 +41,7 @@ func TestConcurrencyHeaders(t *testing.T) {
 		}
 	}
 	// the request's slot is free again: two more fit beside held
-	a, b := mw.Engine().Allow(ctx, "alice"), mw.Engine().Allow(ctx, "alice")
+	a, b := mw.Limiter().Allow(ctx, "alice"), mw.Limiter().Allow(ctx, "alice")
 	defer a.Release(ctx)
 	defer b.Release(ctx)
 	if !a.Allowed || !b.Allowed {
@@ -71,7 +71,7 @@ func TestConcurrencyReleaseOnPanic(t *testing.T) {
 			h.ServeHTTP(httptest.NewRecorder(), req("GET", "/export", "192.0.2.1:1", "X-User", "alice"))
 		}()
 	}
-	d := mw.Engine().Peek(context.Background(), "alice")
+	d := mw.Limiter().Peek(context.Background(), "alice")
 	if r := d.Rules[0].Result; r.Remaining != 3 {
 		t.Fatalf("after 5 panics: Remaining %d, want 3 (every slot released)", r.Remaining)
 	}
@@ -151,7 +151,7 @@ func exactInFlight(t *testing.T, client func() redis.Scripter) {
 		t.Fatalf("served %d, denied %d of %d", served.Load(), denied.Load(), workers*each)
 	}
 	for i, mw := range mws {
-		d := mw.Engine().Peek(context.Background(), "alice")
+		d := mw.Limiter().Peek(context.Background(), "alice")
 		if r := d.Rules[0].Result; r.Remaining != n || d.Err != nil {
 			t.Fatalf("instance %d: after the run, Remaining %d (%v), want %d: slots not released", i, r.Remaining, d.Err, n)
 		}
@@ -162,7 +162,7 @@ func exactInFlight(t *testing.T, client func() redis.Scripter) {
 // release a slot: an engine with a concurrency rule is refused.
 func TestConcurrencyTransportRefused(t *testing.T) {
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
-	_, err := middleware.NewTransport(mw.Engine(), middleware.TransportConfig{})
+	_, err := middleware.NewTransport(mw.Limiter(), middleware.TransportConfig{})
 	var ce *algorithms.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "engine" {
 		t.Fatalf("NewTransport = %v, want a *ConfigError naming the engine", err)

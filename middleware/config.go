@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/after"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Config configures a [Middleware]. Only Rules is required.
@@ -38,7 +38,7 @@ type Config struct {
 	// those derived from it), calls fail at once. A backend that reports
 	// [algorithms.DeadlineHonourer] is called directly, without the
 	// goroutine; one that reports [algorithms.InProcess] (memstore) is
-	// never given a timeout: it cannot block. See [engine.Config].
+	// never given a timeout: it cannot block. See [redlimit.Config].
 	Timeout time.Duration
 
 	// NoDenyCache turns off the local deny cache. By default a backend
@@ -52,17 +52,17 @@ type Config struct {
 	// DenyCache sizes the deny cache (default 65,536 denied keys).
 	DenyCache denycache.Config
 
-	// OnError is the error policy (default engine.Fallback). Under
-	// engine.FailOpen the request goes through without rate-limit headers;
-	// under engine.FailClosed ErrorHandler answers (503), and so it does
-	// under engine.Fallback for a failed backend call until the instance
+	// OnError is the error policy (default redlimit.Fallback). Under
+	// redlimit.FailOpen the request goes through without rate-limit headers;
+	// under redlimit.FailClosed ErrorHandler answers (503), and so it does
+	// under redlimit.Fallback for a failed backend call until the instance
 	// switches to its fallback (see FallbackAfter). A failing key func
 	// (an error other than keyfunc.ErrNoKey) goes to the policy too, and
-	// passes under engine.Fallback. A programmer error (a negative Cost,
+	// passes under redlimit.Fallback. A programmer error (a negative Cost,
 	// an invalid limit from LimitFunc) is refused under every policy:
 	// ErrorHandler answers (DefaultError: 500). See
 	// docs/failure-policies.md.
-	OnError engine.ErrorPolicy
+	OnError redlimit.ErrorPolicy
 
 	// FallbackBackend decides while the primary is down under the Fallback
 	// policy. Default: a memstore.Store shared by every Middleware and
@@ -74,7 +74,7 @@ type Config struct {
 	// FallbackAfter is how long, under the Fallback policy, the primary
 	// must fail every call before this instance switches to its fallback
 	// (default 1s); until then a request whose call failed is refused
-	// (ErrorHandler, 503). See [engine.Config].
+	// (ErrorHandler, 503). See [redlimit.Config].
 	FallbackAfter time.Duration
 
 	// ProbeInterval is how often, under the Fallback policy, a background
@@ -86,7 +86,7 @@ type Config struct {
 	// its fallback, each enforces 1/Instances of every limit, so the
 	// fleet's fallbacks admit at most the limit. 0 (default): unknown,
 	// each fallback enforces the whole limit (N instances: up to N times
-	// the limit during an outage). See [engine.Config].
+	// the limit during an outage). See [redlimit.Config].
 	Instances int
 
 	// Denied answers denied requests (default DefaultDenied). The Decision
@@ -96,14 +96,14 @@ type Config struct {
 
 	// MissingKeyDenied, when set, answers instead of Denied the requests
 	// denied because a rule found no key in them (its MissingKey is
-	// engine.DenyMissingKey), which no rule denied by rate: for APIs whose
+	// redlimit.DenyMissingKey), which no rule denied by rate: for APIs whose
 	// key is a credential, set it to [Unauthorized] to answer 401 instead
 	// of 429. Other denials still go to Denied. The Decision is in the
 	// request context (FromContext).
 	MissingKeyDenied http.Handler
 
 	// ErrorHandler answers the requests refused undecided
-	// (engine.Decision.Failed): a backend failure under FailClosed, or
+	// (redlimit.Decision.Failed): a backend failure under FailClosed, or
 	// under Fallback before the instance switched to its fallback; and a
 	// programmer error under every policy. Default DefaultError: 500 for a
 	// programmer error, 503 otherwise. The Decision, with Err, is in the
@@ -133,12 +133,12 @@ type Config struct {
 	// and before the response is written. The Decision and its Rules are
 	// valid only during the call (copy what you keep). Wire metrics here
 	// (Prometheus, OpenTelemetry, ...).
-	OnDecision func(*http.Request, *engine.Decision)
+	OnDecision func(*http.Request, *redlimit.Decision)
 
 	// RefundWindow is how long after a request's decision its
 	// ResponseCost rules can still give back what the response did not
 	// use (default 1 minute, at most 24 hours; see
-	// engine.Config.RefundWindow).
+	// redlimit.Config.RefundWindow).
 	RefundWindow time.Duration
 
 	// OnSettleError, when set, hears of every error of the work done
@@ -178,7 +178,7 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.New(backend, engine.Config{
+	e, err := redlimit.New(backend, redlimit.Config{
 		Rules:           rules,
 		Prefix:          cfg.Prefix,
 		Timeout:         cfg.Timeout,
@@ -224,14 +224,14 @@ func inProcess(b algorithms.Backend) bool {
 
 // newMiddleware returns the Middleware of e, whose rules are cfg.Rules,
 // doing its work after responses on a.
-func newMiddleware(e *engine.Engine, cfg Config, timed, wallNow bool, a *after.Queue[job]) *Middleware {
+func newMiddleware(e *redlimit.Limiter, cfg Config, timed, wallNow bool, a *after.Queue[job]) *Middleware {
 	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules), after: a}
 	n := len(cfg.Rules)
 	m.pool.New = func() any {
 		return &scratch{
-			in:       make([]engine.Input, n),
+			in:       make([]redlimit.Input, n),
 			policies: make([]headers.Policy, 0, n),
-			dec:      engine.Decision{Rules: make([]engine.RuleDecision, n)},
+			dec:      redlimit.Decision{Rules: make([]redlimit.RuleDecision, n)},
 		}
 	}
 	return m

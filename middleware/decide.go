@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // monoBase is the reference of the start of Decision.Latency: time.Since
@@ -36,9 +36,9 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 
 // inputs runs the exempt funcs and the rules' key, tier, cost and limit
 // funcs into in, rule by rule, and stops finding Inputs where the engine
-// will stop deciding (engine.Engine.Stops says where): no later rule's
+// will stop deciding (redlimit.Limiter.Stops says where): no later rule's
 // funcs run for a request decided before them.
-func (m *Middleware) inputs(r *http.Request, in []engine.Input) {
+func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) {
 	if m.cfg.Exempt != nil && m.cfg.Exempt(r) {
 		for i := range in {
 			in[i].Exempt = true

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestCheck decides inside a handler: Check consumes like the Handler does,
@@ -68,7 +68,7 @@ func TestCheck(t *testing.T) {
 // Decision still says what to do.
 func TestCheckError(t *testing.T) {
 	broken := keyfunc.Func(func(*http.Request) (string, error) { return "", errors.New("session store down") })
-	for _, policy := range []engine.ErrorPolicy{engine.Fallback, engine.FailOpen, engine.FailClosed} {
+	for _, policy := range []redlimit.ErrorPolicy{redlimit.Fallback, redlimit.FailOpen, redlimit.FailClosed} {
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{
 			Rules:   []middleware.Rule{{Name: "user", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}},
 			OnError: policy,
@@ -77,7 +77,7 @@ func TestCheckError(t *testing.T) {
 		if err == nil || err != d.Err || err.Error() != "session store down" {
 			t.Errorf("%v: Check error %v (Decision.Err %v), want the key func's", policy, err, d.Err)
 		}
-		if want := policy != engine.FailClosed; d.Allowed != want {
+		if want := policy != redlimit.FailClosed; d.Allowed != want {
 			t.Errorf("%v: Allowed %v, want %v", policy, d.Allowed, want)
 		}
 		h := http.Header{}
@@ -92,7 +92,7 @@ func TestCheckError(t *testing.T) {
 // Decision; without, it does not (and the deny handler always does).
 func TestDecisionInContext(t *testing.T) {
 	for _, in := range []bool{false, true} {
-		var got *engine.Decision
+		var got *redlimit.Decision
 		var found bool
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{
 			Rules:             []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
@@ -106,7 +106,7 @@ func TestDecisionInContext(t *testing.T) {
 		if found != in {
 			t.Fatalf("DecisionInContext %v: FromContext found %v", in, found)
 		}
-		if in && (!got.Allowed || got.Source != engine.SourcePrimary || len(got.Rules) != 1 ||
+		if in && (!got.Allowed || got.Source != redlimit.SourcePrimary || len(got.Rules) != 1 ||
 			got.Rules[0].Key != "rate:ip:gcra:{192.0.2.2}" || got.Rules[0].Result.Remaining != 2) {
 			t.Errorf("Decision in context %+v", got)
 		}
@@ -190,7 +190,7 @@ func TestNoStaleRules(t *testing.T) {
 		serve(h, req("GET", "/", "198.51.100.1:1", "X-User", "alice"))
 		w := serve(h, req("GET", "/", "192.0.2.1:1"))
 		checkResponse(t, "anonymous "+itoa(int64(i)), w, http.StatusTooManyRequests, map[string]string{})
-		if d := rec.last(t); d.Rules[1] != (engine.RuleDecision{Name: "ip"}) {
+		if d := rec.last(t); d.Rules[1] != (redlimit.RuleDecision{Name: "ip"}) {
 			t.Fatalf("anonymous request %d: rule after the missing key is %+v, want untouched", i, d.Rules[1])
 		}
 	}
@@ -204,7 +204,7 @@ func TestSlog(t *testing.T) {
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{
 			Rules: []middleware.Rule{
 				{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
-				{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: engine.SkipMissingKey},
+				{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: redlimit.SkipMissingKey},
 			},
 			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})),
 		})

@@ -16,13 +16,13 @@ import (
 	"crypto/subtle"
 	"net/netip"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // clock is the fixed time of the examples, so that their output is
@@ -89,7 +89,7 @@ func ExampleMiddleware_With() {
 	api, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: engine.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: redlimit.SkipMissingKey},
 		},
 		Headers: headers.Writer{Style: headers.IETF},
 	})
@@ -207,7 +207,7 @@ func ExampleMiddleware_Handler_chi() {
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: engine.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: redlimit.SkipMissingKey},
 		},
 		Now:     clock,
 		Timeout: 5 * time.Second, // miniredis under go test on a busy machine; a service keeps the default
@@ -238,7 +238,7 @@ func ExampleMiddleware_Handler_chi() {
 // A support endpoint unblocks a client of the HTTP middleware: Engine
 // returns the middleware's engine, whose Reset forgets the client's keys
 // in the store and in the middleware's deny cache.
-func ExampleMiddleware_Engine() {
+func ExampleMiddleware_Limiter() {
 	backend, err := memstore.New(memstore.Config{Now: clock})
 	if err != nil {
 		log.Fatal(err)
@@ -260,7 +260,7 @@ func ExampleMiddleware_Engine() {
 		return rec.Code
 	}
 	fmt.Println(get(), get())
-	if err := mw.Engine().Reset(context.Background(), "alice"); err != nil {
+	if err := mw.Limiter().Reset(context.Background(), "alice"); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(get())
@@ -394,8 +394,8 @@ func ExampleRule_limitFunc() {
 				return l, nil
 			},
 		}},
-		OnError: engine.FailClosed,
-		OnDecision: func(r *http.Request, d *engine.Decision) {
+		OnError: redlimit.FailClosed,
+		OnDecision: func(r *http.Request, d *redlimit.Decision) {
 			if d.Err != nil {
 				fmt.Println("   ", d.Err)
 			}
@@ -438,8 +438,8 @@ func ExampleNewTransport() {
 	if err != nil {
 		panic(err)
 	}
-	e, err := engine.New(mem, engine.Config{
-		Rules: []engine.Rule{{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10).WithBurst(1)}},
+	e, err := redlimit.New(mem, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10).WithBurst(1)}},
 		Sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil },
 	})
 	if err != nil {

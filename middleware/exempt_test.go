@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // countingKey is a key func that counts its calls.
@@ -37,7 +37,7 @@ func TestConfigExempt(t *testing.T) {
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: key.fn, Algorithm: algorithms.GCRA, Limit: gcra3,
 				Cost: func(*http.Request) int64 { costs.Add(1); return 1 }},
-			{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, MissingKey: engine.DenyMissingKey,
+			{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, MissingKey: redlimit.DenyMissingKey,
 				LimitFunc: func(*http.Request) (algorithms.Limit, error) { limits.Add(1); return gcra3, nil }},
 		},
 		Exempt:     func(r *http.Request) bool { return r.Header.Get("X-Admin") == "yes" },
@@ -52,7 +52,7 @@ func TestConfigExempt(t *testing.T) {
 			t.Fatalf("exempt request did not reach the handler: %q", w.Body.String())
 		}
 		d := rec.last(t)
-		if !d.Allowed || d.Source != engine.SourceNone || d.Err != nil || !d.Rules[0].Exempt || !d.Rules[1].Exempt || d.Rules[0].Evaluated {
+		if !d.Allowed || d.Source != redlimit.SourceNone || d.Err != nil || !d.Rules[0].Exempt || !d.Rules[1].Exempt || d.Rules[0].Evaluated {
 			t.Fatalf("exempt decision %+v", d)
 		}
 	}

@@ -12,13 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // The tests in this file kill, restart and pause a redis-server of their
@@ -100,7 +100,7 @@ func untilPrimary(t *testing.T, h http.Handler, rec *recorder, remote string) ti
 	start := time.Now()
 	for {
 		serve(h, req("GET", "/", remote))
-		if d := rec.last(t); d.Source == engine.SourcePrimary && d.Err == nil {
+		if d := rec.last(t); d.Source == redlimit.SourcePrimary && d.Err == nil {
 			return time.Since(start)
 		}
 		if time.Since(start) > 10*time.Second {
@@ -112,7 +112,7 @@ func untilPrimary(t *testing.T, h http.Handler, rec *recorder, remote string) ti
 
 func TestRedisFailOpen(t *testing.T) {
 	srv := ownRedis(t)
-	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{OnError: engine.FailOpen})
+	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{OnError: redlimit.FailOpen})
 	h := mw.Handler(ok)
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
@@ -125,7 +125,7 @@ func TestRedisFailOpen(t *testing.T) {
 		if got := limitHeaders(hdr); code != 200 || len(got) != 0 {
 			t.Errorf("killed, request %d: status %d headers %v; want 200 without rate-limit headers", i, code, got)
 		}
-		if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != engine.SourceNone {
+		if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != redlimit.SourceNone {
 			t.Errorf("killed, request %d: decision %+v", i, d)
 		}
 	}
@@ -150,9 +150,9 @@ func TestRedisFailOpen(t *testing.T) {
 func TestRedisFailClosed(t *testing.T) {
 	srv := ownRedis(t)
 	c := fastClient(t, srv)
-	mw, rec := redisMW(t, c, middleware.Config{OnError: engine.FailClosed})
+	mw, rec := redisMW(t, c, middleware.Config{OnError: redlimit.FailClosed})
 	var seen error
-	custom, _ := redisMW(t, c, middleware.Config{OnError: engine.FailClosed,
+	custom, _ := redisMW(t, c, middleware.Config{OnError: redlimit.FailClosed,
 		ErrorHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d, _ := middleware.FromContext(r.Context())
 			seen = d.Err
@@ -191,7 +191,7 @@ func TestRedisFallback(t *testing.T) {
 	srv := ownRedis(t)
 	const probe = 50 * time.Millisecond
 	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{
-		OnError:         engine.Fallback,
+		OnError:         redlimit.Fallback,
 		ProbeInterval:   probe,
 		FallbackAfter:   time.Millisecond,
 		FallbackBackend: newMemory(t, fixed),
@@ -212,7 +212,7 @@ func TestRedisFallback(t *testing.T) {
 		if code != want.code || !mapsEqual(limitHeaders(hdr), want.headers) {
 			t.Errorf("killed, request %d: %d %v, want %d %v", i, code, limitHeaders(hdr), want.code, want.headers)
 		}
-		if d := rec.last(t); d.Source != engine.SourceFallback {
+		if d := rec.last(t); d.Source != redlimit.SourceFallback {
 			t.Errorf("killed, request %d: Source %v, want fallback", i, d.Source)
 		}
 	}
@@ -254,7 +254,7 @@ func TestRedisPaused(t *testing.T) {
 		new  func(*testing.T, *redistest.Server) *redis.Client
 	}{{"fast client", fastClient}, {"default client", defaultClient}}
 	for _, cl := range clients {
-		for _, policy := range []engine.ErrorPolicy{engine.FailOpen, engine.FailClosed, engine.Fallback} {
+		for _, policy := range []redlimit.ErrorPolicy{redlimit.FailOpen, redlimit.FailClosed, redlimit.Fallback} {
 			t.Run(cl.name+"/"+policy.String(), func(t *testing.T) {
 				srv := ownRedis(t)
 				mw, rec := redisMW(t, cl.new(t, srv), middleware.Config{OnError: policy, ProbeInterval: 50 * time.Millisecond})
@@ -276,7 +276,7 @@ func TestRedisPaused(t *testing.T) {
 				for range 5 {
 					code, _, took := timed(h, req("GET", "/", "192.0.2.1:1"))
 					slowest = max(slowest, took)
-					if want := map[engine.ErrorPolicy]int{engine.FailClosed: 503}[policy]; want != 0 && code != want {
+					if want := map[redlimit.ErrorPolicy]int{redlimit.FailClosed: 503}[policy]; want != 0 && code != want {
 						t.Errorf("paused: status %d, want %d", code, want)
 					}
 				}
@@ -303,14 +303,14 @@ func TestWrongTypeKey(t *testing.T) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	for _, tt := range []struct {
-		policy engine.ErrorPolicy
+		policy redlimit.ErrorPolicy
 		code   func(i int) int // for request i of the user whose key holds a list
-		source engine.Source
+		source redlimit.Source
 	}{
 		// The fallback decides that user's requests: 3 a minute.
-		{engine.Fallback, func(i int) int { return []int{200, 429}[min(i/3, 1)] }, engine.SourceFallback},
-		{engine.FailOpen, func(int) int { return 200 }, engine.SourceNone},
-		{engine.FailClosed, func(int) int { return 503 }, engine.SourceNone},
+		{redlimit.Fallback, func(i int) int { return []int{200, 429}[min(i/3, 1)] }, redlimit.SourceFallback},
+		{redlimit.FailOpen, func(int) int { return 200 }, redlimit.SourceNone},
+		{redlimit.FailClosed, func(int) int { return 503 }, redlimit.SourceNone},
 	} {
 		t.Run(tt.policy.String(), func(t *testing.T) {
 			b, err := redisstore.New(c, redisstore.Config{Now: fixed})
@@ -344,7 +344,7 @@ func TestWrongTypeKey(t *testing.T) {
 					}
 				}
 				serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "user"+strconv.Itoa(i)))
-				if d := rec.last(t); d.Source != engine.SourcePrimary || d.Err != nil {
+				if d := rec.last(t); d.Source != redlimit.SourcePrimary || d.Err != nil {
 					others++
 				}
 			}
@@ -393,7 +393,7 @@ func TestAlgorithmChange(t *testing.T) {
 			}{{old, from, 9}, {old, from, 8}, {next, to, 9}, {old, from, 7}, {next, to, 8}} {
 				serve(step.h, req("GET", "/", "192.0.2.1:1", "X-User", user))
 				d := rec.last(t)
-				if d.Err != nil || d.Source != engine.SourcePrimary || d.Rules[0].Result.Remaining != step.remaining {
+				if d.Err != nil || d.Source != redlimit.SourcePrimary || d.Rules[0].Result.Remaining != step.remaining {
 					t.Errorf("%v then %v, request %d (%v): Source %v, Err %v, Remaining %d; want the primary, no error, %d",
 						from, to, i, step.alg, d.Source, d.Err, d.Rules[0].Result.Remaining, step.remaining)
 				}
@@ -435,7 +435,7 @@ func TestProbeKeyState(t *testing.T) {
 		ProbeInterval: time.Millisecond,
 		FallbackAfter: time.Millisecond,
 		Logger:        quiet,
-		OnDecision:    func(_ *http.Request, d *engine.Decision) { last.Store(int32(d.Source)) },
+		OnDecision:    func(_ *http.Request, d *redlimit.Decision) { last.Store(int32(d.Source)) },
 		Rules:         []middleware.Rule{{Name: "ip", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)}},
 	})
 	if err != nil {
@@ -446,7 +446,7 @@ func TestProbeKeyState(t *testing.T) {
 	serve(h, req("GET", "/", "192.0.2.1:1")) // refused: the first failure
 	time.Sleep(2 * time.Millisecond)
 	serve(h, req("GET", "/", "192.0.2.1:1"))
-	if got := engine.Source(last.Load()); got != engine.SourceFallback {
+	if got := redlimit.Source(last.Load()); got != redlimit.SourceFallback {
 		t.Fatalf("while down: Source %v, want fallback", got)
 	}
 	b.down.Store(false)
@@ -458,7 +458,7 @@ func TestProbeKeyState(t *testing.T) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		serve(h, req("GET", "/", "192.0.2.1:1"))
-		if engine.Source(last.Load()) == engine.SourcePrimary {
+		if redlimit.Source(last.Load()) == redlimit.SourcePrimary {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -8,14 +8,14 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // hostileMW is one rule of 3 per minute keyed by key, recording decisions.
-func hostileMW(t *testing.T, name string, key keyfunc.Func, missing engine.MissingKey) (http.Handler, *recorder) {
+func hostileMW(t *testing.T, name string, key keyfunc.Func, missing redlimit.MissingKey) (http.Handler, *recorder) {
 	t.Helper()
 	var rec recorder
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{
@@ -66,7 +66,7 @@ func TestSpoofedForwardedFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, rec := hostileMW(t, "ip", tt.key, engine.DenyMissingKey)
+			h, rec := hostileMW(t, "ip", tt.key, redlimit.DenyMissingKey)
 			for i := range 4 {
 				w := serve(h, req("GET", "/", tt.remote(i), "X-Forwarded-For", tt.xff(i)))
 				if want := []int{200, 200, 200, 429}[i]; w.Code != want {
@@ -112,7 +112,7 @@ func TestHugeHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, rec := hostileMW(t, tt.rule, tt.key, engine.DenyMissingKey)
+			h, rec := hostileMW(t, tt.rule, tt.key, redlimit.DenyMissingKey)
 			for i := range 4 {
 				w := serve(h, req("GET", "/", tt.remote, tt.hdr(i)...))
 				if want := []int{200, 200, 200, 429}[i]; w.Code != want {
@@ -130,7 +130,7 @@ func TestHugeHeaders(t *testing.T) {
 		})
 	}
 	// Two different huge values are two buckets.
-	h, rec := hostileMW(t, "user", keyfunc.Header("X-User-ID"), engine.DenyMissingKey)
+	h, rec := hostileMW(t, "user", keyfunc.Header("X-User-ID"), redlimit.DenyMissingKey)
 	serve(h, req("GET", "/", "203.0.113.7:1", "X-User-ID", mb("a")))
 	k1 := rec.last(t).Rules[0].Key
 	serve(h, req("GET", "/", "203.0.113.7:1", "X-User-ID", mb("a")+"b"))
@@ -161,7 +161,7 @@ func checkKeyShape(t *testing.T, key, prefix string) {
 // material never appear unescaped in the storage key, and distinct values
 // stay distinct.
 func TestHostileKeyMaterial(t *testing.T) {
-	h, rec := hostileMW(t, "user", keyfunc.Header("X-User-ID"), engine.DenyMissingKey)
+	h, rec := hostileMW(t, "user", keyfunc.Header("X-User-ID"), redlimit.DenyMissingKey)
 	values := []string{
 		"}", "{", "{tag}", "}{", "a}:{b", "x}\r\nSet-Cookie: a=b", "\x00", "\x7f", "a b", "\t",
 		"é", "\xff\xfe", "h:abc", "%7B", "%", "{" + strings.Repeat("z", 200) + "}",
@@ -189,7 +189,7 @@ func TestHostileKeyMaterial(t *testing.T) {
 // an empty or non-IP RemoteAddr has no key and the MissingKey policy
 // applies.
 func TestRemoteAddr(t *testing.T) {
-	h, rec := hostileMW(t, "ip", ipFunc(t), engine.DenyMissingKey)
+	h, rec := hostileMW(t, "ip", ipFunc(t), redlimit.DenyMissingKey)
 	for _, tt := range []struct {
 		remote string
 		code   int
@@ -220,7 +220,7 @@ func TestRemoteAddr(t *testing.T) {
 	var rec2 recorder
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{
 		Rules: []middleware.Rule{
-			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: engine.SkipMissingKey},
+			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: redlimit.SkipMissingKey},
 			{Name: "global", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
 		},
 		OnDecision: rec2.hook,

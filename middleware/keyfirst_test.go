@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestKeyFirstSharesBuckets: an HTTP middleware and the engine's key-first
@@ -39,7 +39,7 @@ func TestKeyFirstSharesBuckets(t *testing.T) {
 			mw := newMW(t, b, middleware.Config{Prefix: prefix, Rules: []middleware.Rule{
 				{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: gcra3},
 			}})
-			e, err := engine.New(b, engine.Config{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), Rules: []engine.Rule{
+			e, err := redlimit.New(b, redlimit.Config{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), Rules: []redlimit.Rule{
 				{Name: "user", Algorithm: algorithms.GCRA, Limit: gcra3},
 			}})
 			if err != nil {
@@ -90,7 +90,7 @@ func TestKeyFirstSharesBuckets(t *testing.T) {
 			// Reset through the middleware's own engine: allowed at once
 			for get() == 200 {
 			}
-			if err := mw.Engine().Reset(ctx, user); err != nil {
+			if err := mw.Limiter().Reset(ctx, user); err != nil {
 				t.Fatal(err)
 			}
 			if code := get(); code != 200 {

@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // planLimits is a LimitFunc: the limit of the request's X-Plan header (a
@@ -88,7 +88,7 @@ func TestRuleLimitFuncErrors(t *testing.T) {
 		{"zero", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Rate must be > 0, got 0`, true},
 		{"burst", `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Burst is not used by sliding_window and must be 0, got 10`, true},
 	} {
-		for _, policy := range []engine.ErrorPolicy{engine.Fallback, engine.FailOpen, engine.FailClosed} {
+		for _, policy := range []redlimit.ErrorPolicy{redlimit.Fallback, redlimit.FailOpen, redlimit.FailClosed} {
 			var rec recorder
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{
 				Rules: []middleware.Rule{
@@ -101,9 +101,9 @@ func TestRuleLimitFuncErrors(t *testing.T) {
 			h := mw.Handler(ok)
 			w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice", "X-Plan", tt.plan))
 			d := rec.last(t)
-			var le *engine.LimitError
+			var le *redlimit.LimitError
 			if !errors.As(d.Err, &le) || d.Err.Error() != tt.want || !d.Rules[1].LimitFailed || d.Rules[1].Evaluated {
-				t.Errorf("%s %v: Err %v, plan rule %+v; want the *engine.LimitError %q", tt.plan, policy, d.Err, d.Rules[1], tt.want)
+				t.Errorf("%s %v: Err %v, plan rule %+v; want the *redlimit.LimitError %q", tt.plan, policy, d.Err, d.Rules[1], tt.want)
 			}
 			if tt.invalid {
 				checkResponse(t, tt.plan+" "+policy.String(), w, http.StatusInternalServerError, map[string]string{})
@@ -112,7 +112,7 @@ func TestRuleLimitFuncErrors(t *testing.T) {
 				}
 				continue
 			}
-			if policy == engine.FailClosed {
+			if policy == redlimit.FailClosed {
 				checkResponse(t, tt.plan+" fail-closed", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})
 				continue // nothing consumed: see TestRuleLimitFuncNothingConsumed
 			}
@@ -131,7 +131,7 @@ func TestRuleLimitFuncNothingConsumed(t *testing.T) {
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 			{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit},
 		},
-		OnError: engine.FailClosed,
+		OnError: redlimit.FailClosed,
 	})
 	h := mw.Handler(ok)
 	for range 5 {

@@ -19,12 +19,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestMain starts the shared redis-server the real-Redis benchmarks use.
@@ -178,11 +178,11 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // recorder collects the decisions given to Config.OnDecision, copied.
 type recorder struct {
 	mu   sync.Mutex
-	got  []engine.Decision
+	got  []redlimit.Decision
 	reqs []*http.Request
 }
 
-func (rec *recorder) hook(r *http.Request, d *engine.Decision) {
+func (rec *recorder) hook(r *http.Request, d *redlimit.Decision) {
 	c := *d
 	c.Rules = slices.Clone(d.Rules)
 	rec.mu.Lock()
@@ -191,7 +191,7 @@ func (rec *recorder) hook(r *http.Request, d *engine.Decision) {
 	rec.mu.Unlock()
 }
 
-func (rec *recorder) last(t *testing.T) engine.Decision {
+func (rec *recorder) last(t *testing.T) redlimit.Decision {
 	t.Helper()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -6,15 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/after"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Middleware limits requests by its rules. Build it with [New]; it is safe
 // for concurrent use. Close it when done to stop a fallback probe.
 type Middleware struct {
-	engine  *engine.Engine
+	engine  *redlimit.Limiter
 	cfg     Config // after defaults
 	pool    sync.Pool
 	wallNow bool // cfg.Now is time.Now: reuse the time decide read
@@ -32,12 +32,12 @@ func (m *Middleware) LocalDenials() uint64 { return m.engine.LocalDenials() }
 
 // Engine returns the decision engine m runs its rules on, with m's rules,
 // backend, deny cache and fallback: code outside a handler can Allow, Wait,
-// Peek or Reset the same buckets by key material (engine.Engine.Allow).
+// Peek or Reset the same buckets by key material (redlimit.Limiter.Allow).
 // Resetting through it also clears m's deny cache, so a reset client is
 // allowed at once by m. Config.OnDecision hears of HTTP requests only:
 // decisions made through the engine directly reach no hook (the engine
 // has no request to give it).
-func (m *Middleware) Engine() *engine.Engine { return m.engine }
+func (m *Middleware) Limiter() *redlimit.Limiter { return m.engine }
 
 // Close stops the fallback probe, if one runs, for m and the Middlewares
 // derived from it with With, and waits until the work queued after their
@@ -56,9 +56,9 @@ func (m *Middleware) Close() error {
 
 // scratch is the per-request working memory, pooled.
 type scratch struct {
-	in       []engine.Input
+	in       []redlimit.Input
 	policies []headers.Policy
-	dec      engine.Decision
+	dec      redlimit.Decision
 	now      time.Time // when decide finished: the wall clock for headers when Config.Now is time.Now
 	costs    []int64   // what the response cost, per rule, when settle
 	settle   bool      // the ResponseCost rules of dec are to be settled with costs (after.go)
@@ -118,8 +118,8 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // one the error policy handled, or the negative cost that denied the
 // request (also in Decision.Err); the Decision still says whether to
 // proceed (Allowed). A Decision that holds the slots of concurrency rules
-// (engine.Decision.Holds) is the caller's to release.
-func (m *Middleware) Check(r *http.Request) (*engine.Decision, error) {
+// (redlimit.Decision.Holds) is the caller's to release.
+func (m *Middleware) Check(r *http.Request) (*redlimit.Decision, error) {
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
 	m.decide(r, s, true)
@@ -131,7 +131,7 @@ func (m *Middleware) Check(r *http.Request) (*engine.Decision, error) {
 // Check (the Handler writes them itself). The policy window of the IETF
 // fields comes from each RuleDecision's Algorithm and Limit: a
 // RuleDecision built by the caller without a Limit gets none.
-func (m *Middleware) WriteHeaders(h http.Header, d *engine.Decision) {
+func (m *Middleware) WriteHeaders(h http.Header, d *redlimit.Decision) {
 	if m.cfg.Headers.Style != headers.None {
 		m.write(h, m.cfg.Now(), d, nil)
 	}
@@ -139,7 +139,7 @@ func (m *Middleware) WriteHeaders(h http.Header, d *engine.Decision) {
 
 // write writes the headers of d's evaluated rules, collecting their
 // policies in buf (reused by the Handler), and returns buf.
-func (m *Middleware) write(h http.Header, now time.Time, d *engine.Decision, buf []headers.Policy) []headers.Policy {
+func (m *Middleware) write(h http.Header, now time.Time, d *redlimit.Decision, buf []headers.Policy) []headers.Policy {
 	buf = buf[:0]
 	for i := range d.Rules {
 		if rd := &d.Rules[i]; rd.Evaluated {
@@ -170,7 +170,7 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 // missingKey reports whether the denied decision d was denied because a
 // rule not in shadow mode found no key: the engine stopped there, before
 // any backend call, and no other rule denied the request.
-func missingKey(d *engine.Decision) bool {
+func missingKey(d *redlimit.Decision) bool {
 	_, why, ok := d.Stop()
-	return ok && why == engine.OutcomeMissingKey
+	return ok && why == redlimit.OutcomeMissingKey
 }

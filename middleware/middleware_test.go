@@ -9,11 +9,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // gcra3 is 3 requests a minute: with the fixed clock, each request moves
@@ -94,13 +94,13 @@ func TestChiTopLevelUse(t *testing.T) {
 		w := serve(r, req("GET", "/users/1", "192.0.2.1:1234"))
 		checkResponse(t, "GET /users/1", w, http.StatusTooManyRequests, map[string]string{})
 		d := rec.last(t)
-		if d.Allowed || !d.Rules[0].MissingKey || d.Rules[0].Evaluated || d.Source != engine.SourceNone {
+		if d.Allowed || !d.Rules[0].MissingKey || d.Rules[0].Evaluated || d.Source != redlimit.SourceNone {
 			t.Errorf("decision %+v, want denied for a missing key, not evaluated", d)
 		}
 	})
 	t.Run("skip", func(t *testing.T) {
 		route := route
-		route.MissingKey = engine.SkipMissingKey
+		route.MissingKey = redlimit.SkipMissingKey
 		var rec recorder
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{ip, route}, OnDecision: rec.hook})
 		r := chi.NewRouter()
@@ -369,14 +369,14 @@ func TestNegativeCost(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name   string
-		policy engine.ErrorPolicy
+		policy redlimit.ErrorPolicy
 		shadow bool
 		code   int
 	}{
-		{"fallback", engine.Fallback, false, 500},
-		{"fail open", engine.FailOpen, false, 500},
-		{"fail closed", engine.FailClosed, false, 500},
-		{"shadow", engine.Fallback, true, 200},
+		{"fallback", redlimit.Fallback, false, 500},
+		{"fail open", redlimit.FailOpen, false, 500},
+		{"fail closed", redlimit.FailClosed, false, 500},
+		{"shadow", redlimit.Fallback, true, 200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec recorder

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestDefaultDenied: plain text unless the client asks for JSON, then an
@@ -89,7 +89,7 @@ func mustJSON(v any) string {
 // TestDeniedHandler: a custom Config.Denied sees the Decision in the
 // context and the rate-limit headers already written.
 func TestDeniedHandler(t *testing.T) {
-	var seen *engine.Decision
+	var seen *redlimit.Decision
 	var hdr string
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{
 		Rules: []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}},
@@ -105,7 +105,7 @@ func TestDeniedHandler(t *testing.T) {
 	if w.Code != http.StatusTeapot || hdr != "60" {
 		t.Errorf("status %d, Retry-After seen by Denied %q; want 418 and 60", w.Code, hdr)
 	}
-	if seen == nil || seen.Allowed || seen.Rules[0].Name != "ip" || seen.Rules[0].Result.RetryAfter != time.Minute || seen.Source != engine.SourcePrimary {
+	if seen == nil || seen.Allowed || seen.Rules[0].Name != "ip" || seen.Rules[0].Result.RetryAfter != time.Minute || seen.Source != redlimit.SourcePrimary {
 		t.Errorf("Denied saw %+v", seen)
 	}
 	// The Decision is the handler's to keep: later requests leave it alone.
@@ -142,10 +142,10 @@ func TestErrorPolicies(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
 		var rec recorder
-		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: engine.FailOpen, OnDecision: rec.hook})
+		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: redlimit.FailOpen, OnDecision: rec.hook})
 		for range 5 {
 			checkResponse(t, "down", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, map[string]string{})
-			if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, errDown) || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != engine.SourceNone || d.Rules[0].Evaluated {
+			if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, errDown) || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != redlimit.SourceNone || d.Rules[0].Evaluated {
 				t.Errorf("decision %+v", d)
 			}
 		}
@@ -155,14 +155,14 @@ func TestErrorPolicies(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
-		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: engine.FailClosed})
+		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: redlimit.FailClosed})
 		w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
 		checkResponse(t, "down", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})
 		if w.Body.String() != "rate limiter unavailable\n" {
 			t.Errorf("body %q", w.Body.String())
 		}
 		var seen error
-		custom := newMW(t, b, middleware.Config{Rules: rules, OnError: engine.FailClosed,
+		custom := newMW(t, b, middleware.Config{Rules: rules, OnError: redlimit.FailClosed,
 			ErrorHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				d, _ := middleware.FromContext(r.Context())
 				seen = d.Err
@@ -182,21 +182,21 @@ func TestErrorPolicies(t *testing.T) {
 		// The first failure is refused (503); the next, FallbackAfter
 		// later, switches to the fallback.
 		checkResponse(t, "first failure", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 503, map[string]string{"Retry-After": "1"})
-		if d := rec.last(t); !d.Failed || d.Source != engine.SourceNone || !errors.Is(d.Err, errDown) {
+		if d := rec.last(t); !d.Failed || d.Source != redlimit.SourceNone || !errors.Is(d.Err, errDown) {
 			t.Errorf("first failure: %+v, want refused undecided", d)
 		}
 		time.Sleep(2 * time.Millisecond)
 		for i, want := range threeAndDenied {
 			checkResponse(t, "down "+itoa(int64(i)), serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), want.code, want.headers)
 			d := rec.last(t)
-			if d.Source != engine.SourceFallback || (i == 0) != (d.Err != nil) {
+			if d.Source != redlimit.SourceFallback || (i == 0) != (d.Err != nil) {
 				t.Errorf("request %d: Source %v Err %v; want fallback, Err on the first only", i, d.Source, d.Err)
 			}
 		}
 		calls := b.calls.Load()
 		b.down.Store(false)
 		start := time.Now()
-		for rec.last(t).Source != engine.SourcePrimary {
+		for rec.last(t).Source != redlimit.SourcePrimary {
 			if time.Since(start) > 10*time.Second {
 				t.Fatal("still on the fallback 10s after the backend came back")
 			}
@@ -211,9 +211,9 @@ func TestErrorPolicies(t *testing.T) {
 	t.Run("key func error", func(t *testing.T) {
 		broken := func(*http.Request) (string, error) { return "", errors.New("session store down") }
 		for _, tt := range []struct {
-			policy engine.ErrorPolicy
+			policy redlimit.ErrorPolicy
 			code   int
-		}{{engine.Fallback, 200}, {engine.FailOpen, 200}, {engine.FailClosed, 503}} {
+		}{{redlimit.Fallback, 200}, {redlimit.FailOpen, 200}, {redlimit.FailClosed, 503}} {
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{OnError: tt.policy,
 				Rules: []middleware.Rule{{Name: "s", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}}})
 			if w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")); w.Code != tt.code {
@@ -231,7 +231,7 @@ func TestErrorLogThrottled(t *testing.T) {
 	b.down.Store(true)
 	mw := newMW(t, b, middleware.Config{
 		Rules:   []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError: engine.FailOpen,
+		OnError: redlimit.FailOpen,
 		Logger:  slogTo(&buf),
 	})
 	for range 100 {
@@ -261,7 +261,7 @@ func (h *hanging) Allow(ctx context.Context, checks []algorithms.Check, results 
 // cannot hold a request past Config.Timeout, under every policy.
 func TestTimeoutEnforced(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	for _, policy := range []engine.ErrorPolicy{engine.FailOpen, engine.FailClosed, engine.Fallback} {
+	for _, policy := range []redlimit.ErrorPolicy{redlimit.FailOpen, redlimit.FailClosed, redlimit.Fallback} {
 		t.Run(policy.String(), func(t *testing.T) {
 			b := &hanging{release: make(chan struct{})}
 			var rec recorder
@@ -278,7 +278,7 @@ func TestTimeoutEnforced(t *testing.T) {
 				start := time.Now()
 				w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
 				slowest = max(slowest, time.Since(start))
-				if want := map[engine.ErrorPolicy]int{engine.FailClosed: 503}[policy]; want != 0 && w.Code != want {
+				if want := map[redlimit.ErrorPolicy]int{redlimit.FailClosed: 503}[policy]; want != 0 && w.Code != want {
 					t.Errorf("status %d, want %d", w.Code, want)
 				}
 			}
@@ -331,7 +331,7 @@ func TestClientGone(t *testing.T) {
 		t.Errorf("gone client: Err %v, want context.Canceled", d.Err)
 	}
 	checkResponse(t, "next request", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
-	if d := rec.last(t); d.Source != engine.SourcePrimary {
+	if d := rec.last(t); d.Source != redlimit.SourcePrimary {
 		t.Errorf("next request decided by %v, want the primary", d.Source)
 	}
 }
@@ -348,7 +348,7 @@ func TestHonoursDeadline(t *testing.T) {
 	var rec recorder
 	mw := newMW(t, honest{ctxBackend{newMemory(t, fixed)}}, middleware.Config{
 		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError:    engine.FailOpen,
+		OnError:    redlimit.FailOpen,
 		Timeout:    20 * time.Millisecond,
 		OnDecision: rec.hook,
 	})
@@ -376,7 +376,7 @@ func TestBackendPanic(t *testing.T) {
 	var rec recorder
 	mw := newMW(t, panicking{}, middleware.Config{
 		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
-		OnError:    engine.FailClosed,
+		OnError:    redlimit.FailClosed,
 		OnDecision: rec.hook,
 	})
 	w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))

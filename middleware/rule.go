@@ -4,9 +4,9 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Rule is one limit applied to requests: whose requests (Key), how many
@@ -60,9 +60,9 @@ type Rule struct {
 	// An error, or a limit Algorithm cannot enforce (the zero Limit
 	// included), is never replaced by a default limit: the rule is not
 	// decided for that request, the decision's RuleDecision.LimitFailed is
-	// set and Decision.Err is an *[engine.LimitError] naming the rule. The
-	// error policy then applies to that rule alone: under engine.FailClosed
-	// ErrorHandler answers (503); under engine.FailOpen and engine.Fallback
+	// set and Decision.Err is an *[redlimit.LimitError] naming the rule. The
+	// error policy then applies to that rule alone: under redlimit.FailClosed
+	// ErrorHandler answers (503); under redlimit.FailOpen and redlimit.Fallback
 	// the rule is left out and the other rules still apply. Return a
 	// default plan for unknown callers yourself if that is what you mean.
 	LimitFunc func(*http.Request) (algorithms.Limit, error)
@@ -97,14 +97,14 @@ type Rule struct {
 	// (Write, WriteString, ReadFrom; not what went through a hijacked
 	// connection), and returns what the request really cost, from 0 to
 	// the reservation. It runs on the request's goroutine, once the
-	// handler has returned. The rest is given back (engine.Engine.Settle)
+	// handler has returned. The rest is given back (redlimit.Limiter.Settle)
 	// after the response, off its path (see Middleware.Handler): for
 	// "count only failed logins", return 1 for a 401 or 403 and 0
 	// otherwise.
 	//
 	// What is atomic: the check and the reservation, as for any rule
 	// (one backend call with the request's other rules); the refund is a
-	// second atomic call, made once, within engine.Config.RefundWindow
+	// second atomic call, made once, within redlimit.Config.RefundWindow
 	// (a minute by default: a handler that runs longer keeps the whole
 	// reservation). Between the two the reservation counts: a concurrent
 	// request may be denied because of it (its denial is then
@@ -124,18 +124,18 @@ type Rule struct {
 
 	// Blocks, when set, turns on quota blocks for the rule: most checks
 	// of a hot key answered from units already charged in the store, k at
-	// a time, exactly (see engine.Rule.Blocks and docs/leasing.md). Fixed
+	// a time, exactly (see redlimit.Rule.Blocks and docs/leasing.md). Fixed
 	// window, sliding window, token bucket and GCRA rules, without
 	// ResponseCost or Shadow; Close the Middleware when done to give back
 	// what the blocks hold.
-	Blocks *engine.BlockConfig
+	Blocks *redlimit.BlockConfig
 
 	// MissingKey says what happens when Key finds no key material
-	// (keyfunc.ErrNoKey): engine.DenyMissingKey (the zero value) answers
+	// (keyfunc.ErrNoKey): redlimit.DenyMissingKey (the zero value) answers
 	// 429 without Retry-After, the decision naming the rule;
-	// engine.SkipMissingKey leaves the rule out for this request. To fall
+	// redlimit.SkipMissingKey leaves the rule out for this request. To fall
 	// back to another key instead, use [keyfunc.Or] as the Key.
-	MissingKey engine.MissingKey
+	MissingKey redlimit.MissingKey
 
 	// Shadow decides and reports the rule but never denies with it.
 	Shadow bool
@@ -143,10 +143,10 @@ type Rule struct {
 
 // engineRules checks what the engine does not know of rules (their key
 // funcs, tier funcs) and returns their engine rules.
-func engineRules(rules []Rule) ([]engine.Rule, error) {
-	out := make([]engine.Rule, len(rules))
+func engineRules(rules []Rule) ([]redlimit.Rule, error) {
+	out := make([]redlimit.Rule, len(rules))
 	for i, r := range rules {
-		fail := func(field, reason string) ([]engine.Rule, error) {
+		fail := func(field, reason string) ([]redlimit.Rule, error) {
 			return nil, &algorithms.ConfigError{Rule: r.Name, Field: field, Reason: reason}
 		}
 		switch {
@@ -161,7 +161,7 @@ func engineRules(rules []Rule) ([]engine.Rule, error) {
 		case r.Tier != nil && len(r.Tiers) == 0:
 			return fail("Tiers", "must list at least one tier when Tier is set")
 		}
-		out[i] = engine.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
+		out[i] = redlimit.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
 		out[i].Refundable = r.ResponseCost != nil
 		out[i].Blocks = r.Blocks
 		if r.LimitFunc != nil {

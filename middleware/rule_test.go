@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestNewInvalid: every invalid configuration fails in New with a message
@@ -136,8 +136,8 @@ func TestValidConfigs(t *testing.T) {
 	for _, cfg := range []middleware.Config{
 		{Rules: []middleware.Rule{{Name: strings.Repeat("n", 64), Key: ip, Algorithm: algorithms.GCRA, Limit: gcra3}}},
 		{Rules: []middleware.Rule{{Name: "A-z_0.9", Key: ip, Algorithm: algorithms.SlidingLog, Limit: gcra3}}, Prefix: "svc:v2"},
-		{Rules: []middleware.Rule{{Name: "ip", Key: ip, Algorithm: algorithms.TokenBucket, Limit: gcra3.WithBurst(10), MissingKey: engine.SkipMissingKey}},
-			OnError: engine.FailClosed, Headers: headers.Writer{Style: headers.None, Reset: headers.DeltaSeconds}, Timeout: -1},
+		{Rules: []middleware.Rule{{Name: "ip", Key: ip, Algorithm: algorithms.TokenBucket, Limit: gcra3.WithBurst(10), MissingKey: redlimit.SkipMissingKey}},
+			OnError: redlimit.FailClosed, Headers: headers.Writer{Style: headers.None, Reset: headers.DeltaSeconds}, Timeout: -1},
 	} {
 		mw, err := middleware.New(newMemory(t, fixed), cfg)
 		if err != nil {
@@ -167,7 +167,7 @@ func TestMissingKey(t *testing.T) {
 			}
 		}
 		d := rec.last(t)
-		if d.Allowed || !d.Rules[1].MissingKey || d.Rules[1].Evaluated || d.Rules[0].Evaluated || d.Source != engine.SourceNone || d.Err != nil {
+		if d.Allowed || !d.Rules[1].MissingKey || d.Rules[1].Evaluated || d.Rules[0].Evaluated || d.Source != redlimit.SourceNone || d.Err != nil {
 			t.Errorf("decision %+v", d)
 		}
 		// The anonymous denials charged the IP nothing.
@@ -176,7 +176,7 @@ func TestMissingKey(t *testing.T) {
 	})
 	t.Run("skip", func(t *testing.T) {
 		userRule := userRule
-		userRule.MissingKey = engine.SkipMissingKey
+		userRule.MissingKey = redlimit.SkipMissingKey
 		var rec recorder
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{ipRule, userRule}, OnDecision: rec.hook, Headers: headers.Writer{Style: headers.IETF}})
 		h := mw.Handler(ok)

@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/redlimit/redlimit/middleware/engine"
+	"github.com/redlimit/redlimit"
 )
 
 // settles reports whether a rule of rules charges after the response.
@@ -51,14 +51,14 @@ func (m *Middleware) serveOwing(w http.ResponseWriter, r *http.Request, next htt
 // It makes the backend call before it returns (Config.Timeout bounds it);
 // to keep it off the response's path, call it once the response is
 // written. Config.OnSettleError hears of its error too.
-func (m *Middleware) Settle(r *http.Request, d *engine.Decision, status int, written int64) error {
+func (m *Middleware) Settle(r *http.Request, d *redlimit.Decision, status int, written int64) error {
 	var buf [4]int64
 	return m.settleCosts(context.WithoutCancel(r.Context()), r, d, m.costs(buf[:0], d, status, written))
 }
 
 // costs appends to buf the cost of each rule for d's response: a
 // ResponseCost rule's from its func, any other rule's reservation.
-func (m *Middleware) costs(buf []int64, d *engine.Decision, status int, written int64) []int64 {
+func (m *Middleware) costs(buf []int64, d *redlimit.Decision, status int, written int64) []int64 {
 	for i := range m.cfg.Rules {
 		c := int64(0)
 		if i < len(d.Rules) {
@@ -74,7 +74,7 @@ func (m *Middleware) costs(buf []int64, d *engine.Decision, status int, written 
 
 // settleCosts settles d with costs under ctx, and gives its error to
 // Config.OnSettleError.
-func (m *Middleware) settleCosts(ctx context.Context, r *http.Request, d *engine.Decision, costs []int64) error {
+func (m *Middleware) settleCosts(ctx context.Context, r *http.Request, d *redlimit.Decision, costs []int64) error {
 	err := m.engine.Settle(ctx, d, costs)
 	if err != nil {
 		m.reportSettle(r, err)

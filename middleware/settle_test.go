@@ -187,7 +187,7 @@ func TestRefundOn5xx(t *testing.T) {
 		}
 	}))
 	remaining := func() int64 {
-		return mw.Engine().Peek(t.Context(), "203.0.113.7").Rules[0].Result.Remaining
+		return mw.Limiter().Peek(t.Context(), "203.0.113.7").Rules[0].Result.Remaining
 	}
 	steps := []struct {
 		path   string
@@ -229,7 +229,7 @@ func TestRefundOn5xx(t *testing.T) {
 				return 1
 			}}}})
 		defer func() {
-			if r := mw2.Engine().Peek(t.Context(), "203.0.113.7").Rules[0].Result.Remaining; r != 10 {
+			if r := mw2.Limiter().Peek(t.Context(), "203.0.113.7").Rules[0].Result.Remaining; r != 10 {
 				t.Errorf("after a panic: %d left, want 10", r)
 			}
 		}()
@@ -308,7 +308,7 @@ func TestCheckSettle(t *testing.T) {
 	if err := mw.Settle(r, d, http.StatusOK, 7); !errors.Is(err, algorithms.ErrNotRefunded) {
 		t.Fatalf("second Settle = %v, want ErrNotRefunded", err)
 	}
-	for _, rd := range mw.Engine().PeekN(t.Context(), "alice", 1).Rules {
+	for _, rd := range mw.Limiter().PeekN(t.Context(), "alice", 1).Rules {
 		if rd.Name == "login-user" && rd.Result.Remaining != 5 {
 			t.Fatalf("after a settled 200: %d left, want 5", rd.Result.Remaining)
 		}

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // PerIP returns a Middleware with one rule, named "ip", that limits each
@@ -53,7 +53,7 @@ func PerHeader(backend algorithms.Backend, name string, alg algorithms.Algorithm
 		return nil, err
 	}
 	rule := strings.ToLower(name)
-	if !engine.ValidRuleName(rule) {
+	if !redlimit.ValidRuleName(rule) {
 		rule = "header"
 	}
 	s, err := newShortcut(false, rule, opts)

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TransportConfig configures a [Transport]. The zero value paces by host
@@ -29,7 +29,7 @@ type TransportConfig struct {
 }
 
 // Transport is an [http.RoundTripper] that paces a client: before sending
-// a request it waits, with [engine.Engine.WaitInputs], until every rule of
+// a request it waits, with [redlimit.Limiter.WaitInputs], until every rule of
 // its engine allows one more request for the request's key, then hands
 // the request to the next RoundTripper. A 10-per-second limit on a
 // partner's API becomes
@@ -47,8 +47,8 @@ type TransportConfig struct {
 // alone.
 //
 // A request that cannot be allowed is not sent: RoundTrip returns the
-// error of Wait ([engine.ErrNeverAllowed] when no wait can allow it,
-// [engine.ErrWaitExceedsDeadline] when the wait would outlast the
+// error of Wait ([redlimit.ErrNeverAllowed] when no wait can allow it,
+// [redlimit.ErrWaitExceedsDeadline] when the wait would outlast the
 // request context's deadline, the context's cause when it ends while
 // waiting, or the engine's error under FailClosed), closes the request's
 // body, and http.Client returns it wrapped in a *url.Error: test it with
@@ -58,7 +58,7 @@ type TransportConfig struct {
 // A Transport is safe for concurrent use. It does not read responses: a
 // 429 from the server is the caller's to handle.
 type Transport struct {
-	engine *engine.Engine
+	engine *redlimit.Limiter
 	key    keyfunc.Func
 	next   http.RoundTripper
 	rules  int
@@ -67,12 +67,12 @@ type Transport struct {
 // NewTransport returns a Transport that paces requests by the rules of e,
 // configured by cfg. A nil e, or an e with a concurrency rule, is an
 // *[algorithms.ConfigError].
-func NewTransport(e *engine.Engine, cfg TransportConfig) (*Transport, error) {
+func NewTransport(e *redlimit.Limiter, cfg TransportConfig) (*Transport, error) {
 	if e == nil {
 		return nil, &algorithms.ConfigError{Field: "engine", Reason: "must not be nil"}
 	}
 	if e.Concurrent() {
-		return nil, &algorithms.ConfigError{Field: "engine", Reason: "has a concurrency rule: a Transport only waits (engine.Engine.WaitInputs), and could never release its slots"}
+		return nil, &algorithms.ConfigError{Field: "engine", Reason: "has a concurrency rule: a Transport only waits (redlimit.Limiter.WaitInputs), and could never release its slots"}
 	}
 	t := &Transport{engine: e, key: cfg.Key, next: cfg.Next, rules: len(e.RuleNames())}
 	if t.key == nil {
@@ -87,17 +87,17 @@ func NewTransport(e *engine.Engine, cfg TransportConfig) (*Transport, error) {
 // RoundTrip waits until r is allowed, then sends it with the next
 // RoundTripper. See [Transport].
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	var buf [4]engine.Input
+	var buf [4]redlimit.Input
 	in := buf[:0]
 	material, err := t.key(r)
 	for range t.rules {
 		switch {
 		case err == nil:
-			in = append(in, engine.Input{Material: material})
+			in = append(in, redlimit.Input{Material: material})
 		case errors.Is(err, keyfunc.ErrNoKey):
-			in = append(in, engine.Input{Missing: true})
+			in = append(in, redlimit.Input{Missing: true})
 		default:
-			in = append(in, engine.Input{Err: err})
+			in = append(in, redlimit.Input{Err: err})
 		}
 	}
 	if err := t.engine.WaitInputs(r.Context(), in); err != nil {

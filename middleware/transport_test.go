@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // fakeClock is a clock that only Sleep moves, safe for concurrent use.
@@ -42,13 +42,13 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 
 // pacer returns an engine of one GCRA rule "partner" (10/s, burst 1) on
 // b, sleeping on clock.
-func pacer(t *testing.T, b algorithms.Backend, clock *fakeClock, prefix string, rule engine.Rule) *engine.Engine {
+func pacer(t *testing.T, b algorithms.Backend, clock *fakeClock, prefix string, rule redlimit.Rule) *redlimit.Limiter {
 	t.Helper()
 	if rule.Name == "" {
-		rule = engine.Rule{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10).WithBurst(1)}
+		rule = redlimit.Rule{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10).WithBurst(1)}
 	}
-	e, err := engine.New(b, engine.Config{
-		Prefix: prefix, Rules: []engine.Rule{rule}, Logger: quiet,
+	e, err := redlimit.New(b, redlimit.Config{
+		Prefix: prefix, Rules: []redlimit.Rule{rule}, Logger: quiet,
 		Sleep: clock.Sleep, DenyCache: denycache.Config{Now: clock.Now},
 	})
 	if err != nil {
@@ -85,7 +85,7 @@ func (a *arrivals) times() []time.Duration {
 	return append([]time.Duration(nil), a.at...)
 }
 
-func transport(t *testing.T, e *engine.Engine, cfg middleware.TransportConfig) *http.Client {
+func transport(t *testing.T, e *redlimit.Limiter, cfg middleware.TransportConfig) *http.Client {
 	t.Helper()
 	tr, err := middleware.NewTransport(e, cfg)
 	if err != nil {
@@ -117,7 +117,7 @@ func get(t *testing.T, c *http.Client, ctx context.Context, url string) error {
 func TestTransportPaces(t *testing.T) {
 	for _, workers := range []int{1, 8} {
 		clock := &fakeClock{now: t0}
-		e := pacer(t, newMemory(t, clock.Now), clock, "", engine.Rule{})
+		e := pacer(t, newMemory(t, clock.Now), clock, "", redlimit.Rule{})
 		srv := newArrivals(t, clock)
 		c := transport(t, e, middleware.TransportConfig{})
 		const n = 24
@@ -162,7 +162,7 @@ func TestTransportPaces(t *testing.T) {
 func TestTransportKeys(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	mem := newMemory(t, clock.Now)
-	e := pacer(t, mem, clock, "", engine.Rule{})
+	e := pacer(t, mem, clock, "", redlimit.Rule{})
 	tr, err := middleware.NewTransport(e, middleware.TransportConfig{Next: roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 	})})
@@ -199,7 +199,7 @@ func TestTransportKeys(t *testing.T) {
 	}
 	body := &closeCounter{Reader: strings.NewReader("payload")}
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://partner.example/", body)
-	if _, err := tr2.RoundTrip(req); !errors.Is(err, engine.ErrNeverAllowed) {
+	if _, err := tr2.RoundTrip(req); !errors.Is(err, redlimit.ErrNeverAllowed) {
 		t.Fatalf("RoundTrip without a key under DenyMissingKey: %v, want ErrNeverAllowed", err)
 	}
 	if sent.Load() != 0 || body.closed.Load() != 1 {
@@ -218,7 +218,7 @@ func TestTransportKeys(t *testing.T) {
 // consume nothing.
 func TestTransportNotSent(t *testing.T) {
 	clock := &fakeClock{now: t0}
-	e := pacer(t, newMemory(t, clock.Now), clock, "", engine.Rule{Name: "slow", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1).WithBurst(1)})
+	e := pacer(t, newMemory(t, clock.Now), clock, "", redlimit.Rule{Name: "slow", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1).WithBurst(1)})
 	srv := newArrivals(t, clock)
 	c := transport(t, e, middleware.TransportConfig{})
 	if err := get(t, c, context.Background(), srv.srv.URL); err != nil {
@@ -227,15 +227,15 @@ func TestTransportNotSent(t *testing.T) {
 	// the next one must wait 1s
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := get(t, c, ctx, srv.srv.URL); !errors.Is(err, engine.ErrWaitExceedsDeadline) {
+	if err := get(t, c, ctx, srv.srv.URL); !errors.Is(err, redlimit.ErrWaitExceedsDeadline) {
 		t.Fatalf("GET with a 50ms deadline, 1s to wait: %v, want ErrWaitExceedsDeadline", err)
 	}
 
 	// a context that ends while Wait sleeps
 	cause := errors.New("shutting down")
 	ctx2, cancel2 := context.WithCancelCause(context.Background())
-	e2, err := engine.New(newMemory(t, clock.Now), engine.Config{
-		Rules: []engine.Rule{{Name: "slow", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1).WithBurst(1)}},
+	e2, err := redlimit.New(newMemory(t, clock.Now), redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "slow", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1).WithBurst(1)}},
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			cancel2(cause)
 			<-ctx.Done()
@@ -289,7 +289,7 @@ func TestTransportSharedOnRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rule := engine.Rule{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(6).WithBurst(1)}
+		rule := redlimit.Rule{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(6).WithBurst(1)}
 		clients[i] = transport(t, pacer(t, b, clock, prefix, rule), middleware.TransportConfig{})
 	}
 	srv := newArrivals(t, clock)

@@ -15,10 +15,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // The bounds of TestBoundedWork.
@@ -59,9 +59,9 @@ func TestBoundedWork(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rules := []engine.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1_000_000)}}
-			w := underFault(t, store, rules, 256, func(g, i int) []engine.Input {
-				return []engine.Input{{Material: fmt.Sprint("u", g)}}
+			rules := []redlimit.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1_000_000)}}
+			w := underFault(t, store, rules, 256, func(g, i int) []redlimit.Input {
+				return []redlimit.Input{{Material: fmt.Sprint("u", g)}}
 			}, func() { pause(t, srv) })
 			w.check(t)
 		})
@@ -89,13 +89,13 @@ func TestBoundedWork(t *testing.T) {
 					t.Fatal(err)
 				}
 				limit := algorithms.PerSecond(1_000_000)
-				rules := []engine.Rule{
+				rules := []redlimit.Rule{
 					{Name: "user", Algorithm: algorithms.GCRA, Limit: limit},
 					{Name: "ip", Algorithm: algorithms.FixedWindow, Limit: limit},
 				}
 				// two key materials a call, mostly in slots of two masters
-				w := underFault(t, store, rules, 64, func(g, i int) []engine.Input {
-					return []engine.Input{{Material: fmt.Sprint("u", g, "-", i%32)}, {Material: fmt.Sprint("ip", g)}}
+				w := underFault(t, store, rules, 64, func(g, i int) []redlimit.Input {
+					return []redlimit.Input{{Material: fmt.Sprint("u", g, "-", i%32)}, {Material: fmt.Sprint("ip", g)}}
 				}, func() {
 					pause(t, masters[0])
 					go clusterBack(t, masters[1], time.Now())
@@ -155,9 +155,9 @@ type watch struct {
 // fault, then until the goroutines are back to their count before it (at
 // most settleWithin), sampling goroutines every 10 ms and HeapInuse every
 // 100 ms.
-func underFault(t *testing.T, store algorithms.Backend, rules []engine.Rule, callers int, inputs func(g, i int) []engine.Input, fault func()) *watch {
+func underFault(t *testing.T, store algorithms.Backend, rules []redlimit.Rule, callers int, inputs func(g, i int) []redlimit.Input, fault func()) *watch {
 	t.Helper()
-	e, err := engine.New(store, engine.Config{Rules: rules, OnError: engine.FailOpen, NoDenyCache: true, Logger: slog.New(slog.DiscardHandler)})
+	e, err := redlimit.New(store, redlimit.Config{Rules: rules, OnError: redlimit.FailOpen, NoDenyCache: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func underFault(t *testing.T, store algorithms.Backend, rules []engine.Rule, cal
 	var wg sync.WaitGroup
 	for g := range callers {
 		wg.Go(func() {
-			var d engine.Decision
+			var d redlimit.Decision
 			for i := 0; !stop.Load(); i++ {
 				start := time.Now()
 				e.Decide(context.Background(), inputs(g, i), &d)
@@ -389,16 +389,16 @@ func BenchmarkDeadlines(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rules := []engine.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1_000_000)}}
-		e, err := engine.New(store, engine.Config{Rules: rules, Prefix: "bench" + fmt.Sprint(honour), Logger: slog.New(slog.DiscardHandler)})
+		rules := []redlimit.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1_000_000)}}
+		e, err := redlimit.New(store, redlimit.Config{Rules: rules, Prefix: "bench" + fmt.Sprint(honour), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { e.Close() })
-		in := []engine.Input{{Material: prefix}}
+		in := []redlimit.Input{{Material: prefix}}
 		b.Run(fmt.Sprint("ContextTimeoutEnabled=", honour, "/serial"), func(b *testing.B) {
 			b.ReportAllocs()
-			var d engine.Decision
+			var d redlimit.Decision
 			for b.Loop() {
 				if e.Decide(context.Background(), in, &d); d.Err != nil {
 					b.Fatal(d.Err)
@@ -409,7 +409,7 @@ func BenchmarkDeadlines(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32) // GOMAXPROCS 2 × 32
 			b.RunParallel(func(pb *testing.PB) {
-				var d engine.Decision
+				var d redlimit.Decision
 				for pb.Next() {
 					if e.Decide(context.Background(), in, &d); d.Err != nil {
 						b.Error(d.Err)

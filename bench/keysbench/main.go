@@ -4,7 +4,7 @@
 // For each N, 64 goroutines check keys drawn uniformly at random from N
 // distinct key materials (IPv4 addresses), on memstore with a fixed clock:
 // "store" asks a memstore.Store with the storage keys built beforehand,
-// "engine" asks an engine.Engine of one GCRA rule, on a memstore of its
+// "engine" asks an redlimit.Limiter of one GCRA rule, on a memstore of its
 // own, with the materials. Both hold their N keys before the clock starts.
 // The two alternate in short slices (store first in one pair, engine
 // first in the next), so that a machine whose load changes moves both
@@ -38,9 +38,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // limit is never reached: every check is an allowed one.
@@ -114,8 +114,8 @@ func measure(n, pairs int, slice time.Duration, goroutines int) result {
 	if err != nil {
 		log.Fatal(err)
 	}
-	e, err := engine.New(em, engine.Config{
-		Rules:  []engine.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: limit}},
+	e, err := redlimit.New(em, redlimit.Config{
+		Rules:  []redlimit.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: limit}},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -123,8 +123,8 @@ func measure(n, pairs int, slice time.Duration, goroutines int) result {
 	}
 	defer e.Close()
 	engineChecker := func() func(i int) bool {
-		in := []engine.Input{{}}
-		d := new(engine.Decision)
+		in := []redlimit.Input{{}}
+		d := new(redlimit.Decision)
 		return func(i int) bool {
 			in[0].Material = materials[i]
 			e.Decide(ctx, in, d)

@@ -14,11 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/middleware/admin"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -50,12 +50,12 @@ func want(t *testing.T, wantOut string, args ...string) {
 // service is what a service built with rules on client would keep: an
 // engine on the same keys and clock, and its admin endpoint.
 type service struct {
-	e   *engine.Engine
+	e   *redlimit.Limiter
 	url string
 	adm *admin.Handler
 }
 
-var rules = []engine.Rule{
+var rules = []redlimit.Rule{
 	{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(5)},
 	{Name: "api", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60).WithBurst(10)},
 }
@@ -71,7 +71,7 @@ func newService(t *testing.T, client redis.UniversalClient, prefix string) *serv
 		t.Fatal(err)
 	}
 	src, _ := adm.Source("svc")
-	e, err := engine.New(store, engine.Config{Rules: rules, Prefix: prefix, OnDecision: src.OnDecision, Logger: slog.New(slog.DiscardHandler), NoDenyCache: true,
+	e, err := redlimit.New(store, redlimit.Config{Rules: rules, Prefix: prefix, OnDecision: src.OnDecision, Logger: slog.New(slog.DiscardHandler), NoDenyCache: true,
 		Timeout: time.Minute}) // a loaded machine must not fail the test
 	if err != nil {
 		t.Fatal(err)
@@ -85,12 +85,12 @@ func newService(t *testing.T, client redis.UniversalClient, prefix string) *serv
 // spend takes n units of rule for material.
 func (s *service) spend(t *testing.T, rule, material string, n int) {
 	t.Helper()
-	in := make([]engine.Input, len(rules))
+	in := make([]redlimit.Input, len(rules))
 	for i := range in {
 		in[i].Exempt = rules[i].Name != rule
 	}
 	in[indexOf(rule)].Material = material
-	var d engine.Decision
+	var d redlimit.Decision
 	for range n {
 		s.e.Decide(context.Background(), in, &d)
 		if d.Err != nil {

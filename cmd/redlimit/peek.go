@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // keyState is one key's state under one rule, as peek and top print it.
@@ -69,7 +69,7 @@ func ruleCommand(ctx context.Context, g *global, name string, args []string, nee
 // key with blocks goes through the engine's epochs): no deny cache, no
 // fallback (errors are reported, not hidden). A rule the engine refuses
 // was given on the command line: bad usage.
-func engineFor(client redis.UniversalClient, def ruleDef) (*engine.Engine, error) {
+func engineFor(client redis.UniversalClient, def ruleDef) (*redlimit.Limiter, error) {
 	store, err := redisstore.New(client, redisstore.Config{Now: clock})
 	if err != nil {
 		return nil, err
@@ -92,27 +92,27 @@ func checkRule(def ruleDef) error {
 }
 
 // newEngine returns an engine with the one rule def on store.
-func newEngine(store algorithms.Backend, def ruleDef) (*engine.Engine, error) {
+func newEngine(store algorithms.Backend, def ruleDef) (*redlimit.Limiter, error) {
 	limit := def.Limit
 	if limit.Rate == 0 {
 		limit = algorithms.PerSecond(1) // a reset needs the key, not the limit
 	}
-	rule := engine.Rule{Name: def.Name, Algorithm: def.Algorithm, Limit: limit}
+	rule := redlimit.Rule{Name: def.Name, Algorithm: def.Algorithm, Limit: limit}
 	if def.Blocks {
-		rule.Blocks = &engine.BlockConfig{}
+		rule.Blocks = &redlimit.BlockConfig{}
 	}
-	cfg := engine.Config{
-		Rules:       []engine.Rule{rule},
+	cfg := redlimit.Config{
+		Rules:       []redlimit.Rule{rule},
 		Prefix:      def.Prefix,
 		NoDenyCache: true,
-		OnError:     engine.FailClosed,
+		OnError:     redlimit.FailClosed,
 		Timeout:     5 * time.Second,
 		Logger:      slog.New(slog.DiscardHandler),
 	}
 	if clock != nil {
 		cfg.Now = clock
 	}
-	e, err := engine.New(store, cfg)
+	e, err := redlimit.New(store, cfg)
 	var ce *algorithms.ConfigError
 	if errors.As(err, &ce) {
 		return nil, usageError{err.Error()}
@@ -122,7 +122,7 @@ func newEngine(store algorithms.Backend, def ruleDef) (*engine.Engine, error) {
 
 // withRule parses the RULE KEY arguments of command name and runs fn with
 // an engine of that one rule on the Redis of g.
-func withRule(ctx context.Context, g *global, name string, args []string, needLimit bool, fn func(def ruleDef, key string, e *engine.Engine) error) error {
+func withRule(ctx context.Context, g *global, name string, args []string, needLimit bool, fn func(def ruleDef, key string, e *redlimit.Limiter) error) error {
 	def, key, err := ruleCommand(ctx, g, name, args, needLimit)
 	if err != nil {
 		return err
@@ -188,12 +188,12 @@ func blocksOf(ctx context.Context, client redis.UniversalClient, def ruleDef, ke
 }
 
 func cmdPeek(ctx context.Context, g *global, args []string) error {
-	return withRule(ctx, g, "peek", args, true, func(def ruleDef, key string, e *engine.Engine) error {
+	return withRule(ctx, g, "peek", args, true, func(def ruleDef, key string, e *redlimit.Limiter) error {
 		return g.peek(ctx, def, key, e)
 	})
 }
 
-func (g *global) peek(ctx context.Context, def ruleDef, key string, e *engine.Engine) error {
+func (g *global) peek(ctx context.Context, def ruleDef, key string, e *redlimit.Limiter) error {
 	d := e.Peek(ctx, key)
 	if d.Err != nil {
 		return d.Err
@@ -208,21 +208,21 @@ func (g *global) peek(ctx context.Context, def ruleDef, key string, e *engine.En
 }
 
 func cmdReset(ctx context.Context, g *global, args []string) error {
-	return withRule(ctx, g, "reset", args, false, func(def ruleDef, key string, e *engine.Engine) error {
+	return withRule(ctx, g, "reset", args, false, func(def ruleDef, key string, e *redlimit.Limiter) error {
 		return g.reset(ctx, def, key, e)
 	})
 }
 
 // reset resets key under def through the engine, as the service and its
-// admin page do (engine.Engine.ResetInputs), and prints the storage key
+// admin page do (redlimit.Limiter.ResetInputs), and prints the storage key
 // the rule now uses: after a reset of a fixed window rule with quota
 // blocks, its next epoch's key ("<key>:e<n>").
-func (g *global) reset(ctx context.Context, def ruleDef, key string, e *engine.Engine) error {
+func (g *global) reset(ctx context.Context, def ruleDef, key string, e *redlimit.Limiter) error {
 	if err := e.Reset(ctx, key); err != nil {
 		return err
 	}
-	var d engine.Decision
-	e.PeekInputs(ctx, []engine.Input{{Material: key}}, &d) // for the storage key only
+	var d redlimit.Decision
+	e.PeekInputs(ctx, []redlimit.Input{{Material: key}}, &d) // for the storage key only
 	if d.Err != nil {
 		return d.Err
 	}

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/middleware/admin"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // stepClock is a clock a test moves, read by the instances and the
@@ -28,13 +28,13 @@ func useClock(t *testing.T, c *stepClock) {
 	clock = c.Now
 	t.Cleanup(func() { clock = old })
 }
-func decideOnce(e *engine.Engine, m string) bool { return e.Allow(context.Background(), m).Allowed }
+func decideOnce(e *redlimit.Limiter, m string) bool { return e.Allow(context.Background(), m).Allowed }
 
 // drain checks material on e until it is denied 3 times in a row, the
 // clock moving by step after each denial (past the local denial of a
 // quarter Hold, and its question of the store's epoch), and returns how
 // many it admitted.
-func drain(e *engine.Engine, clk *stepClock, material string, step time.Duration) int {
+func drain(e *redlimit.Limiter, clk *stepClock, material string, step time.Duration) int {
 	n, denied := 0, 0
 	for denied < 3 {
 		if decideOnce(e, material) {
@@ -50,10 +50,10 @@ func drain(e *engine.Engine, clk *stepClock, material string, step time.Duration
 
 // holdBlocks checks material on e until a check is answered from a block
 // and no block is being taken: e then holds units in blocks.
-func holdBlocks(t *testing.T, e *engine.Engine, material string) {
+func holdBlocks(t *testing.T, e *redlimit.Limiter, material string) {
 	t.Helper()
-	var d engine.Decision
-	in := []engine.Input{{Material: material}}
+	var d redlimit.Decision
+	in := []redlimit.Input{{Material: material}}
 	for i := 0; i < 10_000; i++ {
 		e.Decide(context.Background(), in, &d)
 		if d.Rules[0].FromBlock && i > 200 {
@@ -83,13 +83,13 @@ func TestResetBlocks(t *testing.T) {
 	useClock(t, clk)
 	const limit = 10_000
 	// Hold 10s: the blocks stay with their instance until it closes
-	rule := engine.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(limit), Blocks: &engine.BlockConfig{Hold: 10 * time.Second}}
-	instance := func() *engine.Engine {
+	rule := redlimit.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(limit), Blocks: &redlimit.BlockConfig{Hold: 10 * time.Second}}
+	instance := func() *redlimit.Limiter {
 		store, err := redisstore.New(srv.Client(t), redisstore.Config{Now: clk.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := engine.New(store, engine.Config{Prefix: p, Rules: []engine.Rule{rule}, Now: clk.Now, Timeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+		e, err := redlimit.New(store, redlimit.Config{Prefix: p, Rules: []redlimit.Rule{rule}, Now: clk.Now, Timeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestResetBlocks(t *testing.T) {
 	g := []string{"-redis", "redis://" + srv.Addr, "-prefix", p, "-admin", web.URL + "/debug/redlimit/", "-token", "tok"}
 	step := 3 * time.Second // past a quarter Hold
 
-	for _, e := range []*engine.Engine{a, b, c} {
+	for _, e := range []*redlimit.Limiter{a, b, c} {
 		holdBlocks(t, e, "k1")
 	}
 	if code, out, errs := cli(t, append(g, "reset", "hot", "k1")...); code != 0 {

@@ -7,11 +7,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // benchWriter is a reusable ResponseWriter: the caller clears its Header
@@ -49,7 +49,7 @@ func BenchmarkMount(b *testing.B) {
 				mw := newMW(b, mem, middleware.Config{Now: time.Now, Rules: []middleware.Rule{
 					{Name: "ip", Key: ipFunc(b), Algorithm: algorithms.GCRA, Limit: huge},
 					{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: huge},
-					{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge, MissingKey: engine.SkipMissingKey},
+					{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge, MissingKey: redlimit.SkipMissingKey},
 				}})
 				mws = append(mws, mount(mw))
 			}

@@ -14,11 +14,11 @@ import (
 	"github.com/labstack/echo/v4"
 	echomw "github.com/labstack/echo/v4/middleware"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // mounts are the two ways to put a Middleware on Echo: Echo's own
@@ -152,14 +152,14 @@ func TestChain(t *testing.T) {
 	tests := []struct {
 		name    string
 		backend func(t *testing.T) algorithms.Backend
-		policy  engine.ErrorPolicy
+		policy  redlimit.ErrorPolicy
 		codes   []int
 		later   []int // calls of the later middleware so far
 		bodies  []string
 	}{
-		{"denied", backends[0].new, engine.Fallback, []int{200, 429}, []int{1, 1},
+		{"denied", backends[0].new, redlimit.Fallback, []int{200, 429}, []int{1, 1},
 			[]string{"created\n", "rate limit exceeded: ip; retry in 60s\n"}},
-		{"fail closed", func(*testing.T) algorithms.Backend { return failing{} }, engine.FailClosed, []int{503, 503}, []int{0, 0},
+		{"fail closed", func(*testing.T) algorithms.Backend { return failing{} }, redlimit.FailClosed, []int{503, 503}, []int{0, 0},
 			[]string{"rate limiter unavailable\n", "rate limiter unavailable\n"}},
 	}
 	for _, m := range mounts {
@@ -188,7 +188,7 @@ type decisions struct {
 	keys []string
 }
 
-func (d *decisions) hook(_ *http.Request, dec *engine.Decision) {
+func (d *decisions) hook(_ *http.Request, dec *redlimit.Decision) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, rd := range dec.Rules {
@@ -313,7 +313,7 @@ func failedLogins(status int, _ int64) int64 {
 // remaining is what alice has left of the Middleware's first rule.
 func remaining(t *testing.T, mw *middleware.Middleware) int64 {
 	t.Helper()
-	d := mw.Engine().Peek(context.Background(), "alice")
+	d := mw.Limiter().Peek(context.Background(), "alice")
 	if d.Err != nil {
 		t.Fatalf("Peek: %v", d.Err)
 	}
@@ -429,7 +429,7 @@ func TestConcurrencyRelease(t *testing.T) {
 					Name: "exports", Key: keyfunc.Header("X-User"), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
 				}}})
 				inFlight := func() int64 {
-					return 1 - mw.Engine().Peek(context.Background(), "alice").Rules[0].Result.Remaining
+					return 1 - mw.Limiter().Peek(context.Background(), "alice").Rules[0].Result.Remaining
 				}
 				entered, release := make(chan int64), make(chan struct{})
 				ch := newChain(m.of(mw), func(c echo.Context) error {
@@ -495,7 +495,7 @@ func TestHostileRequests(t *testing.T) {
 	mw := newMW(t, backends[0].new(t), middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)},
-			{Name: "key", Key: keyfunc.Header("X-API-Key"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: engine.SkipMissingKey},
+			{Name: "key", Key: keyfunc.Header("X-API-Key"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
 			{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},
 		},
 		OnDecision: rec.hook,

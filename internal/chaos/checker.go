@@ -475,7 +475,7 @@ func Check(h *History, opts CheckOptions) Summary {
 
 // epochOf splits the storage key of a fixed window rule with quota blocks
 // into the key of its epoch 0 and its epoch: "<key>:e<n>" is epoch n of
-// "<key>" (see middleware/engine/epoch.go); any other key is epoch 0.
+// "<key>" (see epoch.go); any other key is epoch 0.
 func epochOf(key string) (string, int64) {
 	i := strings.LastIndex(key, ":e")
 	if i < 0 || !strings.HasSuffix(key[:i], "}") {
@@ -492,7 +492,7 @@ func epochOf(key string) (string, int64) {
 // instance to the key's next epoch ("<key>:e<n>"), the resetting one at
 // once, the others with their next block call or, when they take no
 // blocks (the key exhausted), with the first check the store denies them
-// (middleware/engine, askEpoch). So once a newer epoch of a key has been
+// (package redlimit, askEpoch). So once a newer epoch of a key has been
 // used in a window, an instance denied on an older epoch of it (stale)
 // must not be denied on an old epoch again more than a grace after its
 // first stale denial: it would deny the key until the window ends, the

@@ -7,9 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // TestInstanceOneFallback: an instance's engines (one per rule set) share
@@ -39,7 +39,7 @@ func TestInstanceOneFallback(t *testing.T) {
 	}
 	t.Cleanup(in.close)
 	ctx := context.Background()
-	key := func(d *engine.Decision) algorithms.Result { return d.Rules[1].Result }
+	key := func(d *redlimit.Decision) algorithms.Result { return d.Rules[1].Result }
 	// Each attempt on a worker's keys of its own; an attempt whose window
 	// ends within 10 s of its first call is not read (the second call
 	// might fall in the next window), and the next one starts after it.
@@ -49,8 +49,8 @@ func TestInstanceOneFallback(t *testing.T) {
 		if err := in.client.RPush(ctx, stray, "x").Err(); err != nil {
 			t.Fatal(err)
 		}
-		first, _ := in.decide(ctx, "late-c", OpLate, []engine.Input{{Material: m, Cost: 1}, {Material: m + "x"}})
-		if first.Source != engine.SourceFallback || !first.Allowed || key(first).Remaining != 0 {
+		first, _ := in.decide(ctx, "late-c", OpLate, []redlimit.Input{{Material: m, Cost: 1}, {Material: m + "x"}})
+		if first.Source != redlimit.SourceFallback || !first.Allowed || key(first).Remaining != 0 {
 			t.Fatalf("late-c: source %v allowed %v late-x %+v err %v; want allowed by the fallback, late-x at 0 left of its share of 1",
 				first.Source, first.Allowed, key(first), first.Err)
 		}
@@ -58,8 +58,8 @@ func TestInstanceOneFallback(t *testing.T) {
 			time.Sleep(left + 10*time.Millisecond)
 			continue
 		}
-		second, _ := in.decide(ctx, "late-d", OpLate, []engine.Input{{Material: m, Cost: 1}, {Material: m + "x"}})
-		if second.Source != engine.SourceFallback || second.Allowed || key(second).Allowed {
+		second, _ := in.decide(ctx, "late-d", OpLate, []redlimit.Input{{Material: m, Cost: 1}, {Material: m + "x"}})
+		if second.Source != redlimit.SourceFallback || second.Allowed || key(second).Allowed {
 			t.Fatalf("late-d in the same window: source %v allowed %v late-x %+v; want denied by the instance's fallback, whose share of late-x late-c took",
 				second.Source, second.Allowed, key(second))
 		}

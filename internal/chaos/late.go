@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Late compensations: every worker has fixed window keys of its own, which
@@ -50,12 +50,12 @@ const lateSlotDelay = 4 * time.Millisecond
 // lateSets are the rule sets of the late compensations, without a deny
 // cache (a denial of late-x answered locally would reach no store, and
 // send no compensation).
-func lateSets() map[string][]engine.Rule {
-	q := engine.Rule{Name: "late-q", Algorithm: algorithms.FixedWindow, Limit: limLate, Refundable: true}
-	p := engine.Rule{Name: "late-p", Algorithm: algorithms.FixedWindow, Limit: limLate}
-	d := engine.Rule{Name: "late-d", Algorithm: algorithms.FixedWindow, Limit: limLateD}
-	x := engine.Rule{Name: "late-x", Algorithm: algorithms.FixedWindow, Limit: limLateX}
-	return map[string][]engine.Rule{
+func lateSets() map[string][]redlimit.Rule {
+	q := redlimit.Rule{Name: "late-q", Algorithm: algorithms.FixedWindow, Limit: limLate, Refundable: true}
+	p := redlimit.Rule{Name: "late-p", Algorithm: algorithms.FixedWindow, Limit: limLate}
+	d := redlimit.Rule{Name: "late-d", Algorithm: algorithms.FixedWindow, Limit: limLateD}
+	x := redlimit.Rule{Name: "late-x", Algorithm: algorithms.FixedWindow, Limit: limLateX}
+	return map[string][]redlimit.Rule{
 		"late-q": {q},
 		"late-c": {p, x},
 		"late-d": {d, x},
@@ -127,8 +127,8 @@ func (in *instance) late(ctx, bg context.Context, rng *rand.Rand, w int) {
 	m := lateMaterial(in.cfg.ID, w)
 	switch n := rng.IntN(4); {
 	case n < 2:
-		d, id := in.decide(bg, "late-q", OpLate, []engine.Input{{Material: m, Cost: 2}})
-		if d.Allowed && d.Source != engine.SourceNone {
+		d, id := in.decide(bg, "late-q", OpLate, []redlimit.Input{{Material: m, Cost: 2}})
+		if d.Allowed && d.Source != redlimit.SourceNone {
 			pause(ctx, time.Duration(rng.IntN(21))*time.Millisecond)
 			if in.crashed.Load() {
 				return
@@ -146,18 +146,18 @@ func (in *instance) late(ctx, bg context.Context, rng *rand.Rand, w int) {
 			}
 		}
 	case n == 2:
-		in.decide(bg, "late-c", OpLate, []engine.Input{{Material: m, Cost: int64(1 + rng.IntN(2))}, {Material: m + "x"}})
+		in.decide(bg, "late-c", OpLate, []redlimit.Input{{Material: m, Cost: int64(1 + rng.IntN(2))}, {Material: m + "x"}})
 	default:
 		dctx, cancel := context.WithTimeout(bg, 500*time.Microsecond+time.Duration(rng.IntN(5500))*time.Microsecond)
-		in.decide(dctx, "late-d", OpLate, []engine.Input{{Material: m, Cost: int64(1 + rng.IntN(2))}, {Material: m + "x"}})
+		in.decide(dctx, "late-d", OpLate, []redlimit.Input{{Material: m, Cost: int64(1 + rng.IntN(2))}, {Material: m + "x"}})
 		cancel()
 	}
 	if in.crashed.Load() {
 		return
 	}
-	var d engine.Decision
+	var d redlimit.Decision
 	s := in.clock()
-	in.engines["late-look"].PeekInputs(bg, []engine.Input{{Material: m}, {Material: m}, {Material: m}}, &d)
+	in.engines["late-look"].PeekInputs(bg, []redlimit.Input{{Material: m}, {Material: m}, {Material: m}}, &d)
 	in.emit(Record{Kind: KindPeek, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: OpLatePeek, Start: s, End: in.clock(),
 		Allowed: d.Allowed, Outcome: outcomeOf(&d), Rules: ruleRecs(&d), Err: errString(d.Err)})
 }

@@ -13,10 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // The workload's key materials: few, so that limits are hit.
@@ -43,13 +43,13 @@ var (
 	limSlots    = algorithms.InFlight(3, 2*time.Second)
 	limHotFW    = algorithms.PerSecond(30)
 	limHotGCRA  = algorithms.PerSecond(50).WithBurst(25)
-	hotBlocks   = engine.BlockConfig{Hold: 50 * time.Millisecond}
+	hotBlocks   = redlimit.BlockConfig{Hold: 50 * time.Millisecond}
 )
 
 // ruleSets are the engines every instance builds, by name: the rules of
 // each are decided together in one Decide.
-func ruleSets() map[string][]engine.Rule {
-	return map[string][]engine.Rule{
+func ruleSets() map[string][]redlimit.Rule {
+	return map[string][]redlimit.Rule{
 		// Layered: a per-route rule and a per-client rule, in two hash slots.
 		"layered1": {
 			{Name: "route-fw", Algorithm: algorithms.FixedWindow, Limit: limRouteFW},
@@ -62,7 +62,7 @@ func ruleSets() map[string][]engine.Rule {
 		"gcra":  {{Name: "gcra", Algorithm: algorithms.GCRA, Limit: limGCRA}},
 		"quota": {{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: limQuota, Refundable: true}},
 		"slots": {{Name: "slots", Algorithm: algorithms.Concurrency, Limit: limSlots}},
-		// Hot keys answered from quota blocks (engine.Rule.Blocks), layered
+		// Hot keys answered from quota blocks (redlimit.Rule.Blocks), layered
 		// in two hash slots: a fixed window's blocks are given back, a
 		// GCRA's are charged as of their hold's end.
 		"hot": {
@@ -107,7 +107,7 @@ type instance struct {
 	client redis.UniversalClient
 	// closeStore closes the store's own client (Options.StoreClient)
 	closeStore func()
-	engines    map[string]*engine.Engine
+	engines    map[string]*redlimit.Limiter
 	sharded    bool // the client is a Redis Cluster client: a call may span slots
 	emit       func(Record)
 	clock      func() int64 // µs since the history's base
@@ -136,7 +136,7 @@ func withTag(ctx context.Context, op string) (context.Context, *callTag) {
 // storeClient returns for it when storeClient is set (see
 // Options.StoreClient). emit receives every record.
 func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient func(redis.UniversalClient) (redis.Scripter, func(), error), clock func() int64, emit func(Record)) (*instance, error) {
-	in := &instance{cfg: cfg, client: client, emit: emit, clock: clock, engines: map[string]*engine.Engine{}}
+	in := &instance{cfg: cfg, client: client, emit: emit, clock: clock, engines: map[string]*redlimit.Limiter{}}
 	_, in.sharded = client.(*redis.ClusterClient)
 	client.AddHook(lateSlot{})
 	var sc redis.Scripter = client
@@ -169,12 +169,12 @@ func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient f
 	maps.Copy(sets, late)
 	for name, rules := range sets {
 		_, noDenyCache := late[name]
-		e, err := engine.New(backend, engine.Config{
+		e, err := redlimit.New(backend, redlimit.Config{
 			Rules:           rules,
 			NoDenyCache:     noDenyCache,
 			Prefix:          cfg.Prefix,
 			Timeout:         cfg.Timeout,
-			OnError:         engine.Fallback,
+			OnError:         redlimit.Fallback,
 			FallbackBackend: fallback,
 			ProbeInterval:   100 * time.Millisecond,
 			Instances:       cfg.Instances,
@@ -193,7 +193,7 @@ func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient f
 
 // onDecision records every decision the engines make, Wait's and
 // Acquire's attempts included.
-func (in *instance) onDecision(ctx context.Context, d *engine.Decision) {
+func (in *instance) onDecision(ctx context.Context, d *redlimit.Decision) {
 	end := in.clock()
 	r := Record{
 		Kind:    KindDecision,
@@ -245,13 +245,13 @@ func slotsOf(rules []RuleRec) int {
 	return len(slots)
 }
 
-func outcomeOf(d *engine.Decision) string {
+func outcomeOf(d *redlimit.Decision) string {
 	switch {
-	case d.Source == engine.SourceFallback:
+	case d.Source == redlimit.SourceFallback:
 		return OutFallback
-	case d.Source == engine.SourcePrimary && d.Allowed:
+	case d.Source == redlimit.SourcePrimary && d.Allowed:
 		return OutAllowed
-	case d.Source == engine.SourcePrimary:
+	case d.Source == redlimit.SourcePrimary:
 		return OutDenied
 	case d.Failed:
 		return OutFailed
@@ -261,7 +261,7 @@ func outcomeOf(d *engine.Decision) string {
 	return OutDenied
 }
 
-func ruleRecs(d *engine.Decision) []RuleRec {
+func ruleRecs(d *redlimit.Decision) []RuleRec {
 	rs := make([]RuleRec, 0, len(d.Rules))
 	for _, rd := range d.Rules {
 		if rd.Key == "" {
@@ -363,14 +363,14 @@ func (in *instance) step(ctx context.Context, rng *rand.Rand, w int) {
 	bg := context.WithoutCancel(ctx)
 	switch n := rng.IntN(100); {
 	case n < 18:
-		in.decide(bg, "hot", "decide", []engine.Input{{Material: pick(rng, hkeys)}, {Material: pick(rng, jkeys)}})
+		in.decide(bg, "hot", "decide", []redlimit.Input{{Material: pick(rng, hkeys)}, {Material: pick(rng, jkeys)}})
 	case n < 26:
-		in.decide(bg, "layered1", "decide", []engine.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}})
+		in.decide(bg, "layered1", "decide", []redlimit.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}})
 	case n < 46:
 		cost := int64(1 + rng.IntN(2))
-		in.decide(bg, "layered2", "decide", []engine.Input{{Material: pick(rng, routes), Cost: cost}, {Material: pick(rng, clients), Cost: cost}})
+		in.decide(bg, "layered2", "decide", []redlimit.Input{{Material: pick(rng, routes), Cost: cost}, {Material: pick(rng, clients), Cost: cost}})
 	case n < 57:
-		in.decide(bg, "gcra", "allow", []engine.Input{{Material: pick(rng, gkeys)}})
+		in.decide(bg, "gcra", "allow", []redlimit.Input{{Material: pick(rng, gkeys)}})
 	case n < 62:
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		wctx, _ = withTag(wctx, "wait")
@@ -390,9 +390,9 @@ func (in *instance) step(ctx context.Context, rng *rand.Rand, w int) {
 }
 
 // decide runs one Decide on engine name and returns the decision and its id.
-func (in *instance) decide(ctx context.Context, name, op string, inputs []engine.Input) (*engine.Decision, int64) {
+func (in *instance) decide(ctx context.Context, name, op string, inputs []redlimit.Input) (*redlimit.Decision, int64) {
 	ctx, tag := withTag(ctx, op)
-	var d engine.Decision
+	var d redlimit.Decision
 	in.engines[name].Decide(ctx, inputs, &d)
 	return &d, tag.id.Load()
 }
@@ -401,8 +401,8 @@ func (in *instance) decide(ctx context.Context, name, op string, inputs []engine
 // it cost (0 or 1), sometimes twice (the second must give nothing back).
 func (in *instance) refundable(ctx, bg context.Context, rng *rand.Rand) {
 	e := in.engines["quota"]
-	d, id := in.decide(bg, "quota", "decide", []engine.Input{{Material: pick(rng, qkeys), Cost: 2}})
-	if !d.Allowed || d.Source == engine.SourceNone {
+	d, id := in.decide(bg, "quota", "decide", []redlimit.Input{{Material: pick(rng, qkeys), Cost: 2}})
+	if !d.Allowed || d.Source == redlimit.SourceNone {
 		return
 	}
 	pause(ctx, time.Duration(rng.IntN(30))*time.Millisecond)
@@ -443,10 +443,10 @@ func errString(err error) string {
 // and releases it.
 func (in *instance) slots(ctx, bg context.Context, rng *rand.Rand) {
 	key := pick(rng, ckeys)
-	var d *engine.Decision
+	var d *redlimit.Decision
 	var id int64
 	if rng.IntN(2) == 0 {
-		d, id = in.decide(bg, "slots", "allow", []engine.Input{{Material: key}})
+		d, id = in.decide(bg, "slots", "allow", []redlimit.Input{{Material: key}})
 	} else {
 		actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		actx, tag := withTag(actx, "acquire")
@@ -475,11 +475,11 @@ func (in *instance) slots(ctx, bg context.Context, rng *rand.Rand) {
 }
 
 func (in *instance) peek(ctx context.Context, rng *rand.Rand) {
-	name, inputs := "gcra", []engine.Input{{Material: pick(rng, gkeys)}}
+	name, inputs := "gcra", []redlimit.Input{{Material: pick(rng, gkeys)}}
 	if rng.IntN(2) == 0 {
-		name, inputs = "layered1", []engine.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}}
+		name, inputs = "layered1", []redlimit.Input{{Material: pick(rng, routes)}, {Material: pick(rng, clients)}}
 	}
-	var d engine.Decision
+	var d redlimit.Decision
 	s := in.clock()
 	in.engines[name].PeekInputs(ctx, inputs, &d)
 	r := Record{Kind: KindPeek, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: "peek", Start: s, End: in.clock(),
@@ -505,7 +505,7 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 		i := rng.IntN(len(hkeys))
 		keys = []string{storageKey(in.cfg.Prefix, "hot-gcra", "gcra", jkeys[i])}
 		hold = hotBlocks.Hold.Microseconds()
-		err = in.engines["hot"].ResetInputs(ctx, []engine.Input{{Material: hkeys[i]}, {Material: jkeys[i]}})
+		err = in.engines["hot"].ResetInputs(ctx, []redlimit.Input{{Material: hkeys[i]}, {Material: jkeys[i]}})
 	case n == 1:
 		m := pick(rng, gkeys)
 		keys = []string{storageKey(in.cfg.Prefix, "gcra", "gcra", m)}
@@ -513,7 +513,7 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 	default:
 		m := pick(rng, clients)
 		keys = []string{storageKey(in.cfg.Prefix, "client-sw", "sw", m)}
-		err = in.engines["layered1"].ResetInputs(ctx, []engine.Input{{Missing: true}, {Material: m}})
+		err = in.engines["layered1"].ResetInputs(ctx, []redlimit.Input{{Missing: true}, {Material: m}})
 	}
 	res := ResOK
 	if err != nil {
@@ -523,7 +523,7 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 }
 
 // storageKey is the engine's key for material under a rule (see
-// engine.Rule.Name); the workload's materials need no sanitising.
+// redlimit.Rule.Name); the workload's materials need no sanitising.
 func storageKey(prefix, rule, tag, material string) string {
 	return prefix + ":" + rule + ":" + tag + ":{" + material + "}"
 }
@@ -532,20 +532,20 @@ func storageKey(prefix, rule, tag, material string) string {
 // releases what it takes.
 func (in *instance) probe(ctx context.Context) {
 	for i := range max(len(routes), len(clients)) {
-		in.decide(ctx, "layered1", "probe", []engine.Input{{Material: routes[i%len(routes)]}, {Material: clients[i%len(clients)]}})
-		in.decide(ctx, "layered2", "probe", []engine.Input{{Material: routes[i%len(routes)]}, {Material: clients[i%len(clients)]}})
+		in.decide(ctx, "layered1", "probe", []redlimit.Input{{Material: routes[i%len(routes)]}, {Material: clients[i%len(clients)]}})
+		in.decide(ctx, "layered2", "probe", []redlimit.Input{{Material: routes[i%len(routes)]}, {Material: clients[i%len(clients)]}})
 	}
 	for _, k := range gkeys {
-		in.decide(ctx, "gcra", "probe", []engine.Input{{Material: k}})
+		in.decide(ctx, "gcra", "probe", []redlimit.Input{{Material: k}})
 	}
 	for _, k := range qkeys {
-		in.decide(ctx, "quota", "probe", []engine.Input{{Material: k}})
+		in.decide(ctx, "quota", "probe", []redlimit.Input{{Material: k}})
 	}
 	for i, k := range hkeys {
-		in.decide(ctx, "hot", "probe", []engine.Input{{Material: k}, {Material: jkeys[i]}})
+		in.decide(ctx, "hot", "probe", []redlimit.Input{{Material: k}, {Material: jkeys[i]}})
 	}
 	for _, k := range ckeys {
-		d, _ := in.decide(ctx, "slots", "probe", []engine.Input{{Material: k}})
+		d, _ := in.decide(ctx, "slots", "probe", []redlimit.Input{{Material: k}})
 		_ = d.Release(ctx)
 	}
 }

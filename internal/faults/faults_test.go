@@ -18,12 +18,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 var (
@@ -158,8 +158,8 @@ func TestManyKeysExpire(t *testing.T) {
 		expiredBefore := expiredKeys(t, client)
 		var errs atomic.Int64
 		var firstErr atomic.Value
-		mw, err := middleware.New(backend, middleware.Config{Prefix: "many", Timeout: 5 * time.Second, OnDecision: func(_ *http.Request, d *engine.Decision) {
-			if d.Err != nil || d.Source != engine.SourcePrimary {
+		mw, err := middleware.New(backend, middleware.Config{Prefix: "many", Timeout: 5 * time.Second, OnDecision: func(_ *http.Request, d *redlimit.Decision) {
+			if d.Err != nil || d.Source != redlimit.SourcePrimary {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, fmt.Sprintf("%v (source %v)", d.Err, d.Source))
 			}

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -91,7 +91,7 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)},
 			{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
-				MissingKey: engine.SkipMissingKey, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)},
+				MissingKey: redlimit.SkipMissingKey, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)},
 				Tier: func(*http.Request) string { return "" }},
 		},
 		OnDecision:    src.OnHTTP,
@@ -103,7 +103,7 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mw.Close() })
-	src.Attach(mw.Engine())
+	src.Attach(mw.Limiter())
 	src.DescribeKeys(map[string]string{"ip": "client IP", "user": "X-User header"})
 	f.adm, f.src, f.mw = adm, src, mw
 	f.app = mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -522,7 +522,7 @@ func (f *failing) Allow(ctx context.Context, c []algorithms.Check, res []algorit
 // TestLatency: quantiles and max of recorded latencies.
 func TestLatency(t *testing.T) {
 	f := newFixture(t, Config{}, nil)
-	d := &engine.Decision{Source: engine.SourcePrimary, Allowed: true}
+	d := &redlimit.Decision{Source: redlimit.SourcePrimary, Allowed: true}
 	for i := 1; i <= 100; i++ {
 		d.Latency = time.Duration(i) * time.Millisecond
 		f.src.OnHTTP(nil, d)
@@ -541,7 +541,7 @@ func TestLatency(t *testing.T) {
 // TestObserveAllocs: the hook allocates nothing.
 func TestObserveAllocs(t *testing.T) {
 	f := newFixture(t, Config{}, nil)
-	d := &engine.Decision{Source: engine.SourcePrimary, Allowed: true, Latency: time.Millisecond, Rules: []engine.RuleDecision{
+	d := &redlimit.Decision{Source: redlimit.SourcePrimary, Allowed: true, Latency: time.Millisecond, Rules: []redlimit.RuleDecision{
 		{Name: "ip", Key: "rate:ip:fw:{192.0.2.1}", Evaluated: true, Result: algorithms.Result{Allowed: true, Limit: 3}},
 		{Name: "user", Key: "rate:user:gcra:{bob}", Evaluated: true, Result: algorithms.Result{Limit: 3}},
 	}}
@@ -569,9 +569,9 @@ func BenchmarkObserve(b *testing.B) {
 	f := newFixture(b, Config{}, nil)
 	names := []string{"ip", "user", "user"}
 	for _, n := range []int{1, 3} {
-		d := &engine.Decision{Source: engine.SourcePrimary, Allowed: true, Latency: 250 * time.Microsecond}
+		d := &redlimit.Decision{Source: redlimit.SourcePrimary, Allowed: true, Latency: 250 * time.Microsecond}
 		for i := range n {
-			d.Rules = append(d.Rules, engine.RuleDecision{Name: names[i], Key: "rate:" + names[i] + ":gcra:{192.0.2.1}", Evaluated: true,
+			d.Rules = append(d.Rules, redlimit.RuleDecision{Name: names[i], Key: "rate:" + names[i] + ":gcra:{192.0.2.1}", Evaluated: true,
 				Result: algorithms.Result{Allowed: true, Limit: 100, Remaining: 50}})
 		}
 		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
@@ -613,8 +613,8 @@ func TestRulesBlocks(t *testing.T) {
 	if err != nil {
 		t.Skip("no time zone database:", err)
 	}
-	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
-		{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &engine.BlockConfig{Hold: 50 * time.Millisecond}},
+	e, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{
+		{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &redlimit.BlockConfig{Hold: 50 * time.Millisecond}},
 		{Name: "quota", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerDayIn(5000, berlin)},
 	}})
 	if err != nil {

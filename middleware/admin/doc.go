@@ -25,7 +25,7 @@
 //	adm, err := admin.New(admin.Config{Authorize: admin.Token(os.Getenv("ADMIN_TOKEN")), Logger: logger})
 //	api, err := adm.Source("api")
 //	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: api.OnHTTP})
-//	api.Attach(mw.Engine())
+//	api.Attach(mw.Limiter())
 //	go http.ListenAndServe("127.0.0.1:9090", adm) // an internal listener
 //
 // # Safe by default

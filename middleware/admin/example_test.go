@@ -41,7 +41,7 @@ func Example() {
 		panic(err)
 	}
 	defer mw.Close()
-	api.Attach(mw.Engine())
+	api.Attach(mw.Limiter())
 	api.DescribeKeys(map[string]string{"ip": "client IP"})
 
 	app := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

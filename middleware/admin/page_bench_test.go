@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // fullHandler is a Handler with one source of 16 rules whose summaries
@@ -20,19 +20,19 @@ func fullHandler(tb testing.TB) *Handler {
 		tb.Fatal(err)
 	}
 	mem, _ := memstore.New(memstore.Config{})
-	var rules []engine.Rule
+	var rules []redlimit.Rule
 	for i := range 16 {
-		rules = append(rules, engine.Rule{Name: "rule" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
+		rules = append(rules, redlimit.Rule{Name: "rule" + strconv.Itoa(i), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
 			Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)}})
 	}
-	e, err := engine.New(mem, engine.Config{Rules: rules})
+	e, err := redlimit.New(mem, redlimit.Config{Rules: rules})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { e.Close() })
 	src, _ := h.Source("api")
 	src.Attach(e)
-	d := engine.Decision{Source: engine.SourcePrimary, Rules: make([]engine.RuleDecision, 16)}
+	d := redlimit.Decision{Source: redlimit.SourcePrimary, Rules: make([]redlimit.RuleDecision, 16)}
 	keys := make([]string, 5000)
 	for i := range keys {
 		if i%2 == 0 {
@@ -44,7 +44,7 @@ func fullHandler(tb testing.TB) *Handler {
 	for tick := range ringLen {
 		for i, k := range keys {
 			for r := range d.Rules {
-				d.Rules[r] = engine.RuleDecision{Name: rules[r].Name, Key: k, Evaluated: true, Result: algorithms.Result{Limit: 100, Allowed: i%3 != 0}}
+				d.Rules[r] = redlimit.RuleDecision{Name: rules[r].Name, Key: k, Evaluated: true, Result: algorithms.Result{Limit: 100, Allowed: i%3 != 0}}
 			}
 			d.Latency = time.Duration(1000 + 10*i)
 			src.observe(&d)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/redlimit/redlimit/middleware/engine"
+	"github.com/redlimit/redlimit"
 )
 
 // maxKeyLen bounds the key material the lookup form takes.
@@ -91,11 +91,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, who string) {
 		h.respond(w, r, http.StatusBadRequest, v)
 		return
 	}
-	in := make([]engine.Input, len(st.eng.RuleNames()))
+	in := make([]redlimit.Input, len(st.eng.RuleNames()))
 	for i := range in {
 		in[i].Missing = true
 	}
-	in[st.pos] = engine.Input{Material: material}
+	in[st.pos] = redlimit.Input{Material: material}
 	err = st.eng.ResetInputs(r.Context(), in)
 	attrs := []slog.Attr{slog.String("who", who), slog.String("source", s.name), slog.String("rule", st.rule.Name),
 		slog.String("key", material), slog.String("remote", r.RemoteAddr)}
@@ -180,12 +180,12 @@ func (h *Handler) lookup(ctx context.Context, f formView) (*lookupView, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := make([]engine.Input, len(st.eng.RuleNames()))
+	in := make([]redlimit.Input, len(st.eng.RuleNames()))
 	for i := range in {
 		in[i].Exempt = true
 	}
-	in[st.pos] = engine.Input{Material: material, Tier: f.Tier}
-	var d engine.Decision
+	in[st.pos] = redlimit.Input{Material: material, Tier: f.Tier}
+	var d redlimit.Decision
 	st.eng.PeekInputs(ctx, in, &d)
 	rd := &d.Rules[st.pos]
 	lv := &lookupView{Source: s.name, Rule: st.rule.Name, Key: material, Tier: f.Tier, StorageKey: rd.Key}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlimit/redlimit/middleware/engine"
+	"github.com/redlimit/redlimit"
 )
 
 // Source is what the admin page knows of one limiter (a Middleware and
@@ -65,23 +65,23 @@ var counterNames = [nCounts]string{"allowed", "denied", "denied_local", "shadow_
 
 // counterOf maps a rule's Outcome to its counter.
 var counterOf = [...]int{
-	engine.OutcomeAllowed:      cAllowed,
-	engine.OutcomeDenied:       cDenied,
-	engine.OutcomeShadowDenied: cShadowDenied,
-	engine.OutcomeError:        cErrors,
-	engine.OutcomeMissingKey:   cMissingKey,
-	engine.OutcomeInvalidCost:  cErrors,
-	engine.OutcomeExempt:       cExempt,
-	engine.OutcomeSkipped:      cSkipped,
-	engine.OutcomeUnevaluated:  cUnevaluated,
+	redlimit.OutcomeAllowed:      cAllowed,
+	redlimit.OutcomeDenied:       cDenied,
+	redlimit.OutcomeShadowDenied: cShadowDenied,
+	redlimit.OutcomeError:        cErrors,
+	redlimit.OutcomeMissingKey:   cMissingKey,
+	redlimit.OutcomeInvalidCost:  cErrors,
+	redlimit.OutcomeExempt:       cExempt,
+	redlimit.OutcomeSkipped:      cSkipped,
+	redlimit.OutcomeUnevaluated:  cUnevaluated,
 }
 
 // ruleState is what a Source keeps of one rule.
 type ruleState struct {
-	rule    engine.Rule
-	key     string         // what its key is, for the page (DescribeKeys)
-	eng     *engine.Engine // the first Engine attached that has the rule
-	pos     int            // its index there
+	rule    redlimit.Rule
+	key     string            // what its key is, for the page (DescribeKeys)
+	eng     *redlimit.Limiter // the first Engine attached that has the rule
+	pos     int               // its index there
 	counts  [nCounts]atomic.Uint64
 	hot     *heavy // every evaluated key
 	denied  *heavy // keys denied (shadow denials included)
@@ -89,12 +89,12 @@ type ruleState struct {
 }
 
 // OnHTTP is the hook for middleware.Config.OnDecision.
-func (s *Source) OnHTTP(_ *http.Request, d *engine.Decision) { s.observe(d) }
+func (s *Source) OnHTTP(_ *http.Request, d *redlimit.Decision) { s.observe(d) }
 
-// OnDecision is the hook for engine.Config.OnDecision.
-func (s *Source) OnDecision(_ context.Context, d *engine.Decision) { s.observe(d) }
+// OnDecision is the hook for redlimit.Config.OnDecision.
+func (s *Source) OnDecision(_ context.Context, d *redlimit.Decision) { s.observe(d) }
 
-func (s *Source) observe(d *engine.Decision) {
+func (s *Source) observe(d *redlimit.Decision) {
 	t := s.tab.Load()
 	if t == nil {
 		return
@@ -112,22 +112,22 @@ func (s *Source) observe(d *engine.Decision) {
 		c := counterOf[o]
 		if rd.Result.Local {
 			local = true
-			if o == engine.OutcomeDenied {
+			if o == redlimit.OutcomeDenied {
 				c = cDeniedLocal
 			}
 		}
 		st.counts[c].Add(1)
 		if rd.Evaluated && rd.Key != "" {
-			if d.Source == engine.SourceFallback {
+			if d.Source == redlimit.SourceFallback {
 				st.counts[cFallback].Add(1)
 			}
 			st.hot.add(rd.Key)
-			if o == engine.OutcomeDenied || o == engine.OutcomeShadowDenied {
+			if o == redlimit.OutcomeDenied || o == redlimit.OutcomeShadowDenied {
 				st.denied.add(rd.Key)
 			}
 		}
 	}
-	if d.Latency > 0 && (d.Source != engine.SourceNone && !local || d.Err != nil) {
+	if d.Latency > 0 && (d.Source != redlimit.SourceNone && !local || d.Err != nil) {
 		s.lat.record(d.Latency, s.h.tick.Load())
 	}
 	if d.Err != nil {
@@ -150,7 +150,7 @@ func (s *Source) noteErr(err error) {
 // each. A rule is looked up and reset through the first Engine attached
 // that has it. Attach may be called again with more Engines; the counts
 // of rules already attached carry on.
-func (s *Source) Attach(engines ...*engine.Engine) {
+func (s *Source) Attach(engines ...*redlimit.Limiter) {
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	old := s.tab.Load()

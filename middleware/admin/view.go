@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlimit/redlimit/middleware/engine"
+	"github.com/redlimit/redlimit"
 )
 
 // The page's data, rendered as HTML and as JSON (the JSON field names are
@@ -93,7 +93,7 @@ type ruleView struct {
 	DecisionRows, HotRows, DeniedRows template.HTML `json:"-"`
 }
 
-// blocksView is a rule's quota blocks (engine.BlockConfig, defaults
+// blocksView is a rule's quota blocks (redlimit.BlockConfig, defaults
 // applied): a reset of its keys goes through the engine's epochs, which
 // the CLI must know (see docs/admin.md).
 type blocksView struct {
@@ -335,7 +335,7 @@ func (h *Handler) ruleView(s *Source, st *ruleState, now time.Time, tick int64, 
 		Refundable: r.Refundable,
 		Totals:     new(counts),
 	}
-	if r.MissingKey == engine.SkipMissingKey {
+	if r.MissingKey == redlimit.SkipMissingKey {
 		rv.MissingKey = "skip"
 	}
 	if b := r.Blocks; b != nil {
@@ -425,7 +425,7 @@ func (h *Handler) display(k string) string {
 const maxMasks = 1 << 14
 
 // lookupResult fills a lookupView from a peek's RuleDecision.
-func lookupResult(lv *lookupView, d *engine.Decision, rd *engine.RuleDecision) {
+func lookupResult(lv *lookupView, d *redlimit.Decision, rd *redlimit.RuleDecision) {
 	lv.Decided = d.Source.String()
 	lv.Evaluated = rd.Evaluated
 	res := rd.Result

@@ -26,7 +26,7 @@ func TestConcurrencyRelease(t *testing.T) {
 				Name: "exports", Key: keyfunc.Header("X-User"), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
 			}}})
 			inFlight := func() int64 {
-				return 1 - mw.Engine().Peek(context.Background(), "alice").Rules[0].Result.Remaining
+				return 1 - mw.Limiter().Peek(context.Background(), "alice").Rules[0].Result.Remaining
 			}
 			entered, release := make(chan int64), make(chan struct{})
 			ch := newChain(ginlimit.Handler(mw), func(c *gin.Context) {

@@ -13,11 +13,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/ginlimit"
 )
 
@@ -134,14 +134,14 @@ func TestAbort(t *testing.T) {
 	tests := []struct {
 		name    string
 		backend algorithms.Backend
-		policy  engine.ErrorPolicy
+		policy  redlimit.ErrorPolicy
 		codes   []int
 		later   []int // calls of the later handler so far
 		bodies  []string
 	}{
-		{"denied", backends[0].new(t), engine.Fallback, []int{200, 429}, []int{1, 1},
+		{"denied", backends[0].new(t), redlimit.Fallback, []int{200, 429}, []int{1, 1},
 			[]string{"created\n", "rate limit exceeded: ip; retry in 60s\n"}},
-		{"fail closed", failing{}, engine.FailClosed, []int{503, 503}, []int{0, 0},
+		{"fail closed", failing{}, redlimit.FailClosed, []int{503, 503}, []int{0, 0},
 			[]string{"rate limiter unavailable\n", "rate limiter unavailable\n"}},
 	}
 	for _, tt := range tests {
@@ -177,11 +177,11 @@ func TestKeyFuncError(t *testing.T) {
 		want     response
 		wantNext int
 	}{
-		{"error, fail closed", broken, middleware.Config{OnError: engine.FailClosed},
+		{"error, fail closed", broken, middleware.Config{OnError: redlimit.FailClosed},
 			response{503, map[string]string{"Retry-After": "1", "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff"}, "rate limiter unavailable\n"}, 0},
-		{"error, fail open", broken, middleware.Config{OnError: engine.FailOpen},
+		{"error, fail open", broken, middleware.Config{OnError: redlimit.FailOpen},
 			response{200, map[string]string{"Content-Type": "text/plain; charset=utf-8"}, "created\n"}, 1},
-		{"error, fallback", broken, middleware.Config{OnError: engine.Fallback},
+		{"error, fallback", broken, middleware.Config{OnError: redlimit.Fallback},
 			response{200, map[string]string{"Content-Type": "text/plain; charset=utf-8"}, "created\n"}, 1},
 		{"missing key", missing, middleware.Config{},
 			response{429, map[string]string{"Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"},
@@ -216,7 +216,7 @@ type decisions struct {
 	keys []string
 }
 
-func (d *decisions) hook(_ *http.Request, dec *engine.Decision) {
+func (d *decisions) hook(_ *http.Request, dec *redlimit.Decision) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, rd := range dec.Rules {
@@ -243,7 +243,7 @@ func TestRouteKey(t *testing.T) {
 	mw := newMW(t, backends[0].new(t), middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
-			{Name: "method", Key: keyfunc.Join(keyfunc.Route(), keyfunc.Method()), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: engine.SkipMissingKey},
+			{Name: "method", Key: keyfunc.Join(keyfunc.Route(), keyfunc.Method()), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
 		OnDecision: rec.hook,
 	})

@@ -9,10 +9,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/ginlimit"
 )
 
@@ -33,7 +33,7 @@ func hostileEngine(t *testing.T) (*gin.Engine, *decisions) {
 	mw := newMW(t, backends[0].new(t), middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)},
-			{Name: "key", Key: keyfunc.Header("X-API-Key"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: engine.SkipMissingKey},
+			{Name: "key", Key: keyfunc.Header("X-API-Key"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
 			{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},
 		},
 		OnDecision: rec.hook,

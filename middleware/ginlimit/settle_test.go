@@ -41,7 +41,7 @@ func loginMW(t *testing.T, b algorithms.Backend) *middleware.Middleware {
 // remaining is what alice has left of the Middleware's first rule.
 func remaining(t *testing.T, mw *middleware.Middleware) int64 {
 	t.Helper()
-	d := mw.Engine().Peek(context.Background(), "alice")
+	d := mw.Limiter().Peek(context.Background(), "alice")
 	if d.Err != nil {
 		t.Fatalf("Peek: %v", d.Err)
 	}

@@ -10,17 +10,17 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
 // benchLimiter keys two generous rules by peer and API key, on memstore.
-func benchLimiter(b testing.TB) *grpclimit.Limiter {
-	e := newEngine(b, newMemory(b), engine.Config{Rules: []engine.Rule{
+func benchLimiter(b testing.TB) *grpclimit.Interceptor {
+	e := newEngine(b, newMemory(b), redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "peer", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1 << 30)},
 		{Name: "key", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1 << 30)},
 	}})
@@ -74,7 +74,7 @@ func BenchmarkLoopback(b *testing.B) {
 // call, the release included (on Redis, made by a worker after the
 // interceptor returned).
 func BenchmarkConcurrency(b *testing.B) {
-	rules := []engine.Rule{{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}
+	rules := []redlimit.Rule{{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}
 	backends := []struct {
 		name string
 		new  func(b *testing.B) algorithms.Backend
@@ -90,7 +90,7 @@ func BenchmarkConcurrency(b *testing.B) {
 	}
 	for _, be := range backends {
 		b.Run("backend="+be.name, func(b *testing.B) {
-			e := newEngine(b, be.new(b), engine.Config{Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Timeout: time.Second, Rules: rules})
+			e := newEngine(b, be.new(b), redlimit.Config{Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Timeout: time.Second, Rules: rules})
 			l := newLimiter(b, e, grpclimit.Config{Keys: []grpclimit.Func{grpclimit.Metadata("x-api-key")}})
 			ctx := grpc.NewContextWithServerTransportStream(callCtx("203.0.113.7:5000", "x-api-key", "k-123"), benchTransport{})
 			b.Run("call=unary", func(b *testing.B) {
@@ -148,17 +148,17 @@ func TestInterceptorAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items)")
 	}
-	concurrency := func(t *testing.T) *grpclimit.Limiter {
-		e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}})
+	concurrency := func(t *testing.T) *grpclimit.Interceptor {
+		e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}})
 		return newLimiter(t, e, grpclimit.Config{Keys: []grpclimit.Func{grpclimit.Metadata("x-api-key")}})
 	}
 	for _, tt := range []struct {
 		name    string
-		limiter func(t *testing.T) *grpclimit.Limiter
+		limiter func(t *testing.T) *grpclimit.Interceptor
 		unary   float64
 		stream  float64
 	}{
-		{"rules=2", func(t *testing.T) *grpclimit.Limiter { return benchLimiter(t) }, 8, 9},
+		{"rules=2", func(t *testing.T) *grpclimit.Interceptor { return benchLimiter(t) }, 8, 9},
 		{"concurrency", concurrency, 22, 23},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

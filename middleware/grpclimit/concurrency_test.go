@@ -9,9 +9,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
@@ -23,7 +23,7 @@ func TestConcurrencyReleasedAfterCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+	e, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "calls", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Minute)},
 	}})
 	if err != nil {

@@ -6,7 +6,7 @@
 //
 // # Mounting
 //
-// Build a [Limiter] with [New] and pass its method values to the server:
+// Build an [Interceptor] with [New] and pass its method values to the server:
 //
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(limiter.Unary),
@@ -18,7 +18,7 @@
 //
 // # Keys
 //
-// A [Limiter] takes one [Func] per rule of its engine, in rule order:
+// An [Interceptor] takes one [Func] per rule of its engine, in rule order:
 //
 //   - [Method]: the full method name, "/pkg.Service/Method";
 //   - [Peer]: the client's IP address, trusted-proxy aware exactly as
@@ -32,7 +32,7 @@
 // MissingKey applies: skipped, or the call denied. Every rule of one call
 // is decided together, in one backend call, all-or-nothing, with the
 // engine's timeout, error policy, fallback, deny cache, shadow rules and
-// hook. A Limiter and an HTTP middleware (or the engine's key-first API)
+// hook. An Interceptor and an HTTP middleware (or the engine's key-first API)
 // with the same backend, prefix and rule count in the same buckets.
 //
 // # Answers
@@ -63,9 +63,9 @@
 // the handler runs (a stream's while it is open) and released after it
 // returns, off the reply's path: the interceptor queues the release as it
 // returns, and a worker sends it while gRPC sends the reply. At most 16
-// workers run per Limiter and at most 1024 releases wait; a call that
-// finds the queue full, or a closed Limiter, releases its own slots
+// workers run per Interceptor and at most 1024 releases wait; a call that
+// finds the queue full, or a closed Interceptor, releases its own slots
 // before its interceptor returns. Slots on memstore are released at once.
-// A failed release goes to Config.OnReleaseError. Close the Limiter after
+// A failed release goes to Config.OnReleaseError. Close the Interceptor after
 // the server has stopped, to wait for the queued releases.
 package grpclimit

@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
@@ -34,7 +34,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+	e, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)},
 		{Name: "key", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
 	}})
@@ -132,12 +132,12 @@ func callFrom(addr string, kv ...string) context.Context {
 // Decide decides a call as the interceptors would, for code that limits
 // inside a handler: here a method that takes one unit per call from a
 // per-client budget of 1 a minute.
-func ExampleLimiter_Decide() {
+func ExampleInterceptor_Decide() {
 	mem, err := memstore.New(memstore.Config{})
 	if err != nil {
 		panic(err)
 	}
-	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+	e, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "export", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 	}})
 	if err != nil {

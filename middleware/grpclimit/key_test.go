@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
@@ -104,7 +104,7 @@ func TestPeer(t *testing.T) {
 // through, whatever the API keys are.
 func TestHostileMetadata(t *testing.T) {
 	const limit = 50
-	e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+	e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "peer", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(limit)},
 		{Name: "key", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1000)},
 	}})
@@ -148,7 +148,7 @@ func TestHostileMetadata(t *testing.T) {
 // client address in x-forwarded-for keys the call: two clients behind the
 // proxy have a bucket each.
 func TestTrustedProxyOverServer(t *testing.T) {
-	e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+	e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "peer", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1)},
 	}})
 	c := serve(t, newLimiter(t, e, grpclimit.Config{Keys: []grpclimit.Func{trusted(t, "", "127.0.0.1")}}))

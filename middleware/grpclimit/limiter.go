@@ -15,17 +15,17 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/after"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
-// Config configures a [Limiter]. Only Keys is required.
+// Config configures an [Interceptor]. Only Keys is required.
 type Config struct {
 	// Keys holds one Func per rule of the engine, in the engine's rule
-	// order (engine.Engine.RuleNames): Keys[i] gives the key material of
+	// order (redlimit.Limiter.RuleNames): Keys[i] gives the key material of
 	// rule i for each call.
 	Keys []Func
 
@@ -41,7 +41,7 @@ type Config struct {
 	Metadata headers.Writer
 
 	// MissingKeyCode is the status code of a call denied because a rule
-	// found no key for it (engine.DenyMissingKey) and no rule denied it by
+	// found no key for it (redlimit.DenyMissingKey) and no rule denied it by
 	// rate. The zero value means codes.ResourceExhausted;
 	// codes.Unauthenticated suits rules keyed by a credential (an API key
 	// in the metadata).
@@ -57,7 +57,7 @@ type Config struct {
 	// full method, as middleware.Config.OnSettleError does for HTTP. The
 	// engine's Logger hears of it too. It is called once the handler has
 	// returned, usually from a worker goroutine after gRPC has the reply
-	// (see Limiter.Unary), when the call's context is done already; it
+	// (see Interceptor.Unary), when the call's context is done already; it
 	// must be safe for concurrent use. A panic in it is logged.
 	OnReleaseError func(ctx context.Context, method string, err error)
 
@@ -67,13 +67,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Limiter limits gRPC calls by the rules of an [engine.Engine]: its
-// [Limiter.Unary] and [Limiter.Stream] methods are server interceptors.
+// Interceptor limits gRPC calls by the rules of an [redlimit.Limiter]: its
+// [Interceptor.Unary] and [Interceptor.Stream] methods are server interceptors.
 // Build it with [New]; it is safe for concurrent use. Close it when done
-// ([Limiter.Close]) to wait for the releases of concurrency slots queued
+// ([Interceptor.Close]) to wait for the releases of concurrency slots queued
 // after calls.
-type Limiter struct {
-	engine  *engine.Engine
+type Interceptor struct {
+	engine  *redlimit.Limiter
 	cfg     Config
 	missing codes.Code
 	pool    sync.Pool             // *scratch
@@ -81,17 +81,17 @@ type Limiter struct {
 }
 
 type scratch struct {
-	in       []engine.Input
-	dec      engine.Decision
+	in       []redlimit.Input
+	dec      redlimit.Decision
 	policies []headers.Policy
 	hdr      http.Header
 }
 
-// New returns a Limiter deciding calls with e, configured by cfg. An
+// New returns an Interceptor deciding calls with e, configured by cfg. An
 // invalid configuration is an *[algorithms.ConfigError] naming the field:
 // a nil e, Keys not holding one non-nil Func per rule of e, an unknown
 // Metadata style, or a MissingKeyCode that is not an error code.
-func New(e *engine.Engine, cfg Config) (*Limiter, error) {
+func New(e *redlimit.Limiter, cfg Config) (*Interceptor, error) {
 	if e == nil {
 		return nil, &algorithms.ConfigError{Field: "engine", Reason: "must not be nil"}
 	}
@@ -118,16 +118,16 @@ func New(e *engine.Engine, cfg Config) (*Limiter, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Keys = append([]Func(nil), cfg.Keys...)
-	l := &Limiter{engine: e, cfg: cfg, missing: missing}
+	l := &Interceptor{engine: e, cfg: cfg, missing: missing}
 	l.after = newAfter(l, after.Workers, after.Size)
 	n := len(names)
-	l.pool.New = func() any { return &scratch{in: make([]engine.Input, n), hdr: http.Header{}} }
+	l.pool.New = func() any { return &scratch{in: make([]redlimit.Input, n), hdr: http.Header{}} }
 	return l, nil
 }
 
 // Engine returns the engine l decides with: code outside the interceptors
 // can Peek or Reset the same buckets by key material.
-func (l *Limiter) Engine() *engine.Engine { return l.engine }
+func (l *Interceptor) Limiter() *redlimit.Limiter { return l.engine }
 
 // Unary is a grpc.UnaryServerInterceptor: pass the method value,
 // grpc.ChainUnaryInterceptor(l.Unary). An allowed call reaches handler
@@ -138,13 +138,13 @@ func (l *Limiter) Engine() *engine.Engine { return l.engine }
 // leases renewed if it runs long). When it returns (or panics), Unary
 // queues their release and returns: gRPC sends the reply without waiting
 // for the release's round trip, which a worker makes. At most 16 workers
-// run per Limiter and at most 1024 releases wait for one; when the queue
+// run per Interceptor and at most 1024 releases wait for one; when the queue
 // is full, or after Close, the call makes its own release before Unary
 // returns (its client then waits for it, at most the engine's Timeout),
 // so none is dropped. Slots on a backend that runs in process (memstore)
 // are released at once. A release that fails goes to
 // Config.OnReleaseError.
-func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (l *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	md, held, err := l.decide(ctx, info.FullMethod)
 	if held != nil {
 		// the slots of concurrency rules, released after the call (release.go)
@@ -169,7 +169,7 @@ func (l *Limiter) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 // concurrency rules are held while handler runs, and released after it
 // returns as Unary releases them: gRPC ends the stream (its status)
 // without waiting for the release.
-func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (l *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	md, held, err := l.decide(ss.Context(), info.FullMethod)
 	if held != nil {
 		// the slots of concurrency rules, held while the stream is open and
@@ -193,7 +193,7 @@ func (l *Limiter) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 // interceptors do, and returns the Decision (the caller's) and the error
 // the interceptors would answer with (nil when allowed): for code that
 // decides inside a handler, or for a client-side check.
-func (l *Limiter) Decide(ctx context.Context, method string) (*engine.Decision, error) {
+func (l *Interceptor) Decide(ctx context.Context, method string) (*redlimit.Decision, error) {
 	s := l.pool.Get().(*scratch)
 	defer l.put(s)
 	l.run(ctx, method, s)
@@ -204,40 +204,40 @@ func (l *Limiter) Decide(ctx context.Context, method string) (*engine.Decision, 
 // the Decision when it holds the slots of concurrency rules (nil
 // otherwise), which the caller releases when the call ends, and the
 // status error of a refused call.
-func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, *engine.Decision, error) {
+func (l *Interceptor) decide(ctx context.Context, method string) (metadata.MD, *redlimit.Decision, error) {
 	s := l.pool.Get().(*scratch)
 	defer l.put(s)
 	l.run(ctx, method, s)
-	var held *engine.Decision
+	var held *redlimit.Decision
 	if s.dec.Holds() {
 		held = s.dec.Clone()
 	}
 	return l.metadata(s), held, l.refusal(&s.dec)
 }
 
-func (l *Limiter) put(s *scratch) {
+func (l *Interceptor) put(s *scratch) {
 	clear(s.in)
 	clear(s.hdr)
 	l.pool.Put(s)
 }
 
 // run builds one Input per rule and decides them into s.dec.
-func (l *Limiter) run(ctx context.Context, method string, s *scratch) {
+func (l *Interceptor) run(ctx context.Context, method string, s *scratch) {
 	exempt := l.cfg.Exempt != nil && l.cfg.Exempt(ctx, method)
 	for i, key := range l.cfg.Keys {
 		x := &s.in[i]
 		if exempt {
-			*x = engine.Input{Exempt: true}
+			*x = redlimit.Input{Exempt: true}
 			continue
 		}
 		k, err := key(ctx, method)
 		switch {
 		case err == nil:
-			*x = engine.Input{Material: k}
+			*x = redlimit.Input{Material: k}
 		case errors.Is(err, keyfunc.ErrNoKey):
-			*x = engine.Input{Missing: true}
+			*x = redlimit.Input{Missing: true}
 		default:
-			*x = engine.Input{Err: err}
+			*x = redlimit.Input{Err: err}
 		}
 	}
 	l.engine.Decide(ctx, s.in, &s.dec)
@@ -245,7 +245,7 @@ func (l *Limiter) run(ctx context.Context, method string, s *scratch) {
 
 // refusal returns the status error of a refused decision, nil for an
 // allowed one.
-func (l *Limiter) refusal(d *engine.Decision) error {
+func (l *Interceptor) refusal(d *redlimit.Decision) error {
 	switch {
 	case d.Allowed:
 		return nil
@@ -278,7 +278,7 @@ var (
 
 // metadata returns the rate-limit state of s.dec as metadata, or nil when
 // no rule was evaluated or Metadata is headers.None.
-func (l *Limiter) metadata(s *scratch) metadata.MD {
+func (l *Interceptor) metadata(s *scratch) metadata.MD {
 	if l.cfg.Metadata.Style == headers.None || s.dec.Failed {
 		return nil
 	}

@@ -20,12 +20,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
@@ -82,7 +82,7 @@ func TestExactCounts(t *testing.T) {
 	}
 	for name, newBackend := range backends {
 		t.Run(name, func(t *testing.T) {
-			e := newEngine(t, newBackend(t), engine.Config{Prefix: prefix(t), Rules: []engine.Rule{
+			e := newEngine(t, newBackend(t), redlimit.Config{Prefix: prefix(t), Rules: []redlimit.Rule{
 				{Name: "method", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(limit)},
 			}})
 			c := serve(t, newLimiter(t, e, grpclimit.Config{Keys: []grpclimit.Func{grpclimit.Method()}}))
@@ -128,7 +128,7 @@ func TestMetadata(t *testing.T) {
 	}{{"unary", checkMethod, check}, {"stream", watchMethod, watch}} {
 		t.Run(call.name, func(t *testing.T) {
 			// GCRA 2/min: one unit every 30s, full after 60s.
-			e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+			e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{
 				{Name: "client", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)},
 			}})
 			c := serve(t, newLimiter(t, e, grpclimit.Config{Keys: []grpclimit.Func{grpclimit.Const("all")}}))
@@ -150,7 +150,7 @@ func TestMetadata(t *testing.T) {
 	}
 
 	t.Run("ietf and none", func(t *testing.T) {
-		e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+		e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{
 			{Name: "client", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)},
 		}})
 		keys := []grpclimit.Func{grpclimit.Const("all")}
@@ -174,15 +174,15 @@ func TestMetadata(t *testing.T) {
 // is refused with Config.MissingKeyCode (ResourceExhausted by default)
 // and no metadata; a SkipMissingKey rule is left out.
 func TestMissingKey(t *testing.T) {
-	rules := []engine.Rule{
+	rules := []redlimit.Rule{
 		{Name: "key", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)},
-		{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), MissingKey: engine.SkipMissingKey},
+		{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), MissingKey: redlimit.SkipMissingKey},
 	}
 	keys := []grpclimit.Func{grpclimit.Metadata("X-API-Key"), grpclimit.Metadata("x-user")}
 	for _, tc := range []struct {
 		cfgCode, want codes.Code
 	}{{0, codes.ResourceExhausted}, {codes.Unauthenticated, codes.Unauthenticated}} {
-		e := newEngine(t, newMemory(t), engine.Config{Rules: rules})
+		e := newEngine(t, newMemory(t), redlimit.Config{Rules: rules})
 		c := serve(t, newLimiter(t, e, grpclimit.Config{Keys: keys, MissingKeyCode: tc.cfgCode}))
 		code, hdr, trl := check(context.Background(), c)
 		if code != tc.want || len(rateMD(hdr))+len(rateMD(trl)) != 0 {
@@ -213,9 +213,9 @@ func (failing) Allow(context.Context, []algorithms.Check, []algorithms.Result) e
 // TestFailClosed: a call the engine cannot decide under FailClosed is
 // Unavailable, without the backend's error; under FailOpen it passes.
 func TestFailClosed(t *testing.T) {
-	rules := []engine.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}}
+	rules := []redlimit.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}}
 	keys := []grpclimit.Func{grpclimit.Const("x")}
-	e := newEngine(t, failing{}, engine.Config{Rules: rules, OnError: engine.FailClosed, NoDenyCache: true})
+	e := newEngine(t, failing{}, redlimit.Config{Rules: rules, OnError: redlimit.FailClosed, NoDenyCache: true})
 	c := serve(t, newLimiter(t, e, grpclimit.Config{Keys: keys}))
 	_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if s, _ := status.FromError(err); s.Code() != codes.Unavailable || strings.Contains(s.Message(), "backend down") {
@@ -224,7 +224,7 @@ func TestFailClosed(t *testing.T) {
 	if code, _, _ := watch(context.Background(), c); code != codes.Unavailable {
 		t.Errorf("FailClosed stream: %v, want Unavailable", code)
 	}
-	e = newEngine(t, failing{}, engine.Config{Rules: rules, OnError: engine.FailOpen, NoDenyCache: true})
+	e = newEngine(t, failing{}, redlimit.Config{Rules: rules, OnError: redlimit.FailOpen, NoDenyCache: true})
 	c = serve(t, newLimiter(t, e, grpclimit.Config{Keys: keys}))
 	if code, _, _ := check(context.Background(), c); code != codes.OK {
 		t.Errorf("FailOpen: %v, want OK", code)
@@ -233,7 +233,7 @@ func TestFailClosed(t *testing.T) {
 
 // TestExempt: an exempt call is neither decided nor charged.
 func TestExempt(t *testing.T) {
-	e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{{Name: "all", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}}})
+	e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{{Name: "all", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}}})
 	l := newLimiter(t, e, grpclimit.Config{
 		Keys:   []grpclimit.Func{grpclimit.Const("x")},
 		Exempt: func(_ context.Context, method string) bool { return method == watchMethod },
@@ -254,22 +254,22 @@ func TestExempt(t *testing.T) {
 	if d.Allowed || status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("Decide: allowed %v, %v", d.Allowed, err)
 	}
-	if l.Engine() != e {
-		t.Fatal("Engine() is not the engine given to New")
+	if l.Limiter() != e {
+		t.Fatal("Limiter() is not the limiter given to New")
 	}
 }
 
 // TestNewErrors: every invalid configuration is a ConfigError naming the
 // field.
 func TestNewErrors(t *testing.T) {
-	e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+	e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 		{Name: "key", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 	}})
 	m := grpclimit.Method()
 	for _, tc := range []struct {
 		name  string
-		e     *engine.Engine
+		e     *redlimit.Limiter
 		cfg   grpclimit.Config
 		field string
 	}{
@@ -303,13 +303,13 @@ func TestBufconn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		missing engine.MissingKey
+		missing redlimit.MissingKey
 		want    []codes.Code
 	}{
-		{engine.DenyMissingKey, []codes.Code{codes.Unauthenticated, codes.Unauthenticated}},
-		{engine.SkipMissingKey, []codes.Code{codes.OK, codes.ResourceExhausted}},
+		{redlimit.DenyMissingKey, []codes.Code{codes.Unauthenticated, codes.Unauthenticated}},
+		{redlimit.SkipMissingKey, []codes.Code{codes.OK, codes.ResourceExhausted}},
 	} {
-		e := newEngine(t, newMemory(t), engine.Config{Rules: []engine.Rule{
+		e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{
 			{Name: "peer", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10), MissingKey: tc.missing},
 			{Name: "method", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 		}})

@@ -18,10 +18,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
@@ -52,12 +52,12 @@ const (
 )
 
 // newEngine returns an engine of rules on b, closed when t ends.
-func newEngine(t testing.TB, b algorithms.Backend, cfg engine.Config) *engine.Engine {
+func newEngine(t testing.TB, b algorithms.Backend, cfg redlimit.Config) *redlimit.Limiter {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	e, err := engine.New(b, cfg)
+	e, err := redlimit.New(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func newMemory(t testing.TB) *memstore.Store {
 	return m
 }
 
-func newLimiter(t testing.TB, e *engine.Engine, cfg grpclimit.Config) *grpclimit.Limiter {
+func newLimiter(t testing.TB, e *redlimit.Limiter, cfg grpclimit.Config) *grpclimit.Interceptor {
 	t.Helper()
 	if cfg.Now == nil {
 		cfg.Now = fixed
@@ -90,7 +90,7 @@ func newLimiter(t testing.TB, e *engine.Engine, cfg grpclimit.Config) *grpclimit
 // service and the once service on a loopback TCP listener, and returns a
 // health client connected to it. Both stop when t ends. A nil l serves
 // without interceptors.
-func serve(t testing.TB, l *grpclimit.Limiter) healthpb.HealthClient {
+func serve(t testing.TB, l *grpclimit.Interceptor) healthpb.HealthClient {
 	t.Helper()
 	return healthpb.NewHealthClient(dial(t, l))
 }
@@ -141,7 +141,7 @@ func once(ctx context.Context, conn *grpc.ClientConn) codes.Code {
 }
 
 // dial starts the server of serve and returns a connection to it.
-func dial(t testing.TB, l *grpclimit.Limiter) *grpc.ClientConn {
+func dial(t testing.TB, l *grpclimit.Interceptor) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

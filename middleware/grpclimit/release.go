@@ -4,12 +4,12 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/after"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Releases after the call. Once a call's handler has returned, its
-// concurrency rules' slots are to be released (engine.Decision.Release),
+// concurrency rules' slots are to be released (redlimit.Decision.Release),
 // a round trip to a remote backend that does not change the answer. The
 // interceptors do not make it before returning: they queue it, as they
 // return, on a queue shared with the HTTP middleware's kind
@@ -19,12 +19,12 @@ import (
 // goroutine: the release is queued by a deferred call, so it also
 // follows a handler that panics.
 //
-// Bounds: at most after.Workers (16) workers per Limiter, gone after a
+// Bounds: at most after.Workers (16) workers per Interceptor, gone after a
 // second without work; at most after.Size (1024) releases waiting, each
 // bounded by the engine's Timeout. When the queue is full, or after
 // Close, the call releases its slots itself before its interceptor
 // returns, as without a queue: nothing is dropped. Slots held by a
-// backend that runs in process (engine.Decision.HoldsInProcess: memstore,
+// backend that runs in process (redlimit.Decision.HoldsInProcess: memstore,
 // the default fallback) have no round trip to save: they are released at
 // once.
 
@@ -33,19 +33,19 @@ import (
 type release struct {
 	ctx    context.Context
 	method string
-	d      *engine.Decision
+	d      *redlimit.Decision
 }
 
 // newAfter returns the queue of releases of l: at most workers workers,
 // at most size releases waiting.
-func newAfter(l *Limiter, workers, size int) *after.Queue[release] {
+func newAfter(l *Interceptor, workers, size int) *after.Queue[release] {
 	return after.New(workers, size, l.release)
 }
 
 // done hands the release of the slots d holds to a worker, or makes it
 // at once when the backend holding them runs in process, the queue is
 // full or l is closed.
-func (l *Limiter) done(ctx context.Context, method string, d *engine.Decision) {
+func (l *Interceptor) done(ctx context.Context, method string, d *redlimit.Decision) {
 	r := release{ctx: ctx, method: method, d: d}
 	if !d.HoldsInProcess() {
 		if l.after.Enqueue(r) {
@@ -61,7 +61,7 @@ func (l *Limiter) done(ctx context.Context, method string, d *engine.Decision) {
 // release releases r's slots and reports what failed to
 // Config.OnReleaseError. The call is over: the engine's Timeout bounds
 // the release, whatever r.ctx says.
-func (l *Limiter) release(r release) {
+func (l *Interceptor) release(r release) {
 	if err := after.Guard(func() error { return r.d.Release(r.ctx) }); err != nil {
 		l.reportRelease(r, err)
 	}
@@ -69,7 +69,7 @@ func (l *Limiter) release(r release) {
 
 // reportRelease gives err, r's failed release, to Config.OnReleaseError,
 // if set; a panic of the hook is logged.
-func (l *Limiter) reportRelease(r release, err error) {
+func (l *Interceptor) reportRelease(r release, err error) {
 	if l.cfg.OnReleaseError == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (l *Limiter) reportRelease(r release, err error) {
 }
 
 // logger is Config.Logger, or slog.Default.
-func (l *Limiter) logger() *slog.Logger {
+func (l *Interceptor) logger() *slog.Logger {
 	if l.cfg.Logger != nil {
 		return l.cfg.Logger
 	}
@@ -92,11 +92,11 @@ func (l *Limiter) logger() *slog.Logger {
 // releases, each bounded by the engine's Timeout (with the Timeout
 // disabled, as long as the backend takes). The interceptors keep
 // working: after Close, a call releases its own slots before its
-// interceptor returns. Close a Limiter after the server that runs it
+// interceptor returns. Close an Interceptor after the server that runs it
 // has stopped (grpc.Server.GracefulStop), so that every call's release
 // is made, and before closing its Engine, which it does not close. It
 // returns nil.
-func (l *Limiter) Close() error {
+func (l *Interceptor) Close() error {
 	l.after.Close()
 	return nil
 }

@@ -18,20 +18,20 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/lua"
-	"github.com/redlimit/redlimit/middleware/engine"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
-// gated returns a Limiter with one concurrency rule of slots slots per
+// gated returns an Interceptor with one concurrency rule of slots slots per
 // API key on a real redis-server reached through a proxy that holds the
 // reply to the release script, and a client connection to a real server
 // on loopback running its interceptors.
-func gated(t testing.TB, slots int64) (*redistest.GateProxy, *grpclimit.Limiter, *grpc.ClientConn) {
+func gated(t testing.TB, slots int64) (*redistest.GateProxy, *grpclimit.Interceptor, *grpc.ClientConn) {
 	t.Helper()
 	srv := redistest.Require(t)
 	// Loaded before, so that the store sends it by its SHA.
@@ -47,7 +47,7 @@ func gated(t testing.TB, slots int64) (*redistest.GateProxy, *grpclimit.Limiter,
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEngine(t, b, engine.Config{Prefix: prefix(t), Timeout: 10 * time.Second, Rules: []engine.Rule{
+	e := newEngine(t, b, redlimit.Config{Prefix: prefix(t), Timeout: 10 * time.Second, Rules: []redlimit.Rule{
 		{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(slots, 30*time.Second)},
 	}})
 	l := newLimiter(t, e, grpclimit.Config{Keys: []grpclimit.Func{grpclimit.Metadata("x-api-key")}})
@@ -154,7 +154,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// slowLeaser is a backend the Limiter must treat as remote: it forwards
+// slowLeaser is a backend the Interceptor must treat as remote: it forwards
 // to a memstore Store but reports no algorithms.InProcess. Its releases
 // wait at gate (or fail with err), and it counts each lease released.
 type slowLeaser struct {
@@ -212,12 +212,12 @@ func (b *slowLeaser) once(t *testing.T) int {
 	return len(b.released)
 }
 
-// slowLimiter returns a Limiter configured by cfg (its Keys set, its
+// slowLimiter returns an Interceptor configured by cfg (its Keys set, its
 // Logger quiet unless set) on an engine of b with a concurrency rule of
 // 10 slots per tenant (the x-tenant metadata), and the engine.
-func slowLimiter(t *testing.T, b algorithms.Backend, cfg grpclimit.Config) (*grpclimit.Limiter, *engine.Engine) {
+func slowLimiter(t *testing.T, b algorithms.Backend, cfg grpclimit.Config) (*grpclimit.Interceptor, *redlimit.Limiter) {
 	t.Helper()
-	e := newEngine(t, b, engine.Config{Timeout: 10 * time.Second, Rules: []engine.Rule{
+	e := newEngine(t, b, redlimit.Config{Timeout: 10 * time.Second, Rules: []redlimit.Rule{
 		{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10, 30*time.Second)},
 	}})
 	cfg.Keys = []grpclimit.Func{grpclimit.Metadata("x-tenant")}
@@ -228,14 +228,14 @@ func slowLimiter(t *testing.T, b algorithms.Backend, cfg grpclimit.Config) (*grp
 }
 
 // free returns acme's free slots.
-func free(t *testing.T, e *engine.Engine) int64 {
+func free(t *testing.T, e *redlimit.Limiter) int64 {
 	t.Helper()
 	return e.Peek(t.Context(), "acme").Rules[0].Result.Remaining
 }
 
 // intercept calls l's unary or stream interceptor, as a server would,
 // with handler run inside.
-func intercept(l *grpclimit.Limiter, stream bool, ctx context.Context, handler func() error) error {
+func intercept(l *grpclimit.Interceptor, stream bool, ctx context.Context, handler func() error) error {
 	if stream {
 		info := &grpc.StreamServerInfo{FullMethod: watchMethod, IsServerStream: true}
 		return l.Stream(nil, benchStream{ctx: ctx}, info, func(any, grpc.ServerStream) error { return handler() })

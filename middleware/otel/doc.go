@@ -10,7 +10,7 @@
 //
 //	m, err := otellimit.New(otel.GetMeterProvider(), otellimit.Config{Rules: []string{"ip", "user"}})
 //	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP, OnSettleError: m.SettleError})
-//	m.Watch(mw.Engine()) // deny-cache hits and stalled calls, observed at each collection
+//	m.Watch(mw.Limiter()) // deny-cache hits and stalled calls, observed at each collection
 //
 // # Instruments
 //

@@ -10,12 +10,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 	otellimit "github.com/redlimit/redlimit/middleware/otel"
 )
 
@@ -47,7 +47,7 @@ func Example() {
 		panic(err)
 	}
 	defer mw.Close()
-	metrics.Watch(mw.Engine()) // deny-cache hits and stalled calls
+	metrics.Watch(mw.Limiter()) // deny-cache hits and stalled calls
 
 	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for range 3 {
@@ -75,7 +75,7 @@ func Example() {
 }
 
 // A caller of the engine (a job queue, the key-first API) gives
-// Metrics.Engine to engine.Config.OnDecision; a Redis Cluster store gives
+// Metrics.Engine to redlimit.Config.OnDecision; a Redis Cluster store gives
 // Metrics.RefundError to redisstore.Config.OnRefundError.
 func ExampleMetrics_Engine() {
 	reader := sdkmetric.NewManualReader()
@@ -92,9 +92,9 @@ func ExampleMetrics_Engine() {
 	if err != nil {
 		panic(err)
 	}
-	e, err := engine.New(mem, engine.Config{
+	e, err := redlimit.New(mem, redlimit.Config{
 		OnDecision: metrics.Engine,
-		Rules:      []engine.Rule{{Name: "tenant", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(1)}},
+		Rules:      []redlimit.Rule{{Name: "tenant", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(1)}},
 	})
 	if err != nil {
 		panic(err)

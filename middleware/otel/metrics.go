@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // ScopeName is the name of the meter the instruments belong to.
@@ -27,7 +27,7 @@ type Config struct {
 	// Rules names the rules whose decisions are recorded per rule: every
 	// rule of the Middlewares and Engines that report to the Metrics
 	// (those derived with With included). Names are those of
-	// engine.Rule.Name (1 to 64 characters from [A-Za-z0-9_.-]); a name
+	// redlimit.Rule.Name (1 to 64 characters from [A-Za-z0-9_.-]); a name
 	// listed twice counts once. A decision about a rule not listed here is
 	// counted in redlimit.rule.decisions.unlisted.
 	Rules []string
@@ -42,7 +42,7 @@ type Config struct {
 // Build it with [New]; it is safe for concurrent use. Its methods
 // [Metrics.HTTP], [Metrics.Engine], [Metrics.SettleError] and
 // [Metrics.RefundError] are the hooks of middleware.Config (OnDecision,
-// OnSettleError), engine.Config and redisstore.Config. Close it to stop
+// OnSettleError), redlimit.Config and redisstore.Config. Close it to stop
 // observing the watched engines.
 type Metrics struct {
 	decisions metric.Int64Counter
@@ -56,10 +56,10 @@ type Metrics struct {
 	// passing them allocates nothing.
 	byDecision [numSources][numDecisionOutcomes][]metric.AddOption
 	bySource   [numSources][]metric.RecordOption
-	byRule     map[string]*[len(engine.Outcomes)][]metric.AddOption
+	byRule     map[string]*[len(redlimit.Outcomes)][]metric.AddOption
 
 	mu      sync.Mutex
-	watched []*engine.Engine
+	watched []*redlimit.Limiter
 }
 
 // New returns Metrics recording with a meter of provider named
@@ -73,7 +73,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must name at least one rule"}
 	}
 	for _, name := range cfg.Rules {
-		if !engine.ValidRuleName(name) {
+		if !redlimit.ValidRuleName(name) {
 			return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold rule names of 1-64 characters from [A-Za-z0-9_.-], got " + quote(name)}
 		}
 	}
@@ -84,7 +84,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		return nil, err
 	}
 	meter := provider.Meter(ScopeName)
-	m := &Metrics{byRule: make(map[string]*[len(engine.Outcomes)][]metric.AddOption, len(cfg.Rules))}
+	m := &Metrics{byRule: make(map[string]*[len(redlimit.Outcomes)][]metric.AddOption, len(cfg.Rules))}
 	var errs [7]error
 	m.decisions, errs[0] = meter.Int64Counter("redlimit.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Rate-limit decisions (one per request), by the backend that decided and outcome."))
@@ -116,10 +116,10 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 	}
 	m.reg = reg
 	for s := range numSources {
-		source := engine.Source(s).String()
+		source := redlimit.Source(s).String()
 		src := attribute.String("redlimit.source", source)
 		for o := range numDecisionOutcomes {
-			outcome := engine.Outcome(o).String()
+			outcome := redlimit.Outcome(o).String()
 			set := attribute.NewSet(src, attribute.String("redlimit.outcome", outcome))
 			m.byDecision[s][o] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
@@ -129,9 +129,9 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		if m.byRule[name] != nil {
 			continue
 		}
-		var opts [len(engine.Outcomes)][]metric.AddOption
+		var opts [len(redlimit.Outcomes)][]metric.AddOption
 		rule := attribute.String("redlimit.rule", name)
-		for o, outcome := range engine.Outcomes {
+		for o, outcome := range redlimit.Outcomes {
 			set := attribute.NewSet(rule, attribute.String("redlimit.outcome", outcome.String()))
 			opts[o] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
@@ -142,7 +142,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 
 // Record records d; ctx goes to the instruments (exemplars). It builds no
 // attribute set.
-func (m *Metrics) Record(ctx context.Context, d *engine.Decision) {
+func (m *Metrics) Record(ctx context.Context, d *redlimit.Decision) {
 	s := d.Source
 	m.decisions.Add(ctx, 1, m.byDecision[s][d.Outcome()]...)
 	m.latency.Record(ctx, d.Latency.Seconds(), m.bySource[s]...)
@@ -159,10 +159,10 @@ func (m *Metrics) Record(ctx context.Context, d *engine.Decision) {
 
 // HTTP is Record with the signature of middleware.Config.OnDecision: it
 // records with the request's context.
-func (m *Metrics) HTTP(r *http.Request, d *engine.Decision) { m.Record(r.Context(), d) }
+func (m *Metrics) HTTP(r *http.Request, d *redlimit.Decision) { m.Record(r.Context(), d) }
 
-// Engine is Record with the signature of engine.Config.OnDecision.
-func (m *Metrics) Engine(ctx context.Context, d *engine.Decision) { m.Record(ctx, d) }
+// Engine is Record with the signature of redlimit.Config.OnDecision.
+func (m *Metrics) Engine(ctx context.Context, d *redlimit.Decision) { m.Record(ctx, d) }
 
 // RefundError counts a failed refund; it has the signature of
 // redisstore.Config.OnRefundError. It ignores err: log it there if you
@@ -176,12 +176,12 @@ func (m *Metrics) RefundError(error) { m.refunds.Add(context.Background(), 1) }
 // err: the middleware's Logger logs it.
 func (m *Metrics) SettleError(r *http.Request, _ error) { m.refunds.Add(r.Context(), 1) }
 
-// Watch adds e's deny-cache hits (engine.Engine.LocalDenials) and stalled
-// backend calls (engine.Engine.Stalled) to the observable instruments,
+// Watch adds e's deny-cache hits (redlimit.Limiter.LocalDenials) and stalled
+// backend calls (redlimit.Limiter.Stalled) to the observable instruments,
 // read at each collection. Engines derived from one New (with With, or a
 // middleware.Middleware's Engine and those of the Middlewares derived from
 // it) share both: watch one of them.
-func (m *Metrics) Watch(e *engine.Engine) {
+func (m *Metrics) Watch(e *redlimit.Limiter) {
 	if e == nil {
 		return
 	}

@@ -20,11 +20,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 	otellimit "github.com/redlimit/redlimit/middleware/otel"
 )
 
@@ -121,11 +121,11 @@ func checkCollect(t *testing.T, reader *sdkmetric.ManualReader, want map[string]
 // the exact sum of every decision and rule outcome.
 func TestEngineOutcomes(t *testing.T) {
 	m, reader := newMetrics(t, "tenant", "user", "audit")
-	e, err := engine.New(newMem(t), engine.Config{
+	e, err := redlimit.New(newMem(t), redlimit.Config{
 		OnDecision: m.Engine,
-		Rules: []engine.Rule{
+		Rules: []redlimit.Rule{
 			{Name: "tenant", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)},
-			{Name: "user", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: engine.SkipMissingKey},
+			{Name: "user", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey},
 			{Name: "audit", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1), Shadow: true},
 		},
 	})
@@ -134,19 +134,19 @@ func TestEngineOutcomes(t *testing.T) {
 	}
 	defer e.Close()
 	steps := []struct {
-		in      []engine.Input
+		in      []redlimit.Input
 		allowed bool
 	}{
-		{[]engine.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // all allow
-		{[]engine.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // audit would deny
-		{[]engine.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // audit would deny
-		{[]engine.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, false},        // tenant denies
-		{[]engine.Input{{Material: "acme"}, {Missing: true}, {Material: "acme"}}, false},            // user skipped
-		{[]engine.Input{{Exempt: true}, {Exempt: true}, {Exempt: true}}, true},                      // allowlisted
-		{[]engine.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost: refused
-		{[]engine.Input{{Missing: true}, {Material: "bob"}, {Material: "x"}}, false},                // tenant's key missing
+		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // all allow
+		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // audit would deny
+		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // audit would deny
+		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, false},        // tenant denies
+		{[]redlimit.Input{{Material: "acme"}, {Missing: true}, {Material: "acme"}}, false},            // user skipped
+		{[]redlimit.Input{{Exempt: true}, {Exempt: true}, {Exempt: true}}, true},                      // allowlisted
+		{[]redlimit.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost: refused
+		{[]redlimit.Input{{Missing: true}, {Material: "bob"}, {Material: "x"}}, false},                // tenant's key missing
 	}
-	var d engine.Decision
+	var d redlimit.Decision
 	for i, s := range steps {
 		e.Decide(context.Background(), s.in, &d)
 		if d.Allowed != s.allowed {
@@ -205,10 +205,10 @@ func (f *failing) Allow(ctx context.Context, checks []algorithms.Check, results 
 // backend that fails, and of the fallback that stands in for it.
 func TestErrorPolicies(t *testing.T) {
 	m, reader := newMetrics(t, "tenant")
-	rules := []engine.Rule{{Name: "tenant", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)}}
-	decide := func(policy engine.ErrorPolicy, n int) {
+	rules := []redlimit.Rule{{Name: "tenant", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)}}
+	decide := func(policy redlimit.ErrorPolicy, n int) {
 		t.Helper()
-		e, err := engine.New(&failing{next: newMem(t), down: true}, engine.Config{
+		e, err := redlimit.New(&failing{next: newMem(t), down: true}, redlimit.Config{
 			Rules: rules, OnError: policy, OnDecision: m.Engine, Logger: quiet,
 			FallbackBackend: newMem(t), ProbeInterval: time.Hour, FallbackAfter: time.Nanosecond,
 		})
@@ -216,14 +216,14 @@ func TestErrorPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e.Close()
-		var d engine.Decision
+		var d redlimit.Decision
 		for range n {
-			e.Decide(context.Background(), []engine.Input{{Material: "acme"}}, &d)
+			e.Decide(context.Background(), []redlimit.Input{{Material: "acme"}}, &d)
 		}
 	}
-	decide(engine.FailOpen, 2)
-	decide(engine.FailClosed, 1)
-	decide(engine.Fallback, 5) // refused at the first failure; then the fallback allows 3, denies 1
+	decide(redlimit.FailOpen, 2)
+	decide(redlimit.FailClosed, 1)
+	decide(redlimit.Fallback, 5) // refused at the first failure; then the fallback allows 3, denies 1
 	checkCollect(t, reader, map[string]float64{
 		`redlimit.decisions{redlimit.outcome=error,redlimit.source=none}`:        4,
 		`redlimit.decisions{redlimit.outcome=allowed,redlimit.source=fallback}`:  3,
@@ -240,9 +240,9 @@ func TestErrorPolicies(t *testing.T) {
 // failed refunds and decisions about rules the metrics do not list.
 func TestLocalDenialsAndRefunds(t *testing.T) {
 	m, reader := newMetrics(t, "tenant")
-	e, err := engine.New(&failing{next: newMem(t)}, engine.Config{
+	e, err := redlimit.New(&failing{next: newMem(t)}, redlimit.Config{
 		OnDecision: m.Engine,
-		Rules: []engine.Rule{
+		Rules: []redlimit.Rule{
 			{Name: "tenant", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 			{Name: "other", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
 		},
@@ -253,9 +253,9 @@ func TestLocalDenialsAndRefunds(t *testing.T) {
 	defer e.Close()
 	m.Watch(e)
 	m.Watch(nil) // ignored
-	var d engine.Decision
+	var d redlimit.Decision
 	for range 4 { // allowed, denied by the backend, then twice by the deny cache
-		e.Decide(context.Background(), []engine.Input{{Material: "acme"}, {Material: "acme"}}, &d)
+		e.Decide(context.Background(), []redlimit.Input{{Material: "acme"}, {Material: "acme"}}, &d)
 	}
 	m.RefundError(errDown)
 	m.RefundError(errDown)
@@ -322,7 +322,7 @@ func TestSettleErrors(t *testing.T) {
 		r.Header.Set("X-User", "alice")
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	if got := mw.Engine().Peek(t.Context(), "alice").Rules[0].Result.Remaining; got != 7 {
+	if got := mw.Limiter().Peek(t.Context(), "alice").Rules[0].Result.Remaining; got != 7 {
 		t.Errorf("%d left, want 7: the refund in time given back, the others charged", got)
 	}
 	checkCollect(t, reader, map[string]float64{
@@ -365,10 +365,10 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // decision is a typical decision of two rules, both allowed.
-func decision() *engine.Decision {
-	return &engine.Decision{
-		Allowed: true, Source: engine.SourcePrimary, Latency: 300 * time.Microsecond,
-		Rules: []engine.RuleDecision{
+func decision() *redlimit.Decision {
+	return &redlimit.Decision{
+		Allowed: true, Source: redlimit.SourcePrimary, Latency: 300 * time.Microsecond,
+		Rules: []redlimit.RuleDecision{
 			{Name: "ip", Evaluated: true, Result: algorithms.Result{Allowed: true, Limit: 10, Remaining: 9}},
 			{Name: "user", Evaluated: true, Result: algorithms.Result{Allowed: true, Limit: 10, Remaining: 9}},
 		},

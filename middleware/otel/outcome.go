@@ -1,10 +1,10 @@
 package otellimit
 
-import "github.com/redlimit/redlimit/middleware/engine"
+import "github.com/redlimit/redlimit"
 
-// The series are set up ahead for every source (indexed by engine.Source)
-// and outcome (engine.Outcome: a Decision's is one of the first four).
+// The series are set up ahead for every source (indexed by redlimit.Source)
+// and outcome (redlimit.Outcome: a Decision's is one of the first four).
 const (
-	numSources          = int(engine.SourceFallback) + 1
-	numDecisionOutcomes = int(engine.OutcomeError) + 1
+	numSources          = int(redlimit.SourceFallback) + 1
+	numDecisionOutcomes = int(redlimit.OutcomeError) + 1
 )

@@ -10,7 +10,7 @@
 //
 //	m, err := promlimit.New(promlimit.Config{Rules: []string{"ip", "user"}})
 //	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP, OnSettleError: m.SettleError})
-//	m.Watch(mw.Engine()) // deny-cache hits and stalled calls, read at each scrape
+//	m.Watch(mw.Limiter()) // deny-cache hits and stalled calls, read at each scrape
 //	prometheus.MustRegister(m)
 //
 // # Metrics

@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 	promlimit "github.com/redlimit/redlimit/middleware/prometheus"
 )
 
@@ -48,7 +48,7 @@ func Example() {
 		panic(err)
 	}
 	defer mw.Close()
-	metrics.Watch(mw.Engine()) // deny-cache hits and stalled calls
+	metrics.Watch(mw.Limiter()) // deny-cache hits and stalled calls
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /api/profile", mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
@@ -78,7 +78,7 @@ func Example() {
 }
 
 // A caller of the engine (a job queue, the key-first API) gives
-// Metrics.Engine to engine.Config.OnDecision.
+// Metrics.Engine to redlimit.Config.OnDecision.
 func ExampleMetrics_Engine() {
 	metrics, err := promlimit.New(promlimit.Config{Rules: []string{"tenant"}})
 	if err != nil {
@@ -90,9 +90,9 @@ func ExampleMetrics_Engine() {
 	if err != nil {
 		panic(err)
 	}
-	e, err := engine.New(mem, engine.Config{
+	e, err := redlimit.New(mem, redlimit.Config{
 		OnDecision: metrics.Engine,
-		Rules:      []engine.Rule{{Name: "tenant", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(1)}},
+		Rules:      []redlimit.Rule{{Name: "tenant", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(1)}},
 	})
 	if err != nil {
 		panic(err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // DefaultBuckets are the latency histogram's upper bounds in seconds, from
@@ -22,7 +22,7 @@ type Config struct {
 	// Rules names the rules whose decisions are counted per rule: every
 	// rule of the Middlewares and Engines that report to the Metrics
 	// (those derived with With included). Names are those of
-	// engine.Rule.Name (1 to 64 characters from [A-Za-z0-9_.-]); a name
+	// redlimit.Rule.Name (1 to 64 characters from [A-Za-z0-9_.-]); a name
 	// listed twice counts once. A decision about a rule not listed here is
 	// counted in redlimit_unlisted_rule_decisions_total.
 	Rules []string
@@ -36,7 +36,7 @@ type Config struct {
 // [prometheus.Collector]: register it once. Build it with [New]; it is
 // safe for concurrent use. Its methods [Metrics.HTTP], [Metrics.Engine],
 // [Metrics.SettleError] and [Metrics.RefundError] are the hooks of
-// middleware.Config (OnDecision, OnSettleError), engine.Config and
+// middleware.Config (OnDecision, OnSettleError), redlimit.Config and
 // redisstore.Config.
 type Metrics struct {
 	decisions  *prometheus.CounterVec
@@ -48,9 +48,9 @@ type Metrics struct {
 	stalled    prometheus.GaugeFunc
 	byDecision [numSources][numDecisionOutcomes]prometheus.Counter
 	bySource   [numSources]prometheus.Observer
-	byRule     map[string]*[len(engine.Outcomes)]prometheus.Counter
+	byRule     map[string]*[len(redlimit.Outcomes)]prometheus.Counter
 	mu         sync.Mutex
-	watched    []*engine.Engine
+	watched    []*redlimit.Limiter
 	collectors []prometheus.Collector
 }
 
@@ -63,7 +63,7 @@ func New(cfg Config) (*Metrics, error) {
 		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must name at least one rule"}
 	}
 	for _, name := range cfg.Rules {
-		if !engine.ValidRuleName(name) {
+		if !redlimit.ValidRuleName(name) {
 			return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold rule names of 1-64 characters from [A-Za-z0-9_.-], got " + quote(name)}
 		}
 	}
@@ -95,7 +95,7 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "redlimit_refund_errors_total",
 			Help: "Refunds that failed: cluster compensation and charges after the response. Their units stay consumed.",
 		}),
-		byRule: make(map[string]*[len(engine.Outcomes)]prometheus.Counter, len(cfg.Rules)),
+		byRule: make(map[string]*[len(redlimit.Outcomes)]prometheus.Counter, len(cfg.Rules)),
 	}
 	m.denials = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "redlimit_local_denials_total",
@@ -106,9 +106,9 @@ func New(cfg Config) (*Metrics, error) {
 		Help: "Backend calls that outlived the timeout and still run in the background.",
 	}, m.stalledCalls)
 	for s := range numSources {
-		source := engine.Source(s).String()
+		source := redlimit.Source(s).String()
 		for o := range numDecisionOutcomes {
-			outcome := engine.Outcome(o).String()
+			outcome := redlimit.Outcome(o).String()
 			m.byDecision[s][o] = m.decisions.WithLabelValues(source, outcome)
 		}
 		m.bySource[s] = m.latency.WithLabelValues(source)
@@ -117,8 +117,8 @@ func New(cfg Config) (*Metrics, error) {
 		if m.byRule[name] != nil {
 			continue
 		}
-		var c [len(engine.Outcomes)]prometheus.Counter
-		for o, outcome := range engine.Outcomes {
+		var c [len(redlimit.Outcomes)]prometheus.Counter
+		for o, outcome := range redlimit.Outcomes {
 			c[o] = m.rules.WithLabelValues(name, outcome.String())
 		}
 		m.byRule[name] = &c
@@ -128,7 +128,7 @@ func New(cfg Config) (*Metrics, error) {
 }
 
 // Observe counts d. It allocates nothing.
-func (m *Metrics) Observe(d *engine.Decision) {
+func (m *Metrics) Observe(d *redlimit.Decision) {
 	s := d.Source
 	m.byDecision[s][d.Outcome()].Inc()
 	m.bySource[s].Observe(d.Latency.Seconds())
@@ -144,10 +144,10 @@ func (m *Metrics) Observe(d *engine.Decision) {
 }
 
 // HTTP is Observe with the signature of middleware.Config.OnDecision.
-func (m *Metrics) HTTP(_ *http.Request, d *engine.Decision) { m.Observe(d) }
+func (m *Metrics) HTTP(_ *http.Request, d *redlimit.Decision) { m.Observe(d) }
 
-// Engine is Observe with the signature of engine.Config.OnDecision.
-func (m *Metrics) Engine(_ context.Context, d *engine.Decision) { m.Observe(d) }
+// Engine is Observe with the signature of redlimit.Config.OnDecision.
+func (m *Metrics) Engine(_ context.Context, d *redlimit.Decision) { m.Observe(d) }
 
 // RefundError counts a failed refund; it has the signature of
 // redisstore.Config.OnRefundError. It ignores err: log it there if you
@@ -162,12 +162,12 @@ func (m *Metrics) RefundError(error) { m.refunds.Inc() }
 // middleware's Logger logs the error.
 func (m *Metrics) SettleError(*http.Request, error) { m.refunds.Inc() }
 
-// Watch adds e's deny-cache hits (engine.Engine.LocalDenials) and stalled
-// backend calls (engine.Engine.Stalled) to the metrics, read at each
+// Watch adds e's deny-cache hits (redlimit.Limiter.LocalDenials) and stalled
+// backend calls (redlimit.Limiter.Stalled) to the metrics, read at each
 // scrape. Engines derived from one New (with With, or a
 // middleware.Middleware's Engine and those of the Middlewares derived from
 // it) share both: watch one of them.
-func (m *Metrics) Watch(e *engine.Engine) {
+func (m *Metrics) Watch(e *redlimit.Limiter) {
 	if e == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-// Package lease measures quota blocks (engine.Rule.Blocks, docs/leasing.md)
+// Package lease measures quota blocks (redlimit.Rule.Blocks, docs/leasing.md)
 // on a redis-server it is given (make leasebench starts one; make peerbench
 // runs it after its tables, on its own server):
 //
@@ -41,9 +41,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 // Config is what Run measures.
@@ -122,8 +122,8 @@ func (b *bench) bare(d time.Duration) float64 {
 
 // engines returns n engines, each on a client of its own, with one rule
 // of algorithm alg and limit, with blocks or without.
-func (b *bench) engines(prefix string, alg algorithms.Algorithm, n int, limit algorithms.Limit, blocks bool, calls *atomic.Int64) ([]*engine.Engine, func()) {
-	var es []*engine.Engine
+func (b *bench) engines(prefix string, alg algorithms.Algorithm, n int, limit algorithms.Limit, blocks bool, calls *atomic.Int64) ([]*redlimit.Limiter, func()) {
+	var es []*redlimit.Limiter
 	var clients []*redis.Client
 	for range n {
 		c := b.client(calls)
@@ -132,15 +132,15 @@ func (b *bench) engines(prefix string, alg algorithms.Algorithm, n int, limit al
 		if err != nil {
 			log.Fatalf("leasebench: %v", err)
 		}
-		rule := engine.Rule{Name: "hot", Algorithm: alg, Limit: limit}
+		rule := redlimit.Rule{Name: "hot", Algorithm: alg, Limit: limit}
 		if blocks {
-			rule.Blocks = &engine.BlockConfig{}
+			rule.Blocks = &redlimit.BlockConfig{}
 		}
 		// FailClosed: a request the store did not decide (a call past the
 		// timeout on a busy machine) is denied, not decided by a fallback
 		// of the instance's own, which would count apart
-		e, err := engine.New(store, engine.Config{Prefix: "lb." + prefix, Rules: []engine.Rule{rule}, Timeout: 2 * time.Second,
-			OnError: engine.FailClosed, Logger: slog.New(slog.DiscardHandler)})
+		e, err := redlimit.New(store, redlimit.Config{Prefix: "lb." + prefix, Rules: []redlimit.Rule{rule}, Timeout: 2 * time.Second,
+			OnError: redlimit.FailClosed, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			log.Fatalf("leasebench: %v", err)
 		}
@@ -167,8 +167,8 @@ func (b *bench) throughput(prefix string, alg algorithms.Algorithm, n, callers i
 	defer done()
 	return rateOn(len(es)*callers, d, func(g int) func() {
 		e := es[g%len(es)]
-		in := []engine.Input{{Material: "hot"}}
-		var dec engine.Decision
+		in := []redlimit.Input{{Material: "hot"}}
+		var dec redlimit.Decision
 		return func() {
 			e.Decide(context.Background(), in, &dec)
 			if dec.Failed {
@@ -224,8 +224,8 @@ func (b *bench) exactness(out io.Writer, window time.Duration, windows int, limi
 		t.admitted, t.offered = make([]int64, n), make([]int64, n)
 		e := es[g%len(es)]
 		wg.Go(func() {
-			in := []engine.Input{{Material: "hot"}}
-			var d engine.Decision
+			in := []redlimit.Input{{Material: "hot"}}
+			var d redlimit.Decision
 			for {
 				t0 := time.Now()
 				if !t0.Before(end) {

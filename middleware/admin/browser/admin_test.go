@@ -18,12 +18,12 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/admin"
-	"github.com/redlimit/redlimit/middleware/engine"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the page's screenshot to docs/admin.png")
@@ -84,17 +84,17 @@ func newService(t *testing.T) *service {
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(5)},
 			{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100).WithBurst(20),
-				MissingKey: engine.SkipMissingKey, Tier: func(r *http.Request) string { return r.Header.Get("X-Plan") },
+				MissingKey: redlimit.SkipMissingKey, Tier: func(r *http.Request) string { return r.Header.Get("X-Plan") },
 				Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000).WithBurst(100)}},
 			{Name: "search", Key: keyfunc.Header("X-User"), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(2),
-				MissingKey: engine.SkipMissingKey, Shadow: true},
+				MissingKey: redlimit.SkipMissingKey, Shadow: true},
 		},
 		OnDecision: src.OnHTTP,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Attach(mw.Engine())
+	src.Attach(mw.Limiter())
 	src.DescribeKeys(map[string]string{"ip": "client IP", "user": "X-User header", "search": "X-User header"})
 	s.api = httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })))
 	s.admin = httptest.NewServer(http.StripPrefix("/debug", adm))

@@ -33,11 +33,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
-	"github.com/redlimit/redlimit/middleware/engine"
 	promlimit "github.com/redlimit/redlimit/middleware/prometheus"
 )
 
@@ -139,20 +139,20 @@ func newService(client redis.UniversalClient, timeout time.Duration) (*service, 
 		OnSettleError: metrics.SettleError, // once a rule charges after the response
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: engine.SkipMissingKey},
+			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	orders, err := base.With(middleware.Rule{
-		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: engine.SkipMissingKey,
+		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey,
 	})
 	if err != nil {
 		base.Close()
 		return nil, err
 	}
-	metrics.Watch(base.Engine()) // orders shares its deny cache
+	metrics.Watch(base.Limiter()) // orders shares its deny cache
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
-	"github.com/redlimit/redlimit/middleware/engine"
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/middleware/grpclimit"
 )
 
@@ -26,7 +26,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	e, err := engine.New(mem, engine.Config{Rules: []engine.Rule{
+	e, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{
 		{Name: "key", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)},
 	}})
 	if err != nil {

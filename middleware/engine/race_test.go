@@ -1,7 +1,0 @@
-//go:build race
-
-package engine_test
-
-// raceEnabled reports that the race detector is on: sync.Pool then drops
-// items at random, so allocation counts are not meaningful.
-const raceEnabled = true

@@ -1,0 +1,154 @@
+package redlimit_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/algorithms/memstore"
+)
+
+// deaf is a backend whose refunds and releases ignore their context and
+// take hold to answer, as a go-redis client without ContextTimeoutEnabled
+// does during a pause: it waits for its ReadTimeout.
+type deaf struct {
+	leasing
+	hold time.Duration
+}
+
+func (d *deaf) Refund(ctx context.Context, refunds []algorithms.Refund) error {
+	time.Sleep(d.hold)
+	return d.next.Refund(context.Background(), refunds)
+}
+
+func (d *deaf) Release(ctx context.Context, leases []algorithms.Lease) error {
+	time.Sleep(d.hold)
+	return d.next.Release(context.Background(), leases)
+}
+
+// TestSideCallsBounded: Settle and Release return by Config.Timeout even
+// when the backend ignores their context (the chaos harness found them
+// waiting 100-228ms against a Timeout of 50ms during pauses and
+// failovers); the abandoned call goes on in the background and counts as
+// stalled until it returns.
+func TestSideCallsBounded(t *testing.T) {
+	m, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &deaf{leasing: leasing{remote: remote{next: m}}, hold: 3 * time.Second}
+	e, err := redlimit.New(b, redlimit.Config{Timeout: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Rules: []redlimit.Rule{
+		{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(10), Refundable: true},
+		{Name: "c", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(2, time.Minute)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	d := e.Allow(ctx, "k")
+	if !d.Allowed {
+		t.Fatalf("first decision: %+v", d)
+	}
+	start := time.Now()
+	err = e.Settle(ctx, d, []int64{0, 1})
+	// generous bounds: a loaded machine is late, never 3s late
+	if took := time.Since(start); took > time.Second || err == nil {
+		t.Errorf("Settle on a backend that ignores its context: %v after %v, want an error within about the 50ms Timeout", err, took)
+	}
+	start = time.Now()
+	err = d.Release(ctx)
+	if took := time.Since(start); took > time.Second || err == nil {
+		t.Errorf("Release on a backend that ignores its context: %v after %v, want an error within about the 50ms Timeout", err, took)
+	}
+	if e.Stalled() == 0 {
+		t.Error("the abandoned refund and release are not counted as stalled")
+	}
+}
+
+// slowBlocks is a memstore whose every call takes hold first, once slow
+// is set (a Redis that has become slow), ignoring its context.
+type slowBlocks struct {
+	*memstore.Store
+	hold time.Duration
+	slow *atomic.Bool
+}
+
+// InProcess says no: it stands for a remote store.
+func (slowBlocks) InProcess() bool { return false }
+
+func (s slowBlocks) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
+	if s.slow.Load() {
+		time.Sleep(s.hold)
+	}
+	return s.Store.Allow(context.Background(), checks, results)
+}
+
+func (s slowBlocks) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Duration) (algorithms.Result, error) {
+	if s.slow.Load() {
+		time.Sleep(s.hold)
+	}
+	return s.Store.TakeBlock(context.Background(), c, hold)
+}
+
+// TestBlockWaitBounded: a request that waits for a quota block being
+// taken and then calls the backend answers within one Timeout, not two
+// (the chaos harness found decisions of 90–111ms against a Timeout of
+// 50ms: the wait and the call each had a Timeout of their own), refused
+// undecided under the Fallback policy: a call cut short by the wait says
+// nothing of the store, and the fallback does not decide it.
+func TestBlockWaitBounded(t *testing.T) {
+	m, err := memstore.New(memstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 200 * time.Millisecond
+	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			var slow atomic.Bool
+			e, err := redlimit.New(slowBlocks{m, 5 * timeout, &slow}, redlimit.Config{Timeout: timeout, OnError: redlimit.Fallback, Prefix: alg.String(),
+				Logger: slog.New(slog.DiscardHandler), Rules: []redlimit.Rule{
+					{Name: "r", Algorithm: alg, Limit: algorithms.PerMinute(1_000_000), Blocks: &redlimit.BlockConfig{Max: 4}},
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			for range 20 { // the key is hot: blocks of 4
+				e.Allow(ctx, "k")
+			}
+			slow.Store(true)
+			// the block in use runs out, the next one takes a while, and a
+			// check finds none: it waits for it, then calls the store
+			var longest time.Duration
+			var waited bool
+			for range 6 {
+				start := time.Now()
+				d := e.Allow(ctx, "k")
+				took := time.Since(start)
+				longest = max(longest, took)
+				if took >= timeout/2 && !d.Rules[0].FromBlock {
+					waited = true
+					if d.Allowed || !d.Failed || d.Source != redlimit.SourceNone || !errors.Is(d.Err, context.DeadlineExceeded) || e.Status().OnFallback {
+						t.Errorf("the check that waited: allowed %v failed %v by %v (%v), on fallback %v; want refused undecided at the deadline, not on the fallback",
+							d.Allowed, d.Failed, d.Source, d.Err, e.Status().OnFallback)
+					}
+				}
+			}
+			// before: a Timeout waiting, then a Timeout calling (>= 400ms);
+			// the bound leaves 150ms to a loaded machine
+			if longest >= 2*timeout-50*time.Millisecond {
+				t.Errorf("a check answered after %v, want about the %v Timeout at most", longest, timeout)
+			}
+			if !waited {
+				t.Errorf("no check waited for a block (longest %v): the test no longer plays the case", longest)
+			}
+		})
+	}
+}
