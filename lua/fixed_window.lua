@@ -131,10 +131,26 @@ if type(c) == 'number' then
     -- the period read once: an ARGV string is parsed at each use
     local start
     --@ inline window_end(t, period + 0) -> start, stop
-    --@ inline local fw_pxat(stop) -> last
-    set = redis.pcall('PEXPIREAT', key, last, 'NX')
+    if stop - t <= 1000 then
+      -- the window's last ms: an expiry at that ms, set in it, would
+      -- delete the key at once (Redis deletes a key whose expiry is not
+      -- after the time of the command setting it), so that every check
+      -- of the ms would find no count. Undone, left to the general code,
+      -- which writes such a window as a hash (fixed_window_write).
+      if redis.call('PTTL', key) < 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('DECRBY', key, cost)
+      end
+      c = nil
+    else
+      --@ inline local fw_pxat(stop) -> last
+      set = redis.pcall('PEXPIREAT', key, last, 'NX')
+    end
   end
-  if set == 1 then
+  if not c then
+    -- left to the general code
+  elseif set == 1 then
     count, reset = c, stop - t
   else
     local ttl = redis.call('PTTL', key)
@@ -254,11 +270,13 @@ end
 -- limit of period µs. On the server's clock, for a period and a stop of
 -- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
--- with the window; any other sets it (and replaces a hash). Else it is a
--- hash (fw_hash_write); str says the key holds a string, which the hash
--- replaces.
+-- with the window; any other sets it (and replaces a hash), but in the
+-- window's last ms, where an expiry at that ms would delete the key at
+-- once. Else it is a hash (fw_hash_write, whose TTL ends a ms after the
+-- window and whose end says when its count stops counting); str says
+-- the key holds a string, which the hash replaces.
 local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
-  if server and stop % 1000 == 0 and period % 1000 == 0 then
+  if server and stop % 1000 == 0 and period % 1000 == 0 and (same and str or stop - now > 1000) then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else

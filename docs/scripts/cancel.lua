@@ -19,7 +19,7 @@
 --   had committed, but some checks found a count they could not tell as its
 --   commit's: the now, then their positions (nothing given back to them)
 --
--- SHA1 0c69bc5df51e9d90610e881a8df1f9cc9c8f9766 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 6bb58ca2022952aea5b2bce68ec4ed34738f9e59 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   prelude, fixed_window.string, fixed_window.functions, sliding_log,
@@ -289,11 +289,13 @@ end
 -- limit of period µs. On the server's clock, for a period and a stop of
 -- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
--- with the window; any other sets it (and replaces a hash). Else it is a
--- hash (fw_hash_write); str says the key holds a string, which the hash
--- replaces.
+-- with the window; any other sets it (and replaces a hash), but in the
+-- window's last ms, where an expiry at that ms would delete the key at
+-- once. Else it is a hash (fw_hash_write, whose TTL ends a ms after the
+-- window and whose end says when its count stops counting); str says
+-- the key holds a string, which the hash replaces.
 local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
-  if server and stop % 1000 == 0 and period % 1000 == 0 then
+  if server and stop % 1000 == 0 and period % 1000 == 0 and (same and str or stop - now > 1000) then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else

@@ -16,7 +16,7 @@
 --   if and only if it is at most the capacity; a denial took the cost back);
 --   empty, nothing written, for a state one_fixed_window decides
 --
--- SHA1 352a2b4fe66c54d0522f5c4ad52773d88cd8ee4a (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 ceaed3f71bfcf86e05e754a65a9e0c8c9f19e6ee (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   fixed_window.lean
@@ -88,19 +88,35 @@ if not ARGV[4] then
           start = now - now % period
           stop = start + period
         end
-        local last
-        do -- fw_pxat(stop) -> last, from fixed_window.lua
-          -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
-          -- whole ms): the window's last ms, written with '%d' where its length
-          -- proves it exact (a ms on the server's clock has 13 digits; see
-          -- lua/doc.go), else with '%.0f'
-          local ms = stop / 1000 - 1
-          last = string.format('%d', ms)
-          if #last < 12 then last = string.format('%.0f', ms) end
+        if stop - t <= 1000 then
+          -- the window's last ms: an expiry at that ms, set in it, would
+          -- delete the key at once (Redis deletes a key whose expiry is not
+          -- after the time of the command setting it), so that every check
+          -- of the ms would find no count. Undone, left to the general code,
+          -- which writes such a window as a hash (fixed_window_write).
+          if redis.call('PTTL', key) < 0 then
+            redis.call('DEL', key)
+          else
+            redis.call('DECRBY', key, cost)
+          end
+          c = nil
+        else
+          local last
+          do -- fw_pxat(stop) -> last, from fixed_window.lua
+            -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+            -- whole ms): the window's last ms, written with '%d' where its length
+            -- proves it exact (a ms on the server's clock has 13 digits; see
+            -- lua/doc.go), else with '%.0f'
+            local ms = stop / 1000 - 1
+            last = string.format('%d', ms)
+            if #last < 12 then last = string.format('%.0f', ms) end
+          end
+          set = redis.pcall('PEXPIREAT', key, last, 'NX')
         end
-        set = redis.pcall('PEXPIREAT', key, last, 'NX')
       end
-      if set == 1 then
+      if not c then
+        -- left to the general code
+      elseif set == 1 then
         count, reset = c, stop - t
       else
         local ttl = redis.call('PTTL', key)

@@ -27,7 +27,7 @@
 --   lists the positions of the checks that found a count they could not
 --   tell as the commit's (nothing given back to them)
 --
--- SHA1 603c6e8ae993e3bb9f2a46ccbdf270cb93dd1c8f (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 e19022e8e60183f42eac6823852affce0bcf0910 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   prelude, fixed_window.string, fixed_window.functions, sliding_log,
@@ -296,11 +296,13 @@ end
 -- limit of period µs. On the server's clock, for a period and a stop of
 -- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
--- with the window; any other sets it (and replaces a hash). Else it is a
--- hash (fw_hash_write); str says the key holds a string, which the hash
--- replaces.
+-- with the window; any other sets it (and replaces a hash), but in the
+-- window's last ms, where an expiry at that ms would delete the key at
+-- once. Else it is a hash (fw_hash_write, whose TTL ends a ms after the
+-- window and whose end says when its count stops counting); str says
+-- the key holds a string, which the hash replaces.
 local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
-  if server and stop % 1000 == 0 and period % 1000 == 0 then
+  if server and stop % 1000 == 0 and period % 1000 == 0 and (same and str or stop - now > 1000) then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else

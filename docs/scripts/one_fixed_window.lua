@@ -16,7 +16,7 @@
 --   still undo it), remaining, retry_after µs, reset_after µs, and the now
 --   in µs (left out by a fast path for a call without KEYS[3])
 --
--- SHA1 00c4614876bf53292a564defca4defefee8f2032 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 daebe2dec2c999e2784057a0b6db0f1d5ad1cc50 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   fixed_window.one, now, prelude, fixed_window.string,
@@ -74,19 +74,35 @@ if not KEYS[3] then
             start = now - now % period
             stop = start + period
           end
-          local last
-          do -- fw_pxat(stop) -> last, from fixed_window.lua
-            -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
-            -- whole ms): the window's last ms, written with '%d' where its length
-            -- proves it exact (a ms on the server's clock has 13 digits; see
-            -- lua/doc.go), else with '%.0f'
-            local ms = stop / 1000 - 1
-            last = string.format('%d', ms)
-            if #last < 12 then last = string.format('%.0f', ms) end
+          if stop - t <= 1000 then
+            -- the window's last ms: an expiry at that ms, set in it, would
+            -- delete the key at once (Redis deletes a key whose expiry is not
+            -- after the time of the command setting it), so that every check
+            -- of the ms would find no count. Undone, left to the general code,
+            -- which writes such a window as a hash (fixed_window_write).
+            if redis.call('PTTL', key) < 0 then
+              redis.call('DEL', key)
+            else
+              redis.call('DECRBY', key, cost)
+            end
+            c = nil
+          else
+            local last
+            do -- fw_pxat(stop) -> last, from fixed_window.lua
+              -- the expiry, for PXAT, of a string whose window ends at stop (µs, a
+              -- whole ms): the window's last ms, written with '%d' where its length
+              -- proves it exact (a ms on the server's clock has 13 digits; see
+              -- lua/doc.go), else with '%.0f'
+              local ms = stop / 1000 - 1
+              last = string.format('%d', ms)
+              if #last < 12 then last = string.format('%.0f', ms) end
+            end
+            set = redis.pcall('PEXPIREAT', key, last, 'NX')
           end
-          set = redis.pcall('PEXPIREAT', key, last, 'NX')
         end
-        if set == 1 then
+        if not c then
+          -- left to the general code
+        elseif set == 1 then
           count, reset = c, stop - t
         else
           local ttl = redis.call('PTTL', key)
@@ -514,11 +530,13 @@ end
 -- limit of period µs. On the server's clock, for a period and a stop of
 -- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
--- with the window; any other sets it (and replaces a hash). Else it is a
--- hash (fw_hash_write); str says the key holds a string, which the hash
--- replaces.
+-- with the window; any other sets it (and replaces a hash), but in the
+-- window's last ms, where an expiry at that ms would delete the key at
+-- once. Else it is a hash (fw_hash_write, whose TTL ends a ms after the
+-- window and whose end says when its count stops counting); str says
+-- the key holds a string, which the hash replaces.
 local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
-  if server and stop % 1000 == 0 and period % 1000 == 0 then
+  if server and stop % 1000 == 0 and period % 1000 == 0 and (same and str or stop - now > 1000) then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else

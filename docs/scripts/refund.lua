@@ -19,7 +19,7 @@
 --   count they could not tell as the commit's: the now, then their positions
 --   (nothing given back to them)
 --
--- SHA1 30601430bb68d6f77243176061537414cdd22cc3 (EVALSHA, SCRIPT EXISTS, SLOWLOG)
+-- SHA1 c311dbe56c80c167aaf2c86d2d8c8c97a0888e2b (EVALSHA, SCRIPT EXISTS, SLOWLOG)
 -- Built from these sections of lua/, in order (<file>.<section>, or a
 -- whole <file>), their formulas inlined where they say --@ inline:
 --   prelude, fixed_window.string, fixed_window.functions, sliding_log,
@@ -289,11 +289,13 @@ end
 -- limit of period µs. On the server's clock, for a period and a stop of
 -- whole ms, the key is a string: a write to
 -- the window the string holds (same and str) leaves its TTL, which ends
--- with the window; any other sets it (and replaces a hash). Else it is a
--- hash (fw_hash_write); str says the key holds a string, which the hash
--- replaces.
+-- with the window; any other sets it (and replaces a hash), but in the
+-- window's last ms, where an expiry at that ms would delete the key at
+-- once. Else it is a hash (fw_hash_write, whose TTL ends a ms after the
+-- window and whose end says when its count stops counting); str says
+-- the key holds a string, which the hash replaces.
 local function fixed_window_write(key, start, stop, count, now, same, str, server, period)
-  if server and stop % 1000 == 0 and period % 1000 == 0 then
+  if server and stop % 1000 == 0 and period % 1000 == 0 and (same and str or stop - now > 1000) then
     if same and str then
       redis.call('SET', key, fmt(count), 'KEEPTTL')
     else
