@@ -263,7 +263,7 @@ func TestLocalDenialsAndRefunds(t *testing.T) {
 	for range 4 { // allowed, denied by the backend, then twice by the deny cache
 		e.Decide(context.Background(), []redlimit.Input{{Material: "acme"}, {Material: "acme"}}, &d)
 	}
-	if got := e.LocalDenials(); got != 2 {
+	if got := e.Status().LocalDenials; got != 2 {
 		t.Fatalf("LocalDenials() = %d, want 2", got)
 	}
 	m.RefundError(errDown)
