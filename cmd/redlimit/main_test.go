@@ -98,15 +98,6 @@ func (s *service) spend(t *testing.T, rule, material string, n int) {
 	}
 }
 
-func indexOf(rule string) int {
-	for i, r := range rules {
-		if r.Name == rule {
-			return i
-		}
-	}
-	panic(rule)
-}
-
 // prefix returns a key prefix of t's own, without the characters a
 // prefix may not hold.
 func prefix(t *testing.T) string {
