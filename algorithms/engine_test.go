@@ -149,7 +149,7 @@ func TestEngineDifferential(t *testing.T) {
 				for j, ch := range cl.Checks {
 					i, _ := strconv.Atoi(ch.Key[1:strings.IndexByte(ch.Key, ':')])
 					material := ch.Key[strings.IndexByte(ch.Key, '{')+1 : len(ch.Key)-1]
-					in[i] = redlimit.Input{Material: material, Cost: ch.Cost}
+					in[i] = redlimit.Input{Rule: rules[i].Name, Material: material, Cost: ch.Cost}
 					idx[j] = i
 				}
 				e.Decide(context.Background(), in, &d)
