@@ -19,7 +19,7 @@ import (
 // k checks of that key from memory; what it has not used when the block's
 // time is up, when demand stops or on Close goes back to the store, at
 // most once, with a refund (algorithms.Refunder). Not to be confused with
-// the leases of concurrency slots (algorithms.Lease, Decision.Release).
+// the leases of concurrency slots (algorithms.Lease, Limiter.Settle).
 // See docs/leasing.md.
 
 // BlockConfig turns on quota blocks for a rule (Rule.Blocks). The zero
@@ -173,7 +173,7 @@ type blockKey struct {
 	retryAt     atomic.Int64 // ns: no block before (after a failed call)
 	deniedUntil atomic.Int64 // ns: checks denied locally before (see observe)
 	denyRetry   atomic.Int64 // ns: when the store said a denied check would pass
-	resets      atomic.Int64 // Limiter.ResetInputs of the key: a block taken across one is dropped
+	resets      atomic.Int64 // Limiter.Reset of the key: a block taken across one is dropped
 	blockAt     atomic.Int64 // ns: when the last block arrived (0: never)
 	asking      atomic.Bool  // the epoch counter is being asked (see askEpoch)
 	askAt       atomic.Int64 // ns: no epoch question before
@@ -280,7 +280,7 @@ func (bs *blocks) rule(r *Rule) *blockRule {
 func (br *blockRule) key(key string, now int64) *blockKey { return br.keys.get(key, now) }
 
 // forget drops the blocks of key without giving their units back (see
-// Limiter.ResetInputs).
+// Limiter.Reset).
 func (br *blockRule) forget(key string) {
 	k := br.keys.lookup(key)
 	if k == nil {

@@ -31,7 +31,7 @@ func BenchmarkDecideBlock(b *testing.B) {
 		now  func() time.Time
 	}{{"", nil}, {"/injected", func() time.Time { return time.Now() }}} {
 		e := blockBenchEngine(b, clock.now)
-		in := []redlimit.Input{{Material: "hot"}}
+		in := []redlimit.Input{{Rule: "hot", Material: "hot"}}
 		var d redlimit.Decision
 		b.Run("serial"+clock.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -57,7 +57,7 @@ func TestDecideBlockAllocs(t *testing.T) {
 		t.Skip("the race detector makes sync.Pool drop items: allocation counts mean nothing")
 	}
 	e := blockBenchEngine(t, nil)
-	in := []redlimit.Input{{Material: "hot"}}
+	in := []redlimit.Input{{Rule: "hot", Material: "hot"}}
 	var d redlimit.Decision
 	for range 1000 {
 		e.Decide(context.Background(), in, &d)

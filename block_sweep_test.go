@@ -28,7 +28,7 @@ func TestBlocksSweepWork(t *testing.T) {
 	e := blockEngine(t, m, clk, "sweep", rule)
 	var d redlimit.Decision
 	decide := func(material string) {
-		e.Decide(context.Background(), []redlimit.Input{{Material: material}}, &d)
+		e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: material}}), &d)
 		if !d.Allowed {
 			t.Fatalf("%s denied", material)
 		}
@@ -55,7 +55,7 @@ func TestBlocksSweepWork(t *testing.T) {
 		}
 		go func() {
 			var d redlimit.Decision
-			e.Decide(context.Background(), []redlimit.Input{{Material: "new"}}, &d)
+			e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: "new"}}), &d)
 			close(done)
 		}()
 		select {
@@ -95,7 +95,7 @@ func TestBlocksKeySweepRace(t *testing.T) {
 	var d redlimit.Decision
 	admitted := 0
 	decide := func(material string) {
-		e.Decide(context.Background(), []redlimit.Input{{Material: material}}, &d)
+		e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: material}}), &d)
 		waitIdle([]*redlimit.Limiter{e})
 		if d.Allowed && material == "x" {
 			admitted++
@@ -147,11 +147,11 @@ func BenchmarkSweep(b *testing.B) {
 			e := blockEngine(b, m, clk, "sweep", rule)
 			var d redlimit.Decision
 			for i := range keys {
-				e.Decide(context.Background(), []redlimit.Input{{Material: strconv.Itoa(i)}}, &d)
+				e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: strconv.Itoa(i)}}), &d)
 			}
 			for _, hot := range []string{"hot1", "hot2"} {
 				for range 50 {
-					e.Decide(context.Background(), []redlimit.Input{{Material: hot}}, &d)
+					e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: hot}}), &d)
 					waitIdle([]*redlimit.Limiter{e})
 				}
 			}

@@ -180,7 +180,7 @@ func load(engines []*redlimit.Limiter, callers, attempts int, untilDenied bool) 
 					if i >= attempts && !untilDenied {
 						return
 					}
-					e.Decide(context.Background(), in, &d)
+					e.Decide(context.Background(), inOrder(e, in), &d)
 					if d.Allowed {
 						admitted.Add(1)
 					} else if untilDenied && i >= attempts {
@@ -413,7 +413,7 @@ func TestBlocksLayeredDenialGivesBack(t *testing.T) {
 	var d redlimit.Decision
 	var admitted, fromBlock, deniedByUser int
 	decide := func(user string) {
-		e.Decide(context.Background(), []redlimit.Input{{Material: "hot"}, {Material: user}}, &d)
+		e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: "hot"}, {Material: user}}), &d)
 		if d.Allowed {
 			admitted++
 		} else if d.Rules[1].Evaluated && !d.Rules[1].Result.Allowed {
@@ -563,7 +563,7 @@ func TestBlocksHeaders(t *testing.T) {
 	var d redlimit.Decision
 	used, local := 0, 0
 	for range 300 {
-		a.Decide(context.Background(), in, &d)
+		a.Decide(context.Background(), inOrder(a, in), &d)
 		waitIdle([]*redlimit.Limiter{a})
 		if !d.Allowed {
 			t.Fatalf("check %d denied", used+1)
@@ -585,7 +585,7 @@ func TestBlocksHeaders(t *testing.T) {
 	b := blockEngine(t, m, clk, "headers", rule)
 	load([]*redlimit.Limiter{b}, 1, 200, false)
 	waitIdle([]*redlimit.Limiter{b})
-	a.Decide(context.Background(), in, &d)
+	a.Decide(context.Background(), inOrder(a, in), &d)
 	waitIdle([]*redlimit.Limiter{a})
 	claimed := d.Rules[0].Result.Remaining
 	if got := saturate(a); got > claimed {
@@ -705,7 +705,7 @@ func TestBlocksReturnedUnitsFound(t *testing.T) {
 			tookB := saturate(b)
 			a.Close() // gives back what its blocks hold
 			var d redlimit.Decision
-			b.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+			b.Decide(context.Background(), inOrder(b, []redlimit.Input{{Material: "hot"}}), &d)
 			if d.Allowed {
 				t.Fatalf("b allowed at once after a denial: its local denial lasts a quarter Hold")
 			}
@@ -741,7 +741,7 @@ func TestBlocksResetOtherInstance(t *testing.T) {
 				load([]*redlimit.Limiter{e}, 4, 30, false)
 				waitIdle([]*redlimit.Limiter{e})
 				var d redlimit.Decision
-				e.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+				e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: "hot"}}), &d)
 				waitIdle([]*redlimit.Limiter{e})
 				if held[e] = redlimit.BlockUnits(e, d.Rules[0].Key); held[e] == 0 {
 					t.Fatalf("an instance held no block at the reset")
@@ -797,7 +797,7 @@ func TestBlocksResetExhausted(t *testing.T) {
 			first := time.Duration(-1)
 			for at := time.Duration(0); at < time.Second; at += hold / 8 {
 				clk.Set(windowStart.Add(at))
-				b.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+				b.Decide(context.Background(), inOrder(b, []redlimit.Input{{Material: "hot"}}), &d)
 				waitIdle([]*redlimit.Limiter{b})
 				if d.Allowed {
 					admitted++
@@ -817,7 +817,7 @@ func TestBlocksResetExhausted(t *testing.T) {
 			// at epoch 0 again and denied on the old key after every idle
 			// spell; a slower machine sweeps less, and forgets less).
 			time.Sleep(4 * hold)
-			b.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+			b.Decide(context.Background(), inOrder(b, []redlimit.Input{{Material: "hot"}}), &d)
 			waitIdle([]*redlimit.Limiter{b})
 			if !d.Allowed {
 				t.Fatalf("b denied after an idle spell, on %s: it forgot the reset", d.Rules[0].Key)
@@ -889,7 +889,7 @@ func TestBlocksBuckets(t *testing.T) {
 									var d redlimit.Decision
 									in := []redlimit.Input{{Material: "hot"}}
 									for range a {
-										e.Decide(context.Background(), in, &d)
+										e.Decide(context.Background(), inOrder(e, in), &d)
 										if !d.Allowed {
 											no.Add(1)
 											continue
@@ -985,7 +985,7 @@ func TestBlocksMinRate(t *testing.T) {
 				for at := time.Duration(0); at < span; at += step {
 					clk.Set(start.Add(at))
 					redlimit.SweepBlocks(e)
-					e.Decide(context.Background(), in, &d)
+					e.Decide(context.Background(), inOrder(e, in), &d)
 					waitIdle([]*redlimit.Limiter{e})
 					if !d.Allowed {
 						t.Fatalf("denied at %v", at)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,26 +20,28 @@ const (
 	fail // FailClosed
 )
 
-// Decide decides one request: in holds one Input per rule of e, in rule
-// order. It fills d, reusing d.Rules' storage, so a caller that reuses d
-// decides without allocating. The rules' keys are decided together in one
-// backend call, all-or-nothing.
+// Decide decides one request: in holds its Inputs keyed by rule name
+// (Input.Rule), at most one per rule, in any order; a rule that no Input
+// names has no key material, and its MissingKey applies. It fills d,
+// reusing d.Rules' storage, so a caller that reuses d decides without
+// allocating. The rules' keys are decided together in one backend call,
+// all-or-nothing.
 //
-// Decide stops at the first rule whose Input says the request cannot
-// proceed (Err, or Missing under DenyMissingKey, or a negative Cost or an
-// invalid limit, for a rule not in shadow mode, or an unknown limit under
-// FailClosed: see [Limiter.Stops] and [Decision.Stop]): the later Inputs
-// are not read and no later LimitFunc is called. An exempt Input leaves
-// its rule out before anything else is read.
+// Decide examines the rules in rule order and stops at the first whose
+// Input says the request cannot proceed (Err, or no key material under
+// DenyMissingKey, or a negative Cost or an invalid limit, for a rule not
+// in shadow mode, or an unknown limit under FailClosed): the later rules
+// are not decided and no later LimitFunc is called. An exempt Input
+// leaves its rule out before anything else is read.
 //
 // A programmer error is refused, whatever the error policy, and never
 // handed to it: Decision.Failed is set and Decision.Err, which matches
-// [algorithms.ErrInvalidConfig], says what is wrong. It is an in whose
-// length is not the number of rules (an *[algorithms.ConfigError]), a
-// negative Input.Cost, or an invalid limit for a rule (an Input.Limit, or
-// a limit Rule.LimitFunc returned, that the rule's Algorithm cannot
-// enforce: a *[LimitError]). The last two, on a shadow rule, only set
-// WouldDeny. Nothing is consumed.
+// [algorithms.ErrInvalidConfig], says what is wrong. It is an Input
+// naming no rule of the Limiter, or two Inputs naming one rule (an
+// *[algorithms.ConfigError]), a negative Input.Cost, or an invalid limit
+// for a rule (an Input.Limit, or a limit Rule.LimitFunc returned, that
+// the rule's Algorithm cannot enforce: a *[LimitError]). The last two, on
+// a shadow rule, only set WouldDeny. Nothing is consumed.
 func (e *Limiter) Decide(ctx context.Context, in []Input, d *Decision) {
 	debug := e.s.logger.Enabled(ctx, slog.LevelDebug)
 	timed := debug || e.s.onDecision != nil
@@ -46,21 +49,15 @@ func (e *Limiter) Decide(ctx context.Context, in []Input, d *Decision) {
 	if timed {
 		start = time.Now()
 	}
-	n := len(e.rules)
-	if cap(d.Rules) < n {
-		d.Rules = make([]RuleDecision, n)
-	}
-	*d = Decision{Rules: d.Rules[:n]}
 	// Every rule starts afresh: build may stop at any rule, and what d
 	// holds past it belongs to an earlier request.
-	for i := range e.rules {
-		r := &e.rules[i]
-		d.Rules[i] = RuleDecision{Name: r.Name, Shadow: r.Shadow || e.s.shadow}
-	}
-	if len(in) != n {
-		e.s.refuse(d, &algorithms.ConfigError{Field: "Decide", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
+	e.begin(d)
+	s := e.pool.Get().(*scratch)
+	if err := e.order(in, s); err != nil {
+		e.s.refuse(d, err)
+		e.pool.Put(s)
 	} else {
-		s := e.pool.Get().(*scratch)
+		in := s.in
 		s.checks, s.index, s.local, s.leased = s.checks[:0], s.index[:0], s.local[:0], s.leased[:0]
 		s.deadline = time.Time{}
 		var now int64
@@ -83,12 +80,76 @@ func (e *Limiter) Decide(ctx context.Context, in []Input, d *Decision) {
 		clear(s.checks) // drop the keys of this request
 		clear(s.local)
 		clear(s.leased)
+		clear(s.in)
 		e.pool.Put(s)
 	}
 	if timed {
 		d.Latency = time.Since(start)
 	}
 	e.s.report(ctx, d, debug)
+}
+
+// order copies in into s.in in rule order (s.in[i] is rule i's Input; a
+// rule that no Input names gets one without key material), or returns the
+// programmer error of an Input naming no rule of e or a rule that another
+// Input names too.
+func (e *Limiter) order(in []Input, s *scratch) error {
+	n := len(e.rules)
+	if cap(s.in) < n {
+		s.in = make([]Input, n)
+	}
+	s.in = s.in[:n]
+	if cap(s.named) < n {
+		s.named = make([]bool, n)
+	}
+	named := s.named[:n]
+	clear(named)
+	for j := range in {
+		x := &in[j]
+		i := e.ruleIndex(x.Rule, j)
+		if i < 0 {
+			clear(s.in)
+			return &algorithms.ConfigError{Rule: x.Rule, Field: "Input.Rule", Reason: "names no rule of the Limiter (its rules: " + e.names() + ")"}
+		}
+		if named[i] {
+			clear(s.in)
+			return &algorithms.ConfigError{Rule: x.Rule, Field: "Input.Rule", Reason: "is named by two Inputs of one call"}
+		}
+		named[i] = true
+		s.in[i] = *x
+	}
+	for i, ok := range named {
+		if !ok {
+			s.in[i] = Input{Rule: e.rules[i].Name, Missing: true}
+		}
+	}
+	return nil
+}
+
+// ruleIndex returns the index of the rule named name, or -1. hint is
+// where to look first: Inputs usually come in rule order.
+func (e *Limiter) ruleIndex(name string, hint int) int {
+	if hint >= 0 && hint < len(e.rules) && e.rules[hint].Name == name {
+		return hint
+	}
+	for i := range e.rules {
+		if e.rules[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// names lists e's rule names, for an error.
+func (e *Limiter) names() string {
+	var b strings.Builder
+	for i := range e.rules {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(e.rules[i].Name))
+	}
+	return b.String()
 }
 
 // build fills s.checks from in. It returns deny for a missing key under
@@ -107,7 +168,6 @@ func (e *Limiter) build(ctx context.Context, in []Input, s *scratch, d *Decision
 		}
 		switch t := e.troubleOf(i, x); t {
 		case troubleErr:
-			d.stop, d.stopWhy = i+1, OutcomeError
 			return e.s.policyFor(d, x.Err)
 		case troubleSkip:
 			rd.Skipped = true
@@ -119,7 +179,6 @@ func (e *Limiter) build(ctx context.Context, in []Input, s *scratch, d *Decision
 				continue
 			}
 			d.Allowed = false
-			d.stop, d.stopWhy = i+1, OutcomeMissingKey
 			return deny
 		case troubleCost:
 			// A request the rule cannot weigh is refused, whatever the
@@ -133,7 +192,6 @@ func (e *Limiter) build(ctx context.Context, in []Input, s *scratch, d *Decision
 				d.WouldDeny = true
 				continue
 			}
-			d.stop, d.stopWhy = i+1, OutcomeInvalidCost
 			return e.s.refuse(d, err)
 		}
 		limit, err := rule.limitFor(ctx, x)
@@ -145,7 +203,6 @@ func (e *Limiter) build(ctx context.Context, in []Input, s *scratch, d *Decision
 			rd.LimitFailed = true
 			t := limitTrouble(err)
 			if e.stopsFor(i, t) {
-				d.stop, d.stopWhy = i+1, OutcomeError
 				if t == troubleInvalidLimit {
 					return e.s.refuse(d, err)
 				}

@@ -59,3 +59,36 @@ func TestExempt(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideMisnamedInputs: an Input naming no rule, or two Inputs naming
+// one rule, is a programmer error: refused under every error policy, in
+// shadow mode too, nothing consumed, whatever the other Inputs say.
+func TestDecideMisnamedInputs(t *testing.T) {
+	ctx := context.Background()
+	for _, policy := range []redlimit.ErrorPolicy{redlimit.Fallback, redlimit.FailOpen, redlimit.FailClosed} {
+		for _, shadow := range []bool{false, true} {
+			e := newEngine(t, newMemory(t), redlimit.Config{OnError: policy, Shadow: shadow, Rules: []redlimit.Rule{
+				{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)},
+				{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)},
+			}})
+			for _, in := range [][]redlimit.Input{
+				{{Rule: "ip", Material: "a"}, {Rule: "User", Material: "b"}},
+				{{Rule: "", Material: "a"}},
+				{{Rule: "user", Material: "b"}, {Rule: "user", Material: "c"}},
+				{{Rule: "ip", Material: "a"}, {Rule: "user", Material: "b"}, {Rule: "ip", Material: "a"}},
+			} {
+				var d redlimit.Decision
+				e.Decide(ctx, in, &d)
+				if d.Allowed || !d.Failed || !errors.Is(d.Err, algorithms.ErrInvalidConfig) || d.Source != redlimit.SourceNone {
+					t.Errorf("%v shadow=%v: Decide(%+v) = %+v, want refused, a programmer error", policy, shadow, in, d)
+				}
+			}
+			// nothing was consumed: each key still has its one unit
+			var d redlimit.Decision
+			e.Decide(ctx, []redlimit.Input{{Rule: "user", Material: "b"}, {Rule: "ip", Material: "a"}}, &d)
+			if !d.Allowed || d.WouldDeny {
+				t.Errorf("%v shadow=%v: after the refused calls: %+v, want allowed", policy, shadow, d)
+			}
+		}
+	}
+}

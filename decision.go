@@ -8,8 +8,13 @@ import (
 
 // Input is what the caller found for one rule of a request: its key
 // material, or why there is none, and what the request weighs. Decide
-// takes one Input per rule, in rule order.
+// takes the Inputs of a request keyed by rule name (Rule), in any order.
 type Input struct {
+	// Rule names the rule this Input is for (Rule.Name). Every Input of a
+	// call names a different rule of the Limiter; a rule that no Input
+	// names has no key material (as if its Input were Missing).
+	Rule string
+
 	// Material is the key material (a client IP, a user ID, ...). It is
 	// sanitised into the storage key (see Rule.Name); any string is safe.
 	// An empty Material is no key material: as if Missing were set (one
@@ -85,7 +90,8 @@ type Decision struct {
 	// Err is the error the error policy handled (backend failure, timeout,
 	// Input.Err, a rule's unknown limit: a *[LimitError], see
 	// RuleDecision.LimitFailed), the programmer error that refused the
-	// request (a wrong number of Inputs, a negative cost, see
+	// request (an Input naming an unknown rule, two Inputs for one rule,
+	// a negative cost, see
 	// RuleDecision.InvalidCost, an invalid limit), or nil. When several occur, the last
 	// one the engine met.
 	Err error
@@ -95,10 +101,7 @@ type Decision struct {
 	// debug logging); otherwise it is zero, which saves two clock reads.
 	Latency time.Duration
 
-	hold *hold // the slots of concurrency rules, nil when none (see Release)
-
-	stop    int     // 1 + the rule the request stopped at, 0 for none (see Stop)
-	stopWhy Outcome // why it stopped there
+	hold *hold // the slots of concurrency rules, nil when none (see Limiter.Settle)
 }
 
 // RuleDecision is one rule's part of a [Decision].
@@ -150,7 +153,7 @@ type RuleDecision struct {
 	Result    algorithms.Result
 	// Cost is the units the rule's check asked for (the Input's cost, at
 	// least 1), set with Key: what a refundable rule reserved (see
-	// Limiter.Refund).
+	// Limiter.Settle).
 	Cost int64
 }
 

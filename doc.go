@@ -17,7 +17,7 @@
 // so that a client seen again costs no allocation, in a table a check
 // reads without a lock: at most 5,963,776 bytes a rule with the default
 // prefix and a 64-byte rule name, about 1 MB for IPv4 addresses, whatever
-// the number of clients, and as much for the keys of PeekInputs (see
+// the number of clients, and as much for the keys of Peek (see
 // docs/performance.md, "Storage keys as clients grow").
 //
 // # The key-first API
@@ -28,10 +28,11 @@
 //	err := e.Wait(ctx, "api.partner.example")
 //
 // [Limiter.Allow], [Limiter.Wait], [Limiter.Peek] and [Limiter.Reset] (and
-// their N and Inputs forms) run the same path as [Limiter.Decide]. An
-// allowed Decision of a concurrency rule holds slots until
-// [Decision.Release]; a Refundable rule's charge is settled by
-// [Limiter.Refund] or [Limiter.Settle].
+// the N forms) run the same path as [Limiter.Decide], which takes one
+// [Input] per rule, keyed by rule name, for requests whose rules have
+// different key material. An allowed Decision of a concurrency rule holds
+// slots, and a Refundable rule's charge may be given back in part, until
+// [Limiter.Settle].
 //
 // # Quota blocks
 //

@@ -98,7 +98,7 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 
 	// RefundWindow is how long after a decision its refundable rules'
-	// charges may be given back (Rule.Refundable; see Limiter.Refund):
+	// charges may be given back (Rule.Refundable; see Limiter.Settle):
 	// default 1 minute, at most 24 hours. A refund after it gives nothing
 	// back. The store keeps a marker per key charged by a refundable rule
 	// for that long (see algorithms.Check.RefundWindow).
@@ -143,7 +143,7 @@ type shared struct {
 	configTimeout time.Duration      // Config.Timeout after defaults, for the probe
 	inline        bool               // the backend honours deadlines: no goroutine per call
 	prefix        string
-	peekKeys      *keyCache // "<prefix>:_peek:{<material>}", see PeekInputs
+	peekKeys      *keyCache // "<prefix>:_peek:{<material>}", see Peek
 	policy        ErrorPolicy
 	probeInterval time.Duration
 	instances     int64 // Config.Instances: the fallback enforces 1/instances of each limit
@@ -171,6 +171,8 @@ type scratch struct {
 	checks  []algorithms.Check
 	results []algorithms.Result
 	index   []int    // rule index of each check
+	in      []Input  // the call's Inputs in rule order (see order)
+	named   []bool   // which rules an Input named (see order)
 	local   []local  // units taken from quota blocks
 	leased  []leased // checks of rules with blocks sent to the backend
 	// deadline, when not zero, is Config.Timeout after the request first
@@ -314,14 +316,16 @@ func (s *shared) engine(base []compiled, rules []Rule) (*Limiter, error) {
 			checks:  make([]algorithms.Check, 0, n),
 			results: make([]algorithms.Result, n),
 			index:   make([]int, 0, n),
+			in:      make([]Input, n),
+			named:   make([]bool, n),
 		}
 	}
 	return e, nil
 }
 
-// LocalDenials returns how many calls the deny cache answered without a
+// localDenials returns how many calls the deny cache answered without a
 // backend call (0 without a deny cache).
-func (e *Limiter) LocalDenials() uint64 {
+func (e *Limiter) localDenials() uint64 {
 	if c, ok := e.s.backend.(interface{ LocalDenials() uint64 }); ok {
 		return c.LocalDenials()
 	}
@@ -348,22 +352,4 @@ func (e *Limiter) Close() error {
 		e.s.releaseFallback()
 	}
 	return nil
-}
-
-// Stalled returns how many backend calls that outlived Config.Timeout are
-// still running in the background (see Config.Timeout), for e and the
-// Engines derived from the same New: a gauge for metrics. It stays 0 for a
-// backend that honours deadlines or runs in process.
-func (e *Limiter) Stalled() int64 { return e.s.stalled.Load() }
-
-// RuleNames returns the names of e's rules, in rule order: the order of
-// the Inputs that Decide, WaitInputs, PeekInputs and ResetInputs take. An
-// adapter checks against it, when it is built, that it produces one Input
-// per rule.
-func (e *Limiter) RuleNames() []string {
-	names := make([]string, len(e.rules))
-	for i := range e.rules {
-		names[i] = e.rules[i].Name
-	}
-	return names
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,11 +57,25 @@ func newEngine(t testing.TB, b algorithms.Backend, cfg redlimit.Config) *redlimi
 
 var twoPerHour = []redlimit.Rule{{Name: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(2)}}
 
-// decide runs one Decide on material and returns a copy of the decision.
+// decide runs one Decide of in (see inOrder) and returns a copy of the
+// decision.
 func decide(e *redlimit.Limiter, ctx context.Context, in ...redlimit.Input) redlimit.Decision {
 	var d redlimit.Decision
-	e.Decide(ctx, in, &d)
+	e.Decide(ctx, inOrder(e, in), &d)
 	return d
+}
+
+// inOrder returns a copy of in whose Inputs that name no rule name e's
+// rules in rule order: the tests write a request's Inputs in rule order.
+func inOrder(e *redlimit.Limiter, in []redlimit.Input) []redlimit.Input {
+	rules := e.Rules()
+	out := slices.Clone(in)
+	for i := range out {
+		if out[i].Rule == "" && i < len(rules) {
+			out[i].Rule = rules[i].Name
+		}
+	}
+	return out
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {
@@ -131,9 +146,9 @@ func TestCapabilities(t *testing.T) {
 			if tt.wrap == nil {
 				c.calls.Store(100) // memstore itself is not counted: it decided every call
 			}
-			if allowed != 2 || c.calls.Load() != tt.calls || int64(e.LocalDenials()) != tt.local || c.deadlines.Load() != tt.deadlines {
+			if allowed != 2 || c.calls.Load() != tt.calls || int64(e.Status().LocalDenials) != tt.local || c.deadlines.Load() != tt.deadlines {
 				t.Errorf("%d allowed, %d backend calls (%d with a deadline), %d local denials; want 2, %d (%d), %d",
-					allowed, c.calls.Load(), c.deadlines.Load(), e.LocalDenials(), tt.calls, tt.deadlines, tt.local)
+					allowed, c.calls.Load(), c.deadlines.Load(), e.Status().LocalDenials, tt.calls, tt.deadlines, tt.local)
 			}
 		})
 	}
@@ -182,11 +197,11 @@ func TestDeadlineCapability(t *testing.T) {
 			d = <-done
 		} else {
 			d = <-done // returns while the backend is still held
-			if got := e.Stalled(); got != 1 {
+			if got := e.Status().Stalled; got != 1 {
 				t.Errorf("abandoned call: Stalled() = %d, want 1", got)
 			}
 			close(o.release)
-			waitFor(t, "the abandoned call to finish", func() bool { return e.Stalled() == 0 })
+			waitFor(t, "the abandoned call to finish", func() bool { return e.Status().Stalled == 0 })
 		}
 		if !d.Failed || d.Allowed || !errors.Is(d.Err, context.DeadlineExceeded) {
 			t.Errorf("honours=%v: %+v, want Failed with a deadline error", honours, d)
@@ -219,14 +234,14 @@ func TestStalledBound(t *testing.T) {
 	e := newEngine(t, b, redlimit.Config{Rules: twoPerHour, OnError: redlimit.FailOpen, Timeout: 20 * time.Millisecond})
 	// Concurrent calls until MaxStalled calls hang (a call scheduled after
 	// its own deadline fails before calling, so it may take rounds).
-	for round := 0; e.Stalled() < redlimit.MaxStalled && round < 10; round++ {
+	for round := 0; e.Status().Stalled < redlimit.MaxStalled && round < 10; round++ {
 		var wg sync.WaitGroup
-		for range redlimit.MaxStalled - e.Stalled() {
+		for range redlimit.MaxStalled - e.Status().Stalled {
 			wg.Go(func() { decide(e, context.Background(), redlimit.Input{Material: "x"}) })
 		}
 		wg.Wait()
 	}
-	if got := e.Stalled(); got != redlimit.MaxStalled {
+	if got := e.Status().Stalled; got != redlimit.MaxStalled {
 		t.Fatalf("%d abandoned calls, want %d", got, redlimit.MaxStalled)
 	}
 	calls := b.calls.Load()
@@ -240,7 +255,7 @@ func TestStalledBound(t *testing.T) {
 		t.Errorf("Err %v", d.Err)
 	}
 	close(b.release)
-	waitFor(t, "abandoned calls to finish", func() bool { return e.Stalled() == 0 })
+	waitFor(t, "abandoned calls to finish", func() bool { return e.Status().Stalled == 0 })
 	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base+2 })
 }
 
@@ -271,9 +286,9 @@ func TestWithShares(t *testing.T) {
 		decide(parent, context.Background(), redlimit.Input{Material: "a"})
 	}
 	d := decide(child, context.Background(), redlimit.Input{Material: "a"}, redlimit.Input{Material: "/x"})
-	if d.Allowed || c.calls.Load() != 3 || child.LocalDenials() != 1 || parent.LocalDenials() != 1 {
+	if d.Allowed || c.calls.Load() != 3 || child.Status().LocalDenials != 1 || parent.Status().LocalDenials != 1 {
 		t.Errorf("child: allowed %v after %d backend calls, local denials %d/%d; want the parent's denial answered locally",
-			d.Allowed, c.calls.Load(), child.LocalDenials(), parent.LocalDenials())
+			d.Allowed, c.calls.Load(), child.Status().LocalDenials, parent.Status().LocalDenials)
 	}
 	if got := []string{d.Rules[0].Name, d.Rules[1].Name}; got[0] != "k" || got[1] != "route" {
 		t.Errorf("child rules %v", got)
@@ -344,8 +359,25 @@ func TestDecideInputs(t *testing.T) {
 				t.Errorf("%+v", d)
 			}
 		}},
-		{"wrong number of inputs", []redlimit.Input{{Material: "1.2.3.9"}}, func(t *testing.T, d redlimit.Decision) {
-			if d.Allowed || !d.Failed || !errors.Is(d.Err, algorithms.ErrInvalidConfig) || len(d.Rules) != 3 {
+		{"inputs in any order", []redlimit.Input{{Rule: "beta", Material: "h"}, {Rule: "ip", Material: "1.2.3.9"}, {Rule: "user", Material: "erin"}}, func(t *testing.T, d redlimit.Decision) {
+			if !d.Allowed || d.Rules[0].Key != "rate:ip:gcra:{1.2.3.9}" || d.Rules[1].Key != "rate:user:tb:{erin}" || d.Rules[2].Key != "rate:beta:fw:{h}" {
+				t.Errorf("%+v", d)
+			}
+		}},
+		{"a rule without an Input has no key", []redlimit.Input{{Rule: "ip", Material: "1.2.3.10"}}, func(t *testing.T, d redlimit.Decision) {
+			if !d.Allowed || !d.WouldDeny || !d.Rules[0].Evaluated || !d.Rules[1].Skipped || !d.Rules[2].MissingKey || len(d.Rules) != 3 {
+				t.Errorf("%+v", d)
+			}
+		}},
+		{"an Input naming no rule", []redlimit.Input{{Rule: "ip", Material: "1.2.3.11"}, {Rule: "nope", Material: "x"}}, func(t *testing.T, d redlimit.Decision) {
+			var ce *algorithms.ConfigError
+			if d.Allowed || !d.Failed || !errors.As(d.Err, &ce) || ce.Rule != "nope" || ce.Field != "Input.Rule" || d.Rules[0].Evaluated || len(d.Rules) != 3 {
+				t.Errorf("%+v", d)
+			}
+		}},
+		{"two Inputs for one rule", []redlimit.Input{{Rule: "ip", Material: "1.2.3.12"}, {Rule: "ip", Material: "1.2.3.13"}}, func(t *testing.T, d redlimit.Decision) {
+			var ce *algorithms.ConfigError
+			if d.Allowed || !d.Failed || !errors.As(d.Err, &ce) || ce.Rule != "ip" || ce.Field != "Input.Rule" || d.Rules[0].Evaluated {
 				t.Errorf("%+v", d)
 			}
 		}},
@@ -436,11 +468,17 @@ func TestDecideAllocs(t *testing.T) {
 		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1 << 20)},
 		{Name: "user", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(1 << 20), Tiers: map[string]algorithms.Limit{"pro": algorithms.PerSecond(1 << 21)}},
 	}})
-	in := []redlimit.Input{{Material: "192.0.2.1"}, {Material: "alice", Tier: "pro"}}
+	in := []redlimit.Input{{Rule: "ip", Material: "192.0.2.1"}, {Rule: "user", Material: "alice", Tier: "pro"}}
 	var d redlimit.Decision
 	e.Decide(context.Background(), in, &d)
 	if got := testing.AllocsPerRun(1000, func() { e.Decide(context.Background(), in, &d) }); got != 0 || !d.Allowed {
 		t.Errorf("%v allocations per Decide (allowed %v), want 0", got, d.Allowed)
+	}
+	// Inputs out of rule order are matched by name without allocating
+	// either.
+	swapped := []redlimit.Input{in[1], in[0]}
+	if got := testing.AllocsPerRun(1000, func() { e.Decide(context.Background(), swapped, &d) }); got != 0 || !d.Allowed || d.Rules[0].Key != "rate:ip:gcra:{192.0.2.1}" {
+		t.Errorf("%v allocations per Decide of swapped Inputs (allowed %v), want 0", got, d.Allowed)
 	}
 }
 
@@ -463,11 +501,11 @@ func TestEmptyMaterialIsMissing(t *testing.T) {
 	}
 	defer e.Close()
 	var d redlimit.Decision
-	e.Decide(context.Background(), []redlimit.Input{{Material: ""}, {Material: ""}}, &d)
+	e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: ""}, {Material: ""}}), &d)
 	if d.Allowed || !d.Rules[0].MissingKey || d.Rules[0].Key != "" {
 		t.Errorf("Decide(\"\", \"\") = allowed %v, rule 0 %+v; want denied for a missing key", d.Allowed, d.Rules[0])
 	}
-	e.Decide(context.Background(), []redlimit.Input{{Material: "alice"}, {Material: ""}}, &d)
+	e.Decide(context.Background(), inOrder(e, []redlimit.Input{{Material: "alice"}, {Material: ""}}), &d)
 	if !d.Allowed || !d.Rules[1].Skipped || d.Rules[1].Key != "" {
 		t.Errorf("Decide(alice, \"\") = allowed %v, rule 1 %+v; want allowed, rule 1 skipped", d.Allowed, d.Rules[1])
 	}

@@ -247,7 +247,7 @@ func (br *blockRule) newer(k *blockKey, n, until, era int64) bool {
 
 // resetEpoch moves the key of rule br for the storage key key to its next
 // epoch, in the store and here, and closes the key it leaves (see
-// Limiter.ResetInputs).
+// Limiter.Reset).
 func (s *shared) resetEpoch(ctx context.Context, br *blockRule, key string, limit algorithms.Limit) error {
 	sent, era := s.blocks.instant()
 	k := br.key(key, sent)

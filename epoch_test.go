@@ -106,7 +106,7 @@ func TestBlocksResetAbandonedRefund(t *testing.T) {
 			load([]*redlimit.Limiter{b}, 4, 30, false)
 			waitIdle([]*redlimit.Limiter{b})
 			var d redlimit.Decision
-			b.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+			b.Decide(context.Background(), inOrder(b, []redlimit.Input{{Material: "hot"}}), &d)
 			waitIdle([]*redlimit.Limiter{b})
 			held := redlimit.BlockUnits(b, hotKey(prefix))
 			if held == 0 {
@@ -156,7 +156,7 @@ func TestBlocksResetSameEpochNextWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			var d redlimit.Decision
-			a.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+			a.Decide(context.Background(), inOrder(a, []redlimit.Input{{Material: "hot"}}), &d)
 			if want := hotKey(prefix) + ":e1"; !d.Allowed || d.Rules[0].Key != want {
 				t.Fatalf("after the first reset: allowed %v on %q, want allowed on %q", d.Allowed, d.Rules[0].Key, want)
 			}
@@ -164,7 +164,7 @@ func TestBlocksResetSameEpochNextWindow(t *testing.T) {
 			clk.Set(windowStart.Add(time.Minute + time.Second))
 			load([]*redlimit.Limiter{a}, 4, 30, false)
 			waitIdle([]*redlimit.Limiter{a})
-			a.Decide(context.Background(), []redlimit.Input{{Material: "hot"}}, &d)
+			a.Decide(context.Background(), inOrder(a, []redlimit.Input{{Material: "hot"}}), &d)
 			waitIdle([]*redlimit.Limiter{a})
 			if d.Rules[0].Key != hotKey(prefix) {
 				t.Fatalf("in the next window the key is %q, want epoch 0, %q", d.Rules[0].Key, hotKey(prefix))
@@ -324,7 +324,7 @@ func TestBlocksWaitNamesBlockKey(t *testing.T) {
 			var d redlimit.Decision
 			// one check, by the store: the next is the key's second
 			// arrival, enough for a block
-			a.Decide(context.Background(), in, &d)
+			a.Decide(context.Background(), inOrder(a, in), &d)
 			waitIdle([]*redlimit.Limiter{a})
 			key0 := d.Rules[0].Key
 			if !d.Allowed || d.Rules[0].FromBlock || redlimit.BlockUnits(a, key0) != 0 {
@@ -334,7 +334,7 @@ func TestBlocksWaitNamesBlockKey(t *testing.T) {
 			if err := b.Reset(context.Background(), "hot"); err != nil {
 				t.Fatal(err)
 			}
-			a.Decide(context.Background(), in, &d)
+			a.Decide(context.Background(), inOrder(a, in), &d)
 			waitIdle([]*redlimit.Limiter{a})
 			rd := d.Rules[0]
 			if !d.Allowed || !rd.FromBlock {

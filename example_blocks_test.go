@@ -29,7 +29,7 @@ func ExampleBlockConfig() {
 	}
 	var d redlimit.Decision
 	for range 3 {
-		e.Decide(context.Background(), []redlimit.Input{{Material: "GET /search"}}, &d)
+		e.Decide(context.Background(), []redlimit.Input{{Rule: "route", Material: "GET /search"}}, &d)
 		r := d.Rules[0].Result
 		fmt.Printf("allowed=%v from a block=%v remaining=%d reset after %v\n", d.Allowed, d.Rules[0].FromBlock, r.Remaining, r.ResetAfter)
 	}
@@ -72,7 +72,7 @@ func ExampleBlockConfig_gcra() {
 	defer e.Close()
 	var d redlimit.Decision
 	for range 4 {
-		e.Decide(context.Background(), []redlimit.Input{{Material: "GET /search"}}, &d)
+		e.Decide(context.Background(), []redlimit.Input{{Rule: "route", Material: "GET /search"}}, &d)
 		r := d.Rules[0].Result
 		fmt.Printf("allowed=%v from a block=%v remaining=%d\n", d.Allowed, d.Rules[0].FromBlock, r.Remaining)
 	}

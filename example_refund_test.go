@@ -13,10 +13,10 @@ import (
 
 // Charge after the work, key-first: each export reserves a unit before it
 // runs, so a tenant at its limit is refused up front and exports in
-// flight count; an export that fails on our side gives its unit back. A
-// refund gives back once, within Config.RefundWindow (1 minute by
-// default).
-func ExampleLimiter_Refund() {
+// flight count; an export that fails on our side settles at a cost of 0,
+// giving its unit back. A decision is settled once, within
+// Config.RefundWindow (1 minute by default).
+func ExampleLimiter_Settle_refund() {
 	now := time.Unix(1_700_000_000, 0)
 	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
 	if err != nil {
@@ -37,7 +37,7 @@ func ExampleLimiter_Refund() {
 			return fmt.Errorf("refused, retry after %v", d.Rules[0].Result.RetryAfter)
 		}
 		if fails { // the export failed on our side: not the tenant's fault
-			return exports.Refund(ctx, d, 1)
+			return exports.Settle(ctx, d, redlimit.Cost{Rule: "exports", Units: 0})
 		}
 		return nil
 	}
@@ -45,9 +45,10 @@ func ExampleLimiter_Refund() {
 		fmt.Printf("export %d (fails %v): %v\n", i, fails, export(fails))
 	}
 
-	// A refund is given once.
+	// A decision is settled once.
 	d := exports.Allow(ctx, "tenant:globex")
-	fmt.Println(exports.Refund(ctx, d, 1), errors.Is(exports.Refund(ctx, d, 1), algorithms.ErrNotRefunded))
+	unused := redlimit.Cost{Rule: "exports", Units: 0}
+	fmt.Println(exports.Settle(ctx, d, unused), errors.Is(exports.Settle(ctx, d, unused), algorithms.ErrNotRefunded))
 	// Output:
 	// export 0 (fails true): <nil>
 	// export 1 (fails false): <nil>
@@ -57,7 +58,8 @@ func ExampleLimiter_Refund() {
 	// <nil> true
 }
 
-// Settle takes the actual cost of each rule: here a per-tenant budget of
+// Settle takes the actual cost of each refundable rule, keyed by rule
+// name: here a per-tenant budget of
 // rows exported, reserved at the request's maximum and settled at what the
 // export returned, next to a per-user rule that is not refundable.
 func ExampleLimiter_Settle() {
@@ -77,10 +79,10 @@ func ExampleLimiter_Settle() {
 
 	ctx := context.Background()
 	var d redlimit.Decision
-	e.Decide(ctx, []redlimit.Input{{Material: "acme", Cost: 500}, {Material: "alice"}}, &d)
+	e.Decide(ctx, []redlimit.Input{{Rule: "rows", Material: "acme", Cost: 500}, {Rule: "calls", Material: "alice"}}, &d)
 	fmt.Printf("reserved: rows left=%d\n", d.Rules[0].Result.Remaining)
 	returned := int64(120) // the export found 120 rows
-	if err := e.Settle(ctx, &d, []int64{returned, d.Rules[1].Cost}); err != nil {
+	if err := e.Settle(ctx, &d, redlimit.Cost{Rule: "rows", Units: returned}); err != nil {
 		panic(err)
 	}
 	fmt.Printf("settled: rows left=%d\n", e.Peek(ctx, "acme").Rules[0].Result.Remaining)

@@ -12,7 +12,8 @@ import (
 )
 
 // A caller that has its keys already (a job queue, an RPC server) decides
-// with the engine directly: one Input per rule, in rule order.
+// with the limiter directly: one Input per rule, keyed by rule name, in
+// any order. A rule without an Input has no key material.
 func ExampleLimiter_Decide() {
 	now := time.Unix(1_700_000_000, 0)
 	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
@@ -31,13 +32,13 @@ func ExampleLimiter_Decide() {
 
 	var d redlimit.Decision // reused: Decide then allocates nothing
 	for i := range 3 {
-		in := []redlimit.Input{{Material: "acme"}, {Material: "alice"}}
+		in := []redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "user", Material: "alice"}}
 		e.Decide(context.Background(), in, &d)
 		fmt.Printf("call %d: allowed=%v tenant remaining=%d retry after %v; key %s\n",
 			i, d.Allowed, d.Rules[0].Result.Remaining, d.Rules[0].Result.RetryAfter, d.Rules[0].Key)
 	}
 	// A pro tenant, and a job without a user: the user rule is skipped.
-	e.Decide(context.Background(), []redlimit.Input{{Material: "globex", Tier: "pro"}, {Missing: true}}, &d)
+	e.Decide(context.Background(), []redlimit.Input{{Rule: "tenant", Material: "globex", Tier: "pro"}}, &d)
 	fmt.Printf("pro: allowed=%v limit=%d, user skipped=%v\n", d.Allowed, d.Rules[0].Result.Limit, d.Rules[1].Skipped)
 	// Output:
 	// call 0: allowed=true tenant remaining=1 retry after 0s; key rate:tenant:gcra:{acme}
@@ -157,9 +158,10 @@ func ExampleLimiter_Reset() {
 }
 
 // Several key materials per call: a per-IP and a per-user rule, one Input
-// each. PeekInputs, WaitInputs and ResetInputs take the Inputs Decide
-// takes; DecideKey decides one material with a reused Decision.
-func ExampleLimiter_PeekInputs() {
+// each, keyed by rule name. Peek and Reset take one material for every
+// rule: resetting "alice" unblocks her user key (the ip rule has no key
+// "alice").
+func ExampleLimiter_Decide_materials() {
 	now := time.Unix(1_700_000_000, 0)
 	mem, err := memstore.New(memstore.Config{Now: func() time.Time { return now }})
 	if err != nil {
@@ -174,28 +176,23 @@ func ExampleLimiter_PeekInputs() {
 	}
 	defer e.Close()
 	ctx := context.Background()
-	in := []redlimit.Input{{Material: "203.0.113.7"}, {Material: "alice"}}
+	in := []redlimit.Input{{Rule: "user", Material: "alice"}, {Rule: "ip", Material: "203.0.113.7"}}
 
 	var d redlimit.Decision
-	for range 2 {
+	for range 3 {
 		e.Decide(ctx, in, &d)
 	}
-	e.PeekInputs(ctx, in, &d)
-	fmt.Printf("peek: allowed=%v ip %d left, user %d left (retry after %v)\n", d.Allowed,
+	fmt.Printf("third call: allowed=%v ip %d left, user %d left (retry after %v)\n", d.Allowed,
 		d.Rules[0].Result.Remaining, d.Rules[1].Result.Remaining, d.Rules[1].Result.RetryAfter)
 
-	// Unblock alice only: the ip rule's Input is Missing, so it is left alone.
-	if err := e.ResetInputs(ctx, []redlimit.Input{{Missing: true}, {Material: "alice"}}); err != nil {
+	if err := e.Reset(ctx, "alice"); err != nil { // unblock alice
 		panic(err)
 	}
-	if err := e.WaitInputs(ctx, in); err != nil { // allowed at once
-		panic(err)
-	}
-	e.DecideKey(ctx, "198.51.100.1", 1, &d) // one material for every rule
+	e.Decide(ctx, in, &d)
 	fmt.Printf("after reset: allowed=%v user key %s, %d left\n", d.Allowed, d.Rules[1].Key, d.Rules[1].Result.Remaining)
 	// Output:
-	// peek: allowed=false ip 98 left, user 0 left (retry after 30s)
-	// after reset: allowed=true user key rate:user:gcra:{198.51.100.1}, 1 left
+	// third call: allowed=false ip 98 left, user 0 left (retry after 30s)
+	// after reset: allowed=true user key rate:user:gcra:{alice}, 1 left
 }
 
 func ExampleRule_limitFunc() {
@@ -222,7 +219,7 @@ func ExampleRule_limitFunc() {
 
 	var d redlimit.Decision
 	for _, customer := range []string{"acme", "acme", "acme", "globex", "initech"} {
-		e.Decide(context.Background(), []redlimit.Input{{Material: customer}}, &d)
+		e.Decide(context.Background(), []redlimit.Input{{Rule: "plan", Material: customer}}, &d)
 		fmt.Printf("%s: allowed=%v limit=%v remaining=%d err=%v\n", customer, d.Allowed, d.Rules[0].Limit, d.Rules[0].Result.Remaining, d.Err)
 	}
 	// Output:
@@ -233,9 +230,9 @@ func ExampleRule_limitFunc() {
 	// initech: allowed=true limit=0/0s remaining=0 err=redlimit: rule "plan": LimitFunc failed: no plan for "initech"
 }
 
-// An adapter (an RPC interceptor, a client transport) checks when it is
-// built that it produces one Input per rule, in this order.
-func ExampleLimiter_RuleNames() {
+// An adapter (an RPC interceptor, an admin page) reads the rules a
+// Limiter enforces, in rule order.
+func ExampleLimiter_Rules() {
 	mem, err := memstore.New(memstore.Config{})
 	if err != nil {
 		panic(err)
@@ -248,7 +245,10 @@ func ExampleLimiter_RuleNames() {
 		panic(err)
 	}
 	defer e.Close()
-	fmt.Println(e.RuleNames())
+	for _, r := range e.Rules() {
+		fmt.Println(r.Name, r.Algorithm, r.Limit)
+	}
 	// Output:
-	// [ip user]
+	// ip gcra 10/1s
+	// user token_bucket 100/1m0s
 }

@@ -1,6 +1,11 @@
 package redlimit
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/redlimit/redlimit/algorithms"
+)
 
 // MaxStalled is maxStalled, for the tests of the bound on abandoned calls.
 const MaxStalled = maxStalled
@@ -70,3 +75,49 @@ func SetEpochChunk(n int64) (restore func()) {
 	epochChunk = n
 	return func() { epochChunk = old }
 }
+
+// positional names the Inputs of in that name no rule after e's rules, in
+// rule order: the tests write a request's Inputs in rule order.
+func (e *Limiter) positional(in []Input) []Input {
+	named := true
+	for i := range in {
+		named = named && in[i].Rule != ""
+	}
+	if named {
+		return in
+	}
+	out := append([]Input(nil), in...)
+	for i := range out {
+		if out[i].Rule == "" && i < len(e.rules) {
+			out[i].Rule = e.rules[i].Name
+		}
+	}
+	return out
+}
+
+// PeekInputs is peekInputs (Peek of Inputs keyed by rule name), which the
+// admin page and the chaos harness reach through internal/bridge.
+func (e *Limiter) PeekInputs(ctx context.Context, in []Input, d *Decision) {
+	e.peekInputs(ctx, e.positional(in), d)
+}
+
+// ResetInputs is resetInputs (Reset of Inputs keyed by rule name), which
+// the admin page and the chaos harness reach through internal/bridge.
+func (e *Limiter) ResetInputs(ctx context.Context, in []Input) error {
+	return e.resetInputs(ctx, e.positional(in))
+}
+
+// WaitInputs is waitInputs (WaitN of Inputs keyed by rule name).
+func (e *Limiter) WaitInputs(ctx context.Context, in []Input) error {
+	if err := e.noLeases("WaitN"); err != nil {
+		return err
+	}
+	var d Decision
+	return e.waitInputs(ctx, e.positional(in), &d)
+}
+
+// Leases returns the leases of the slots d holds.
+func Leases(d *Decision) []algorithms.Lease { return d.leases() }
+
+// Holds reports whether d holds slots of concurrency rules.
+func Holds(d *Decision) bool { return d.hold != nil }

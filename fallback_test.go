@@ -286,7 +286,7 @@ func TestFallbackRefundShare(t *testing.T) {
 							last = d
 						}
 					}
-					if err := e.Settle(ctx, &last, []int64{0}); err != nil {
+					if err := e.Settle(ctx, &last, redlimit.Cost{Rule: "r", Units: 0}); err != nil {
 						t.Fatal(err)
 					}
 					got := make([]int, len(tc.want))
@@ -330,7 +330,7 @@ func TestFallbackConfig(t *testing.T) {
 // invalid Input.Limit and an invalid limit from a LimitFunc are refused
 // under every error policy, 100 of 100, with an error matching
 // ErrInvalidConfig, and nothing is asked of the backend or consumed.
-// Before, the wrong number of Inputs went to the error policy, which let
+// Before, the wrong number of Inputs (now: misnamed ones) went to the error policy, which let
 // all 100 through under Fallback and FailOpen, and so did an invalid
 // limit.
 func TestProgrammerErrors(t *testing.T) {
@@ -349,10 +349,9 @@ func TestProgrammerErrors(t *testing.T) {
 		in   []redlimit.Input
 		peek bool
 	}{
-		{"no Input", nil, false},
-		{"one Input for two rules", []redlimit.Input{{Material: "x"}}, false},
-		{"three Inputs for two rules", []redlimit.Input{{Material: "x"}, {Material: "x"}, {Material: "x"}}, false},
-		{"PeekInputs, one Input for two rules", []redlimit.Input{{Material: "x"}}, true},
+		{"an Input naming no rule", []redlimit.Input{{Rule: "ip", Material: "x"}, {Rule: "plan", Material: "x"}, {Rule: "route", Material: "x"}}, false},
+		{"two Inputs for one rule", []redlimit.Input{{Rule: "ip", Material: "x"}, {Rule: "ip", Material: "y"}}, false},
+		{"peek, two Inputs for one rule", []redlimit.Input{{Rule: "plan", Material: "x"}, {Rule: "plan", Material: "x"}}, true},
 		{"negative cost", []redlimit.Input{{Material: "x"}, {Material: "x", Cost: -1}}, false},
 		{"invalid Input.Limit", []redlimit.Input{{Material: "x", Limit: algorithms.Limit{Rate: 1}}, {Material: "x"}}, false},
 		{"invalid limit from LimitFunc", []redlimit.Input{{Material: "x"}, {Material: "bad"}}, false},
@@ -366,7 +365,7 @@ func TestProgrammerErrors(t *testing.T) {
 				if tc.peek {
 					e.PeekInputs(context.Background(), tc.in, &d)
 				} else {
-					e.Decide(context.Background(), tc.in, &d)
+					e.Decide(context.Background(), inOrder(e, tc.in), &d)
 				}
 				if !d.Allowed && d.Failed && d.Source == redlimit.SourceNone && errors.Is(d.Err, algorithms.ErrInvalidConfig) && d.Outcome() == redlimit.OutcomeError {
 					refused++

@@ -127,8 +127,9 @@ func runFleet(t *testing.T, cfg redlimit.Config, warm time.Duration, fault func(
 		for range fleetCallers {
 			wg.Go(func() {
 				var d redlimit.Decision
+				in := allInputs(e, "k")
 				for !stop.Load() {
-					e.DecideKey(context.Background(), "k", 1, &d)
+					e.Decide(context.Background(), in, &d)
 					switch {
 					case d.Allowed && d.Source == redlimit.SourcePrimary:
 						r.primary[i].Add(1)

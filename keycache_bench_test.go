@@ -132,7 +132,7 @@ func BenchmarkKeys(b *testing.B) {
 			}
 			e := newEngine(b, em, redlimit.Config{Rules: []redlimit.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: keysBenchLimit}}})
 			decide := func() func(material string) bool {
-				in := []redlimit.Input{{}}
+				in := []redlimit.Input{{Rule: "ip"}}
 				d := new(redlimit.Decision)
 				return func(material string) bool {
 					in[0].Material = material

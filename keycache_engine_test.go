@@ -30,7 +30,7 @@ func TestDecideManyKeysAllocs(t *testing.T) {
 	in := make([][]redlimit.Input, n)
 	var d redlimit.Decision
 	for i := range in {
-		in[i] = []redlimit.Input{{Material: "198.51." + strconv.Itoa(i>>8) + "." + strconv.Itoa(i&0xFF)}}
+		in[i] = []redlimit.Input{{Rule: "ip", Material: "198.51." + strconv.Itoa(i>>8) + "." + strconv.Itoa(i&0xFF)}}
 		e.Decide(context.Background(), in[i], &d)
 	}
 	denied := 0

@@ -12,29 +12,19 @@ import (
 
 // Concurrency rules. A rule whose Algorithm is algorithms.Concurrency
 // takes slots (Input.Cost of them, usually one) when its request is
-// allowed, and holds them until the Decision is released:
+// allowed, and holds them until the Decision is settled:
 //
 //	d := e.Allow(ctx, user)
 //	if !d.Allowed {
 //		return errBusy
 //	}
-//	defer d.Release(ctx)
-//	d.KeepAlive(ctx) // for work that may outlive the lease
+//	defer e.Settle(ctx, d)
+//	d.KeepAlive(ctx) // for work that may outlive the slot's period
 //
-// Each slot is a lease of the rule's Limit.Period (algorithms.InFlight):
-// the slots of a process that dies come back by themselves when their
-// lease expires, and KeepAlive renews the leases of a request that runs
-// longer. The HTTP middleware does both around its next handler.
-
-// Backoff of Acquire for a concurrency rule (see AcquireInputs).
-const (
-	// LeaseWaitMin is the shortest time Acquire sleeps before asking
-	// again for a slot of a concurrency rule.
-	LeaseWaitMin = 10 * time.Millisecond
-	// LeaseWaitMax is the longest: Acquire doubles its sleep from
-	// LeaseWaitMin up to it while slots stay taken.
-	LeaseWaitMax = 500 * time.Millisecond
-)
+// Each slot is held for the rule's Limit.Period (algorithms.InFlight) at
+// a time: the slots of a process that dies come back by themselves when
+// their period ends, and KeepAlive renews the slots of a request that
+// runs longer. The HTTP middleware does both around its next handler.
 
 // hold is what a Decision that took slots holds: its leases, the backend
 // that took them, and the renewal, if one runs.
@@ -82,10 +72,10 @@ func leaseOf(c *algorithms.Check) algorithms.Lease {
 	return algorithms.Lease{Key: c.Key, ID: c.Lease, Cost: max(c.Cost, 1), Period: c.Limit.Period}
 }
 
-// Leases returns the leases of the slots d holds: one per concurrency rule
-// that took slots for an allowed request, until d is released; nil
+// leases returns the leases of the slots d holds: one per concurrency rule
+// that took slots for an allowed request, until d is settled; nil
 // otherwise.
-func (d *Decision) Leases() []algorithms.Lease {
+func (d *Decision) leases() []algorithms.Lease {
 	h := d.hold
 	if h == nil {
 		return nil
@@ -98,15 +88,14 @@ func (d *Decision) Leases() []algorithms.Lease {
 	return append([]algorithms.Lease(nil), h.leases...)
 }
 
-// Release frees the slots d's concurrency rules took, and stops the
-// renewal KeepAlive started. It does nothing (and returns nil) for a
-// Decision that holds no slots, and the second time: call it as many
-// times as convenient, from any goroutine; a clone (Decision.Clone)
-// shares its slots. It runs under Config.Timeout, and a ctx that is
-// canceled does not stop it (a request whose client went away still
-// frees its slots); what it could not free (an error) comes back when
-// the leases expire.
-func (d *Decision) Release(ctx context.Context) error {
+// release frees the slots d's concurrency rules took, and stops the
+// renewal KeepAlive started (see Limiter.Settle). It does nothing (and
+// returns nil) for a Decision that holds no slots, and the second time,
+// from any goroutine; a clone (Decision.Clone) shares its slots. It runs
+// under Config.Timeout, and a ctx that is canceled does not stop it (a
+// request whose client went away still frees its slots); what it could
+// not free (an error) comes back when the slots' periods end.
+func (d *Decision) release(ctx context.Context) error {
 	h := d.hold
 	if h == nil {
 		return nil
@@ -134,12 +123,13 @@ func (d *Decision) Release(ctx context.Context) error {
 	return err
 }
 
-// KeepAlive renews d's leases every third of the shortest lease, until d
-// is released or ctx ends, so that a request that runs longer than its
-// lease keeps its slots. When ctx ends, the renewal stops and the slots
-// stay taken until released or until their leases expire. It does nothing
-// for a Decision that holds no slots, once it is released, or when it
-// renews already. A lease found expired (its slots may have gone to
+// KeepAlive renews the slots d holds (those of its concurrency rules)
+// every third of the shortest rule's Limit.Period, until d is settled
+// ([Limiter.Settle]) or ctx ends, so that a request that runs longer than
+// that period keeps its slots. When ctx ends, the renewal stops and the
+// slots stay taken until settled or until their period ends. It does
+// nothing for a Decision that holds no slots, once it is settled, or when
+// it renews already. A lease found expired (its slots may have gone to
 // others: the renewals were late by more than two thirds of a lease) is
 // not renewed again, and is logged.
 //
@@ -213,67 +203,10 @@ func (s *shared) leaseContext(ctx context.Context) (context.Context, context.Can
 func (e *Limiter) noLeases(what string) error {
 	for i := range e.rules {
 		if e.rules[i].Algorithm == algorithms.Concurrency {
-			return &algorithms.ConfigError{Rule: e.rules[i].Name, Field: what, Reason: "would hold the slots of a concurrency rule with no Decision to release them: use Acquire"}
+			return &algorithms.ConfigError{Rule: e.rules[i].Name, Field: what, Reason: "would hold the slots of a concurrency rule with no Decision to settle: use Allow, then Settle"}
 		}
 	}
 	return nil
-}
-
-// leaseWait returns how long Acquire sleeps after the denial d, whose longest
-// RetryAfter is retry, at its tries-th attempt: retry when no concurrency
-// rule denied; otherwise LeaseWaitMin doubled tries times, at most
-// LeaseWaitMax, and no longer than the concurrency rules' RetryAfter
-// (when the lease that frees a slot expires: a slot is usually released
-// sooner), but never less than LeaseWaitMin; and never less than the
-// RetryAfter of another rule that denied.
-func leaseWait(d *Decision, retry time.Duration, tries int) time.Duration {
-	var lease, other time.Duration
-	concurrency := false
-	for i := range d.Rules {
-		rd := &d.Rules[i]
-		if rd.Shadow || !rd.Evaluated || rd.Result.Allowed {
-			continue
-		}
-		if rd.Algorithm == algorithms.Concurrency {
-			concurrency = true
-			lease = max(lease, rd.Result.RetryAfter)
-		} else {
-			other = max(other, rd.Result.RetryAfter)
-		}
-	}
-	if !concurrency {
-		return retry
-	}
-	w := LeaseWaitMax
-	if tries < 6 {
-		w = min(LeaseWaitMin<<tries, LeaseWaitMax)
-	}
-	w = max(min(w, lease), LeaseWaitMin)
-	return max(w, other)
-}
-
-// Acquire blocks until n units for material are allowed under every rule
-// of e, as WaitN does, and returns the allowed Decision, which holds the
-// slots of e's concurrency rules: release them with Decision.Release once
-// the work is done (and call Decision.KeepAlive for work that may outlive
-// the lease). It is AcquireInputs with one Input per rule holding material
-// and cost n.
-func (e *Limiter) Acquire(ctx context.Context, material string, n int64) (*Decision, error) {
-	var buf [4]Input
-	return e.AcquireInputs(ctx, e.inputs(buf[:0], material, n))
-}
-
-// AcquireInputs is WaitInputs returning the allowed Decision: it waits,
-// and fails, as WaitInputs does, and works on an Limiter with concurrency
-// rules, whose slots the Decision holds until released. On an error it
-// returns a nil Decision, holding nothing.
-func (e *Limiter) AcquireInputs(ctx context.Context, in []Input) (*Decision, error) {
-	d := new(Decision)
-	if err := e.waitInputs(ctx, in, d); err != nil {
-		d.Release(ctx) // none taken: an allowed decision returns nil
-		return nil, err
-	}
-	return d, nil
 }
 
 // checkLeaser returns a *ConfigError when r is a concurrency rule and the
@@ -288,23 +221,6 @@ func (s *shared) checkLeaser(r Rule) error {
 	}
 	return &algorithms.ConfigError{Rule: r.Name, Field: "Algorithm", Reason: "concurrency needs a backend (and a fallback) that can release leases: an algorithms.Leaser"}
 }
-
-// Holds reports whether d holds slots of concurrency rules (until it is
-// released): what the HTTP middleware asks before its next handler.
-func (d *Decision) Holds() bool { return d.hold != nil }
-
-// HoldsInProcess reports whether d holds slots of concurrency rules on a
-// backend that runs in process ([algorithms.InProcess]: memstore, the
-// default fallback), so that releasing them makes no round trip: an
-// adapter that releases after the response on another goroutine
-// (grpclimit) releases these at once instead. It is false when d holds
-// no slots.
-func (d *Decision) HoldsInProcess() bool { return d.hold != nil && inProcess(d.hold.backend) }
-
-// Concurrent reports whether a rule of e is a concurrency rule
-// ([algorithms.Concurrency]): an adapter whose requests have no end it
-// can see (an outbound pacer that only waits) refuses such an Limiter.
-func (e *Limiter) Concurrent() bool { return e.noLeases("") != nil }
 
 // maxAbandoned bounds the releases releaseAbandoned runs at once; past
 // it, the slots of a failed call that did commit come back when their

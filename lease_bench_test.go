@@ -23,7 +23,7 @@ func BenchmarkConcurrency(b *testing.B) {
 			if !d.Allowed {
 				b.Fatal("denied")
 			}
-			d.Release(ctx)
+			e.Settle(ctx, d)
 		}
 	}
 	huge := algorithms.Limit{Rate: 1 << 40, Period: time.Microsecond}

@@ -40,26 +40,26 @@ func inFlightRule(n int64, lease time.Duration) redlimit.Rule {
 	return redlimit.Rule{Name: "jobs", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(n, lease)}
 }
 
-// TestConcurrencyRelease: a Decision holds its slot until released;
-// releasing twice frees nothing more; a denial's RetryAfter is when the
+// TestConcurrencyRelease: a Decision holds its slot until settled;
+// settling twice (a clone shares the slots) frees nothing more; a denial's RetryAfter is when the
 // earliest lease expires.
 func TestConcurrencyRelease(t *testing.T) {
 	e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{inFlightRule(2, time.Minute)}})
 	ctx := context.Background()
 	a, b := e.Allow(ctx, "acme"), e.Allow(ctx, "acme")
 	c := e.Allow(ctx, "acme")
-	if !a.Allowed || !b.Allowed || c.Allowed || c.Rules[0].Result.RetryAfter != time.Minute || c.Holds() {
+	if !a.Allowed || !b.Allowed || c.Allowed || c.Rules[0].Result.RetryAfter != time.Minute || redlimit.Holds(c) {
 		t.Fatalf("Allow ×3 = %v %v %+v, want allowed, allowed, denied for 1m holding nothing", a.Allowed, b.Allowed, c.Rules[0].Result)
 	}
-	if got := a.Leases(); len(got) != 1 || got[0].Period != time.Minute || got[0].Cost != 1 || !strings.HasSuffix(got[0].Key, ":jobs:cc:{acme}") {
+	if got := redlimit.Leases(a); len(got) != 1 || got[0].Period != time.Minute || got[0].Cost != 1 || !strings.HasSuffix(got[0].Key, ":jobs:cc:{acme}") {
 		t.Fatalf("Leases() = %+v", got)
 	}
 	for range 2 {
-		if err := a.Clone().Release(ctx); err != nil {
+		if err := e.Settle(ctx, a.Clone()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if a.Leases() != nil {
+	if redlimit.Leases(a) != nil {
 		t.Fatal("a released Decision still reports leases")
 	}
 	d := e.Allow(ctx, "acme")
@@ -78,11 +78,11 @@ type downLeaser struct{ failing }
 func (*downLeaser) Release(context.Context, []algorithms.Lease) error       { return nil }
 func (*downLeaser) Renew(context.Context, []algorithms.Lease, []bool) error { return nil }
 
-// TestConcurrencyHoldsInProcess: HoldsInProcess tells a Decision whose
-// slots an in-process backend holds (memstore; the default fallback, for
-// a decision it made) from one holding slots on a remote backend, and is
-// false for a Decision that holds none; a clone answers as its original.
-func TestConcurrencyHoldsInProcess(t *testing.T) {
+// TestStatusInProcess: Status().InProcess tells a Limiter whose store runs
+// in process (memstore: an adapter settles its decisions at once) from one
+// on a remote store, whichever backend decided (a remote primary's
+// fallback runs in process, but the primary is what it reports).
+func TestStatusInProcess(t *testing.T) {
 	ctx := context.Background()
 	mem := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{inFlightRule(1, time.Minute)}})
 	remote := newEngine(t, &leasing{remote{next: newMemory(t)}}, redlimit.Config{Rules: []redlimit.Rule{inFlightRule(1, time.Minute)}})
@@ -91,29 +91,28 @@ func TestConcurrencyHoldsInProcess(t *testing.T) {
 		t.Fatalf("first call to a failing primary: %+v, want refused undecided", d)
 	}
 	onFallback := down.Allow(ctx, "acme")
-	if onFallback.Source != redlimit.SourceFallback {
-		t.Fatalf("second call: %+v, want the fallback's decision", onFallback)
+	if onFallback.Source != redlimit.SourceFallback || !redlimit.Holds(onFallback) {
+		t.Fatalf("second call: %+v, want the fallback's decision, holding a slot", onFallback)
 	}
-	memory, remoteHeld := mem.Allow(ctx, "acme"), remote.Allow(ctx, "acme")
 	for _, tc := range []struct {
 		name string
-		d    *redlimit.Decision
+		e    *redlimit.Limiter
 		want bool
-	}{
-		{"memstore", memory, true},
-		{"memstore, a clone", memory.Clone(), true},
-		{"memstore, denied", mem.Allow(ctx, "acme"), false},
-		{"remote", remoteHeld, false},
-		{"fallback", onFallback, true},
-	} {
-		if got := tc.d.HoldsInProcess(); got != tc.want {
-			t.Errorf("%s: HoldsInProcess() = %v, want %v (Holds %v)", tc.name, got, tc.want, tc.d.Holds())
+	}{{"memstore", mem, true}, {"remote", remote, false}, {"remote on its fallback", down, false}} {
+		if got := tc.e.Status().InProcess; got != tc.want {
+			t.Errorf("%s: Status().InProcess = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if err := memory.Release(ctx); err != nil {
-		t.Fatal(err)
+	for _, e := range []*redlimit.Limiter{mem, remote} {
+		d := e.Allow(ctx, "acme")
+		if !redlimit.Holds(d) {
+			t.Fatalf("%+v holds no slot", d)
+		}
+		if err := e.Settle(ctx, d); err != nil || redlimit.Holds(d) && redlimit.Leases(d) != nil {
+			t.Fatalf("Settle = %v, leases %v after it; want nil, none", err, redlimit.Leases(d))
+		}
 	}
-	if err := remoteHeld.Release(ctx); err != nil {
+	if err := down.Settle(ctx, onFallback); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -130,10 +129,10 @@ func TestConcurrencyDenialNotCached(t *testing.T) {
 			t.Fatal("two slots of one")
 		}
 	}
-	if n := e.LocalDenials(); n != 0 || l.calls.Load() != 4 {
+	if n := e.Status().LocalDenials; n != 0 || l.calls.Load() != 4 {
 		t.Fatalf("%d local denials, %d backend calls; want 0 and 4", n, l.calls.Load())
 	}
-	held.Release(ctx)
+	e.Settle(ctx, held)
 	if d := e.Allow(ctx, "acme"); !d.Allowed {
 		t.Fatalf("not allowed once the slot was released: %+v", d.Rules[0].Result)
 	}
@@ -149,7 +148,7 @@ func TestConcurrencyNeedsLeaser(t *testing.T) {
 	}
 	e := newEngine(t, newMemory(t), redlimit.Config{Rules: []redlimit.Rule{inFlightRule(1, time.Second)}})
 	if err := e.Wait(context.Background(), "acme"); !errors.As(err, &ce) {
-		t.Fatalf("Wait on a concurrency rule = %v, want a *ConfigError (use Acquire)", err)
+		t.Fatalf("Wait on a concurrency rule = %v, want a *ConfigError (use Allow, then Settle)", err)
 	}
 }
 
@@ -168,7 +167,7 @@ func TestConcurrencyKeepAlive(t *testing.T) {
 		if got := e.Allow(ctx, "acme"); got.Allowed || got.Rules[0].Result.RetryAfter > 3*time.Second {
 			t.Fatalf("10 leases later, a kept-alive slot: %+v, want denied, RetryAfter <= 3s", got.Rules[0].Result)
 		}
-		d.Release(ctx)
+		e.Settle(ctx, d)
 		if got := e.Allow(ctx, "acme"); !got.Allowed {
 			t.Fatalf("released, still denied: %+v", got.Rules[0].Result)
 		}
@@ -180,30 +179,6 @@ func TestConcurrencyKeepAlive(t *testing.T) {
 		time.Sleep(time.Microsecond)
 		if !e.Allow(ctx, "acme").Allowed {
 			t.Fatal("not free when its lease expired")
-		}
-	})
-}
-
-// TestConcurrencyAcquire: Acquire waits for a slot to be released,
-// sleeping 10ms, 20ms, 40ms, 80ms...: a slot released at 120ms is taken
-// at 150ms, long before the lease (1m) expires.
-func TestConcurrencyAcquire(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEngine(t, newClockMemory(t), redlimit.Config{Rules: []redlimit.Rule{inFlightRule(1, time.Minute)}})
-		ctx := context.Background()
-		held := e.Allow(ctx, "acme")
-		time.AfterFunc(120*time.Millisecond, func() { held.Release(ctx) })
-		start := time.Now()
-		d, err := e.Acquire(ctx, "acme", 1)
-		if err != nil || !d.Allowed || !d.Holds() {
-			t.Fatalf("Acquire = %+v, %v", d, err)
-		}
-		if took := time.Since(start); took != 150*time.Millisecond {
-			t.Fatalf("Acquire took %v, want 150ms (10+20+40+80)", took)
-		}
-		d.Release(ctx)
-		if _, err := e.Acquire(ctx, "acme", 2); !errors.Is(err, redlimit.ErrNeverAllowed) {
-			t.Fatalf("Acquire of 2 slots of 1 = %v, want ErrNeverAllowed", err)
 		}
 	})
 }
@@ -225,15 +200,15 @@ func TestConcurrencyLayered(t *testing.T) {
 			t.Fatalf("%+v", d.Rules)
 		}
 	}
-	held.Release(ctx)
+	e.Settle(ctx, held)
 	p := e.Peek(ctx, "acme")
 	if p.Rules[0].Result.Remaining != 1 || p.Rules[1].Result.Remaining != 2 {
 		t.Fatalf("after 5 concurrency denials: slots %d, rate %d; want 1 and 2 (denials consumed nothing)", p.Rules[0].Result.Remaining, p.Rules[1].Result.Remaining)
 	}
 	a := e.Allow(ctx, "acme")
-	a.Release(ctx)
+	e.Settle(ctx, a)
 	b := e.Allow(ctx, "acme")
-	b.Release(ctx)
+	e.Settle(ctx, b)
 	if d := e.Allow(ctx, "acme"); d.Allowed || d.Rules[1].Result.Allowed || !d.Rules[0].Result.Allowed {
 		t.Fatalf("rate exhausted: %+v", d.Rules)
 	}
@@ -341,11 +316,11 @@ func TestConcurrencyShadow(t *testing.T) {
 	if !a.Allowed || !b.Allowed || !b.WouldDeny {
 		t.Fatalf("allowed %v %v, would deny %v", a.Allowed, b.Allowed, b.WouldDeny)
 	}
-	if got := b.Leases(); len(got) != 1 || !strings.Contains(got[0].Key, ":live:") {
+	if got := redlimit.Leases(b); len(got) != 1 || !strings.Contains(got[0].Key, ":live:") {
 		t.Fatalf("the shadow-denied request holds %+v, want the live rule's slot only", got)
 	}
-	a.Release(ctx)
-	b.Release(ctx)
+	e.Settle(ctx, a)
+	e.Settle(ctx, b)
 	if p := e.Peek(ctx, "acme"); p.Rules[0].Result.Remaining != 1 || p.Rules[1].Result.Remaining != 5 {
 		t.Fatalf("after both released: %+v", p.Rules)
 	}

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-// The key-first API: Allow, Wait, Peek and Reset key every rule of an
+// The key-first API: Allow, Wait, Peek and Reset key every rule of a
 // Limiter by one key material, for code that is not an HTTP handler (a
 // worker, a queue consumer, an outbound client). Several materials (a
-// per-IP rule next to a per-user rule) go through Decide, WaitInputs,
-// PeekInputs and ResetInputs, one Input per rule.
+// per-IP rule next to a per-user rule) go through Decide, one Input per
+// rule, keyed by rule name.
 
 // Errors of Wait. Test for them with [errors.Is].
 var (
@@ -41,26 +40,22 @@ func (e *Limiter) Allow(ctx context.Context, material string) *Decision {
 // keys (so an HTTP middleware whose rule has the same name, algorithm and
 // Config.Prefix counts in the same bucket for the same material), the same
 // timeout, error policy, fallback, deny cache, shadow rules and hook. A
-// negative n denies, nothing consumed (RuleDecision.InvalidCost). Use
-// DecideKey to reuse a Decision.
+// negative n is refused, nothing consumed (RuleDecision.InvalidCost). The
+// Decision is the caller's; one that holds the slots of a concurrency rule
+// is to be settled ([Limiter.Settle]). To decide without allocating, reuse
+// a Decision with Decide.
 func (e *Limiter) AllowN(ctx context.Context, material string, n int64) *Decision {
 	d := new(Decision)
-	e.DecideKey(ctx, material, n, d)
-	return d
-}
-
-// DecideKey is AllowN filling d, reusing d.Rules' storage: a caller that
-// reuses d decides without allocating (with up to 4 rules).
-func (e *Limiter) DecideKey(ctx context.Context, material string, n int64, d *Decision) {
 	var buf [4]Input
 	e.Decide(ctx, e.inputs(buf[:0], material, n), d)
+	return d
 }
 
 // inputs appends to in one Input per rule of e, each with material and
 // cost n.
 func (e *Limiter) inputs(in []Input, material string, n int64) []Input {
-	for range e.rules {
-		in = append(in, Input{Material: material, Cost: n})
+	for i := range e.rules {
+		in = append(in, Input{Rule: e.rules[i].Name, Material: material, Cost: n})
 	}
 	return in
 }
@@ -72,63 +67,51 @@ func (e *Limiter) Wait(ctx context.Context, material string) error {
 }
 
 // WaitN blocks until n units for material are allowed under every rule of
-// e, and consumed, or until ctx ends. It is WaitInputs with one Input per
-// rule holding material and cost n.
-func (e *Limiter) WaitN(ctx context.Context, material string, n int64) error {
-	var buf [4]Input
-	return e.WaitInputs(ctx, e.inputs(buf[:0], material, n))
-}
-
-// WaitInputs blocks until the request in describes (one Input per rule, as
-// for Decide) is allowed, or until ctx ends. It returns nil once allowed,
-// the units consumed.
+// e, and consumed, or until ctx ends. It returns nil once allowed, the
+// units consumed.
 //
-// Each attempt is a Decide: a denied one consumes nothing, and Wait then
+// Each attempt is AllowN: a denied one consumes nothing, and WaitN then
 // sleeps (Config.Sleep) for the longest RetryAfter among the rules that
 // denied, the time until the request would be allowed were there no other
 // traffic, and tries again. It never asks the backend more often; while
 // others take the key's capacity first, it waits again. Callers waiting
 // on one key are released in the order their RetryAfters end.
 //
-// Wait returns, nothing consumed:
+// WaitN returns, nothing consumed:
 //   - at once, an error matching [ErrNeverAllowed] when the request can
-//     never be allowed: its cost is above a rule's capacity, or an Input
-//     has no material for a rule that denies it;
+//     never be allowed: n is above a rule's capacity, or material is
+//     empty (no key material) for a rule that denies it;
 //   - at once, an error matching [ErrWaitExceedsDeadline] when the
 //     RetryAfter ends after ctx's deadline;
 //   - context.Cause(ctx) when ctx ends before a backend decided, or while
-//     Wait sleeps (a backend call that the context cut short may have
+//     WaitN sleeps (a backend call that the context cut short may have
 //     consumed, as for Decide);
-//   - at once, an *[algorithms.ConfigError] when in does not hold one
-//     Input per rule;
-//   - Decision.Err when the request was refused without being decided: an
-//     invalid Input (a negative cost), or under FailClosed a backend error.
+//   - Decision.Err when the request was refused without being decided: a
+//     negative n, or under FailClosed a backend error.
 //
-// Under FailOpen a backend error allows the request (Wait returns nil),
+// Under FailOpen a backend error allows the request (WaitN returns nil),
 // and under Fallback the fallback decides, as Decide does; in shadow mode
 // every attempt is allowed. Config.OnDecision hears of every attempt.
 //
-// A concurrency rule's RetryAfter is when a lease expires, but a slot is
-// usually released sooner: while one denies, Wait sleeps LeaseWaitMin,
-// then twice as long at each attempt up to LeaseWaitMax, never longer
-// than that RetryAfter nor shorter than LeaseWaitMin. An Limiter with a
-// concurrency rule returns an *[algorithms.ConfigError] at once: WaitInputs
-// would take slots that nobody could release; use AcquireInputs.
-func (e *Limiter) WaitInputs(ctx context.Context, in []Input) error {
-	if err := e.noLeases("WaitInputs"); err != nil {
+// A Limiter with a concurrency rule returns an *[algorithms.ConfigError]
+// at once: WaitN would take slots that nobody could release (WaitN
+// returns no Decision to settle). Use Allow, and Settle the Decision once
+// the work is done.
+func (e *Limiter) WaitN(ctx context.Context, material string, n int64) error {
+	if err := e.noLeases("WaitN"); err != nil {
 		return err
 	}
+	var buf [4]Input
 	var d Decision
-	return e.waitInputs(ctx, in, &d)
+	return e.waitInputs(ctx, e.inputs(buf[:0], material, n), &d)
 }
 
-// waitInputs is WaitInputs deciding into d, which holds the allowed
-// Decision when it returns nil.
+// waitInputs waits until the request in describes (Inputs keyed by rule
+// name, as for Decide) is allowed, as WaitN does, deciding into d, which
+// holds the allowed Decision when it returns nil. A programmer error in
+// in (see Decide) is returned at once.
 func (e *Limiter) waitInputs(ctx context.Context, in []Input, d *Decision) error {
-	if len(in) != len(e.rules) {
-		return &algorithms.ConfigError{Field: "WaitInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(len(e.rules))}
-	}
-	for tries := 0; ; tries++ {
+	for {
 		if err := context.Cause(ctx); err != nil {
 			return err
 		}
@@ -143,11 +126,10 @@ func (e *Limiter) waitInputs(ctx context.Context, in []Input, d *Decision) error
 		if d.Failed {
 			return d.Err
 		}
-		retry, err := retryAfter(d, in)
+		retry, err := retryAfter(d)
 		if err != nil {
 			return err
 		}
-		retry = leaseWait(d, retry, tries)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < retry {
 			return fmt.Errorf("%w: retry after %v", ErrWaitExceedsDeadline, retry)
 		}
@@ -159,7 +141,7 @@ func (e *Limiter) waitInputs(ctx context.Context, in []Input, d *Decision) error
 
 // retryAfter returns how long a denied decision must wait: the longest
 // RetryAfter of the rules that denied it, or ErrNeverAllowed.
-func retryAfter(d *Decision, in []Input) (time.Duration, error) {
+func retryAfter(d *Decision) (time.Duration, error) {
 	var retry time.Duration
 	for i := range d.Rules {
 		rd := &d.Rules[i]
@@ -176,7 +158,7 @@ func retryAfter(d *Decision, in []Input) (time.Duration, error) {
 			continue
 		}
 		if rd.Result.Never() {
-			return 0, fmt.Errorf("%w: rule %q: cost %d is above its capacity %d", ErrNeverAllowed, rd.Name, max(in[i].Cost, 1), rd.Result.Limit)
+			return 0, fmt.Errorf("%w: rule %q: cost %d is above its capacity %d", ErrNeverAllowed, rd.Name, rd.Cost, rd.Result.Limit)
 		}
 		retry = max(retry, rd.Result.RetryAfter)
 	}
@@ -200,29 +182,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Peek reports the state of material under every rule of e for one unit,
-// without consuming anything: it is PeekN(ctx, material, 1).
-func (e *Limiter) Peek(ctx context.Context, material string) *Decision {
-	return e.PeekN(ctx, material, 1)
-}
-
-// PeekN reports what AllowN(ctx, material, n) would decide now, without
-// consuming anything: PeekInputs with one Input per rule holding material
-// and cost n.
-func (e *Limiter) PeekN(ctx context.Context, material string, n int64) *Decision {
-	var buf [4]Input
-	d := new(Decision)
-	e.PeekInputs(ctx, e.inputs(buf[:0], material, n), d)
-	return d
-}
-
-// PeekInputs fills d with what Decide(ctx, in, d) would decide now, and
-// consumes nothing on any backend, Redis Cluster included. Each rule's
+// Peek reports what Allow(ctx, material) would decide now, without
+// consuming anything, on any backend, Redis Cluster included. Each rule's
 // Result is its state as if it were decided alone: Allowed says whether
-// its cost would pass, Remaining is what the key holds now (before any
-// cost), RetryAfter is how long until the cost would pass (zero when it
-// would), ResetAfter how long until the key is full. d.Allowed is whether
-// Decide would allow, d.WouldDeny whether a shadow rule would deny.
+// one unit would pass, Remaining is what the key holds now, RetryAfter is
+// how long until a unit would pass (zero when it would), ResetAfter how
+// long until the key is full. Decision.Allowed is whether Allow would
+// allow, Decision.WouldDeny whether a shadow rule would deny.
 //
 // A peek goes through the same timeout, error policy and fallback as
 // Decide, and the deny cache: a rule whose key is cached as denied is
@@ -230,7 +196,7 @@ func (e *Limiter) PeekN(ctx context.Context, material string, n int64) *Decision
 // (RuleDecision.Evaluated false), as for Decide. It is not a decision:
 // Config.OnDecision does not hear of it. A fixed window rule with quota
 // blocks is peeked at the epoch the backend is at (a reset by another
-// process moves it: see ResetInputs), read first with one more call (under
+// process moves it: see Reset), read first with one more call (under
 // its own Timeout) per such rule.
 //
 // How: the backend is asked about the rules' checks plus, per hash tag
@@ -240,20 +206,31 @@ func (e *Limiter) PeekN(ctx context.Context, material string, n int64) *Decision
 // in the hash slot of the material's keys, it makes every slot of the call
 // deny on a cluster: no slot commits, none is refunded. (The empty
 // material is no key: see Input.Material.)
-func (e *Limiter) PeekInputs(ctx context.Context, in []Input, d *Decision) {
-	n := len(e.rules)
+func (e *Limiter) Peek(ctx context.Context, material string) *Decision {
+	var buf [4]Input
+	d := new(Decision)
+	e.peekInputs(ctx, e.inputs(buf[:0], material, 1), d)
+	return d
+}
+
+// peekInputs fills d with what Decide(ctx, in, d) would decide now, and
+// consumes nothing (see Peek).
+func (e *Limiter) peekInputs(ctx context.Context, in []Input, d *Decision) {
 	e.begin(d)
-	if len(in) != n {
-		e.s.refuse(d, &algorithms.ConfigError{Field: "PeekInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(n)})
+	s := e.pool.Get().(*scratch)
+	if err := e.order(in, s); err != nil {
+		e.s.refuse(d, err)
+		e.pool.Put(s)
 		return
 	}
-	s := e.pool.Get().(*scratch)
+	in = s.in
 	s.checks, s.index = s.checks[:0], s.index[:0]
 	if e.build(ctx, in, s, d, 0) == pass && len(s.checks) > 0 {
 		e.peekEpochs(ctx, in, s, d)
 		e.s.peek(ctx, s, in, d)
 	}
 	clear(s.checks)
+	clear(s.in)
 	e.pool.Put(s)
 }
 
@@ -304,20 +281,13 @@ func (s *shared) peek(ctx context.Context, sc *scratch, in []Input, d *Decision)
 
 // Reset forgets the state of material under every rule of e, so that
 // each rule's key starts afresh at full capacity ("unblock this
-// customer"): ResetInputs with one Input per rule holding material.
-func (e *Limiter) Reset(ctx context.Context, material string) error {
-	var buf [4]Input
-	return e.ResetInputs(ctx, e.inputs(buf[:0], material, 0))
-}
-
-// ResetInputs forgets the state of every rule's key for in (one Input per
-// rule, as for Decide; a rule whose Input is Missing is left alone). The
-// key is the one Decide uses, whatever the Input's tier or cost.
+// customer"). The keys are those Allow uses for material. An empty
+// material is no key: Reset does nothing.
 //
 // It resets the keys on the backend given to New, which must be an
 // [algorithms.Resetter] (memstore, redisstore and denycache are), and on
 // the fallback when it is one. The deny cache of e forgets the keys too:
-// once ResetInputs returns nil, the next Decide on this process is
+// once Reset returns nil, the next Decide on this process is
 // decided by the backend, and allowed. Other processes' deny caches are
 // not told: each may still deny a key it cached as denied for at most the
 // RetryAfter the backend last reported to it (see package denycache,
@@ -341,12 +311,26 @@ func (e *Limiter) Reset(ctx context.Context, material string) error {
 // The call to the backend runs under Config.Timeout (as a context
 // deadline: a backend that does not honour deadlines is waited for). It
 // returns an error matching [errors.ErrUnsupported] when the backend
-// cannot reset keys, Input.Err of the first Input that has one, or the
-// backend's error; the error policy does not apply.
-func (e *Limiter) ResetInputs(ctx context.Context, in []Input) error {
-	if len(in) != len(e.rules) {
-		return &algorithms.ConfigError{Field: "ResetInputs", Reason: "takes one Input per rule, got " + strconv.Itoa(len(in)) + " for " + strconv.Itoa(len(e.rules))}
+// cannot reset keys, or the backend's error; the error policy does not apply.
+func (e *Limiter) Reset(ctx context.Context, material string) error {
+	var buf [4]Input
+	return e.resetInputs(ctx, e.inputs(buf[:0], material, 0))
+}
+
+// resetInputs forgets the state of the rules' keys for in (Inputs keyed by
+// rule name, as for Decide; a rule with no Input, or whose Input is
+// Missing, is left alone), as Reset does. It returns Input.Err of the
+// first Input that has one.
+func (e *Limiter) resetInputs(ctx context.Context, in []Input) error {
+	s := e.pool.Get().(*scratch)
+	err := e.order(in, s)
+	ordered := append([]Input(nil), s.in...)
+	clear(s.in)
+	e.pool.Put(s)
+	if err != nil {
+		return err
 	}
+	in = ordered
 	keys := make([]string, 0, len(in))
 	var epochs []int // rules with quota blocks of a fixed window: see epoch.go
 	for i := range e.rules {

@@ -110,7 +110,7 @@ func waitConcurrently(t *testing.T, backend algorithms.Backend, alg algorithms.A
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	t.Logf("64 waiters released in %v: %d allowed, %d denied attempts (%d answered by the deny cache)", elapsed, allowed.Load(), denied.Load(), e.LocalDenials())
+	t.Logf("64 waiters released in %v: %d allowed, %d denied attempts (%d answered by the deny cache)", elapsed, allowed.Load(), denied.Load(), e.Status().LocalDenials)
 	if allowed.Load() != 64 {
 		t.Fatalf("%d allowed decisions for 64 waiters", allowed.Load())
 	}
@@ -201,7 +201,7 @@ func TestRedisReset(t *testing.T) {
 			ctx := context.Background()
 			for e.Allow(ctx, "acme").Allowed {
 			}
-			if d := e.Allow(ctx, "acme"); d.Allowed || e.LocalDenials() == 0 {
+			if d := e.Allow(ctx, "acme"); d.Allowed || e.Status().LocalDenials == 0 {
 				t.Fatalf("not denied by the deny cache: %+v", d)
 			}
 			resetUnblocks(t, e)
@@ -231,7 +231,7 @@ func TestRedisCluster(t *testing.T) {
 			}})
 			in := []redlimit.Input{{Material: "203.0.113.7"}, {Material: "alice"}}
 			var d redlimit.Decision
-			e.Decide(ctx, in, &d)
+			e.Decide(ctx, inOrder(e, in), &d)
 			if redisstore.HashSlot(d.Rules[0].Key) == redisstore.HashSlot(d.Rules[1].Key) {
 				t.Fatalf("%s and %s share a slot: the test needs two", d.Rules[0].Key, d.Rules[1].Key)
 			}
@@ -260,7 +260,7 @@ func TestRedisCluster(t *testing.T) {
 			for i := range 6 {
 				var p redlimit.Decision
 				e.PeekInputs(ctx, in, &p)
-				e.Decide(ctx, in, &d)
+				e.Decide(ctx, inOrder(e, in), &d)
 				if p.Allowed != d.Allowed || p.Rules[0].Result.RetryAfter != d.Rules[0].Result.RetryAfter {
 					t.Fatalf("step %d: Peek %+v, then Decide %+v", i, p.Rules, d.Rules)
 				}
@@ -271,7 +271,7 @@ func TestRedisCluster(t *testing.T) {
 			if err := e.ResetInputs(ctx, in); err != nil {
 				t.Fatal(err)
 			}
-			e.Decide(ctx, in, &d)
+			e.Decide(ctx, inOrder(e, in), &d)
 			if !d.Allowed || d.Rules[0].Result.Remaining != 2 || d.Rules[1].Result.Remaining != 4 {
 				t.Fatalf("after Reset: %+v", d.Rules)
 			}
@@ -316,7 +316,7 @@ func TestRedisResetOtherInstance(t *testing.T) {
 		t.Fatal("instance a: denied after its Reset")
 	}
 	localB = localB.Add(20*time.Second - time.Microsecond)
-	if d := b.Allow(ctx, "acme"); d.Allowed || b.LocalDenials() != 1 {
+	if d := b.Allow(ctx, "acme"); d.Allowed || b.Status().LocalDenials != 1 {
 		t.Fatalf("instance b, 1µs before its cached RetryAfter ends: %+v, want denied locally", d.Rules[0].Result)
 	}
 	localB = localB.Add(time.Microsecond)

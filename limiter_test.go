@@ -68,6 +68,15 @@ func TestAllowExactConcurrent(t *testing.T) {
 	}
 }
 
+// allInputs returns one Input per rule of e, each holding material.
+func allInputs(e *redlimit.Limiter, material string) []redlimit.Input {
+	var in []redlimit.Input
+	for _, r := range e.Rules() {
+		in = append(in, redlimit.Input{Rule: r.Name, Material: material})
+	}
+	return in
+}
+
 // allowConcurrently runs 64 goroutines × 4 Allow calls on one key of e and
 // checks that exactly want were allowed.
 func allowConcurrently(t *testing.T, e *redlimit.Limiter, want int64) {
@@ -77,8 +86,9 @@ func allowConcurrently(t *testing.T, e *redlimit.Limiter, want int64) {
 	for range 64 {
 		wg.Go(func() {
 			var d redlimit.Decision
+			in := allInputs(e, "acme")
 			for range 4 {
-				e.DecideKey(context.Background(), "acme", 1, &d)
+				e.Decide(context.Background(), in, &d)
 				if d.Err != nil {
 					t.Error(d.Err)
 				}
@@ -259,8 +269,8 @@ func TestWaitErrors(t *testing.T) {
 		if err := e.WaitN(context.Background(), "k", -1); !errors.Is(err, algorithms.ErrInvalidConfig) {
 			t.Fatalf("WaitN(-1) = %v, want a ConfigError", err)
 		}
-		if err := e.WaitInputs(context.Background(), nil); !errors.Is(err, algorithms.ErrInvalidConfig) {
-			t.Fatalf("WaitInputs(nil) = %v, want a ConfigError", err)
+		if err := e.WaitInputs(context.Background(), []redlimit.Input{{Rule: "nope", Material: "k"}}); !errors.Is(err, algorithms.ErrInvalidConfig) {
+			t.Fatalf("WaitInputs(an Input naming no rule) = %v, want a ConfigError", err)
 		}
 		if r := e.Peek(context.Background(), "k").Rules[0].Result; r.Remaining != 10 {
 			t.Fatalf("after the refused Waits: %+v, want nothing consumed", r)
@@ -377,13 +387,13 @@ func TestReset(t *testing.T) {
 		e.Allow(ctx, "acme")
 		e.Allow(ctx, "acme") // denied by the backend: cached
 		calls := r.calls.Load()
-		if d := e.Allow(ctx, "acme"); d.Allowed || e.LocalDenials() != 1 || r.calls.Load() != calls {
-			t.Fatalf("not denied by the deny cache: %+v, %d local denials", d, e.LocalDenials())
+		if d := e.Allow(ctx, "acme"); d.Allowed || e.Status().LocalDenials != 1 || r.calls.Load() != calls {
+			t.Fatalf("not denied by the deny cache: %+v, %d local denials", d, e.Status().LocalDenials)
 		}
 		if err := e.Reset(ctx, "acme"); err != nil {
 			t.Fatal(err)
 		}
-		if d := e.Allow(ctx, "acme"); !d.Allowed || d.Rules[0].Result.Remaining != 1 || e.LocalDenials() != 1 {
+		if d := e.Allow(ctx, "acme"); !d.Allowed || d.Rules[0].Result.Remaining != 1 || e.Status().LocalDenials != 1 {
 			t.Fatalf("after Reset: %+v", d)
 		}
 	})
@@ -421,14 +431,14 @@ func TestReset(t *testing.T) {
 	})
 	t.Run("inputs", func(t *testing.T) {
 		e := newEngine(t, newMemory(t), redlimit.Config{Rules: rules})
-		if err := e.ResetInputs(ctx, []redlimit.Input{{Material: "x"}}); !errors.Is(err, algorithms.ErrInvalidConfig) {
-			t.Fatalf("ResetInputs with one Input for two rules = %v", err)
+		if err := e.ResetInputs(ctx, []redlimit.Input{{Rule: "nope", Material: "x"}}); !errors.Is(err, algorithms.ErrInvalidConfig) {
+			t.Fatalf("ResetInputs with an Input naming no rule = %v", err)
 		}
 		boom := errors.New("boom")
 		if err := e.ResetInputs(ctx, []redlimit.Input{{Material: "x"}, {Err: boom}}); err != boom {
 			t.Fatalf("ResetInputs with a failed Input = %v", err)
 		}
-		e.Decide(ctx, []redlimit.Input{{Material: "ip"}, {Material: "user"}}, &redlimit.Decision{})
+		e.Decide(ctx, inOrder(e, []redlimit.Input{{Material: "ip"}, {Material: "user"}}), &redlimit.Decision{})
 		// reset the user rule only
 		if err := e.ResetInputs(ctx, []redlimit.Input{{Missing: true}, {Material: "user"}}); err != nil {
 			t.Fatal(err)
@@ -473,9 +483,11 @@ func resetUnblocks(t *testing.T, e *redlimit.Limiter) {
 	}
 }
 
-// TestDecideKeyAllocs: DecideKey with a reused Decision allocates nothing
-// on memstore, nor does PeekInputs.
-func TestDecideKeyAllocs(t *testing.T) {
+// TestKeyFirstAllocs: Decide of one material for every rule with a
+// reused Decision allocates nothing on memstore, nor does peekInputs (what
+// Peek runs); AllowN and Peek allocate the Decision they return (and its
+// Rules) alone.
+func TestKeyFirstAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items)")
 	}
@@ -485,11 +497,17 @@ func TestDecideKeyAllocs(t *testing.T) {
 	}})
 	var d redlimit.Decision
 	ctx := context.Background()
-	e.DecideKey(ctx, "acme", 1, &d)
-	if got := testing.AllocsPerRun(1000, func() { e.DecideKey(ctx, "acme", 1, &d) }); got != 0 || !d.Allowed {
-		t.Errorf("DecideKey: %v allocs (allowed %v), want 0", got, d.Allowed)
+	in := []redlimit.Input{{Rule: "ip", Material: "acme"}, {Rule: "user", Material: "acme"}}
+	e.Decide(ctx, in, &d)
+	if got := testing.AllocsPerRun(1000, func() { e.Decide(ctx, in, &d) }); got != 0 || !d.Allowed {
+		t.Errorf("Decide: %v allocs (allowed %v), want 0", got, d.Allowed)
 	}
-	in := []redlimit.Input{{Material: "acme"}, {Material: "acme"}}
+	if got := testing.AllocsPerRun(1000, func() { e.AllowN(ctx, "acme", 1) }); got != 2 {
+		t.Errorf("AllowN: %v allocs, want 2 (its Decision and its Rules)", got)
+	}
+	if got := testing.AllocsPerRun(1000, func() { e.Peek(ctx, "acme") }); got != 2 {
+		t.Errorf("Peek: %v allocs, want 2 (its Decision and its Rules)", got)
+	}
 	e.PeekInputs(ctx, in, &d)
 	if got := testing.AllocsPerRun(1000, func() { e.PeekInputs(ctx, in, &d) }); got != 0 || !d.Allowed {
 		t.Errorf("PeekInputs: %v allocs (allowed %v), want 0", got, d.Allowed)

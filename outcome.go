@@ -26,16 +26,10 @@ const (
 	OutcomeSkipped
 	// OutcomeUnevaluated (rules only): the rule was not evaluated: a
 	// deny-cache hit on another rule, or the request was denied before.
+	// It is the last Outcome: metrics that set up their series ahead
+	// range from OutcomeAllowed to it.
 	OutcomeUnevaluated
 )
-
-// Outcomes lists every Outcome in order, for metrics that set up their
-// series ahead: a Decision's Outcome is one of the first four, a rule's
-// any of them.
-var Outcomes = [...]Outcome{
-	OutcomeAllowed, OutcomeDenied, OutcomeShadowDenied, OutcomeError, OutcomeMissingKey,
-	OutcomeInvalidCost, OutcomeExempt, OutcomeSkipped, OutcomeUnevaluated,
-}
 
 var outcomeNames = [...]string{
 	"allowed", "denied", "shadow_denied", "error", "missing_key",

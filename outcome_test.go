@@ -51,7 +51,7 @@ func TestOutcome(t *testing.T) {
 			e := newEngine(t, tc.backend, redlimit.Config{Rules: rules, OnError: tc.policy, NoDenyCache: true})
 			var d redlimit.Decision
 			for _, in := range tc.calls {
-				e.Decide(context.Background(), in, &d)
+				e.Decide(context.Background(), inOrder(e, in), &d)
 			}
 			if got := d.Outcome(); got != tc.want {
 				t.Errorf("Outcome() = %v, want %v (decision %+v)", got, tc.want, d)

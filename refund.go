@@ -21,78 +21,94 @@ func defaultRefundWindow(w *time.Duration) error {
 	return nil
 }
 
-// Refund gives back n units to each refundable rule (Rule.Refundable)
-// that d charged: for key-first callers that reserve with AllowN and
-// learn afterwards what the work cost ("refund on failure"). n must be
-// between 0 and what each such rule reserved (RuleDecision.Cost). It is
-// Settle with every refundable rule's cost its reservation less n.
-func (e *Limiter) Refund(ctx context.Context, d *Decision, n int64) error {
-	return e.settle(ctx, d, func(_ int, rd *RuleDecision) (int64, error) {
-		if n < 0 || n > rd.Cost {
-			return 0, &algorithms.ConfigError{Rule: rd.Name, Field: "Refund", Reason: "must give back between 0 and the " + strconv.FormatInt(rd.Cost, 10) + " units reserved, got " + strconv.FormatInt(n, 10)}
-		}
-		return n, nil
-	})
+// Cost is what a request turned out to cost under one rule, for
+// [Limiter.Settle]: Units (0 or more) of the rule named Rule.
+type Cost struct {
+	Rule  string
+	Units int64
 }
 
-// Settle charges the refundable rules (Rule.Refundable) of the allowed
-// decision d what the request turned out to cost: costs holds one cost
-// per rule of e, in rule order, and each refundable rule that d charged
-// gets back what it reserved (RuleDecision.Cost) less costs[i]. The costs
-// of the other rules are ignored. This is "charge after the response":
-// the decision reserved the full cost, atomically, so a key over its
-// limit was denied up front and requests in flight count; Settle, a
-// second atomic call to the backend, gives back what was not used.
+// Settle ends the allowed decision d once the work it admitted is done:
+// it releases the slots of its concurrency rules (see Decision.KeepAlive)
+// and charges its refundable rules (Rule.Refundable) what the request
+// turned out to cost. costs are keyed by rule name (Cost.Rule), in any
+// order: each refundable rule named gets back what d reserved for it
+// (RuleDecision.Cost) less Cost.Units. A refundable rule that no Cost
+// names keeps its whole reservation. This is "charge after the
+// response": the decision reserved the full cost, atomically, so a key
+// over its limit was denied up front and requests in flight count;
+// Settle, a second atomic call to the backend, gives back what was not
+// used. Settle(ctx, d) with no costs releases d's slots alone.
 //
-// A cost below 0 or above the reservation is an error for its rule,
-// which keeps its whole reservation: nothing is ever charged beyond what
-// the decision checked, and a bad cost never gives back more than was
-// taken. The other rules are settled all the same.
+// A Cost naming no rule of e, a rule that is not refundable, or a rule
+// another Cost names too, is an *[algorithms.ConfigError] (a programmer
+// error): nothing is given back, and the slots are released all the
+// same. Units below 0 or above the reservation are an error for their
+// rule, which keeps its whole reservation: nothing is ever charged beyond
+// what the decision checked, and a bad cost never gives back more than
+// was taken. The other rules are settled all the same.
 //
-// A decision is settled at most once: the backend gives back a
-// reservation only once (a second Settle or Refund of d gives nothing
-// back, and its error matches [algorithms.ErrNotRefunded]), and not
-// after Config.RefundWindow. A decision that charged nothing (denied,
-// failed, or decided by no backend) has nothing to settle: Settle returns
-// nil. The refund goes to the backend that decided d (the primary, or
-// the fallback), under Config.Timeout; the deny cache of e forgets the
-// keys' denials. Errors are logged (Warn) and returned, joined; the
-// error policy does not apply.
-func (e *Limiter) Settle(ctx context.Context, d *Decision, costs []int64) error {
-	if len(costs) != len(e.rules) {
-		return &algorithms.ConfigError{Field: "Settle", Reason: "takes one cost per rule, got " + strconv.Itoa(len(costs)) + " for " + strconv.Itoa(len(e.rules))}
-	}
-	return e.settle(ctx, d, func(i int, rd *RuleDecision) (int64, error) {
-		c := costs[i]
-		if c < 0 || c > rd.Cost {
-			return 0, &algorithms.ConfigError{Rule: rd.Name, Field: "cost", Reason: "must be between 0 and the " + strconv.FormatInt(rd.Cost, 10) + " units reserved, got " + strconv.FormatInt(c, 10)}
-		}
-		return rd.Cost - c, nil
-	})
-}
-
-// settle gives back units(i, rd) to each refundable rule rd (rule i)
-// that d charged.
-func (e *Limiter) settle(ctx context.Context, d *Decision, units func(i int, rd *RuleDecision) (int64, error)) error {
-	if len(d.Rules) != len(e.rules) {
-		return &algorithms.ConfigError{Field: "Decision", Reason: "is not one of this Limiter's: it has " + strconv.Itoa(len(d.Rules)) + " rules, the Limiter " + strconv.Itoa(len(e.rules))}
-	}
-	if !d.Allowed || d.Source == SourceNone {
-		return nil
-	}
+// A decision is settled at most once: its slots are released once (a
+// clone shares them), and the backend gives back a reservation only once
+// (a second Settle gives nothing back, and its error matches
+// [algorithms.ErrNotRefunded]), and not after Config.RefundWindow. A
+// decision that charged nothing (denied, failed, or decided by no
+// backend) has nothing to settle: Settle returns nil. The release and
+// the refund go to the backend that decided d (the primary, or the
+// fallback), under Config.Timeout, whatever ctx's cancellation says for
+// the release; the deny cache of e forgets the keys' denials. Errors are
+// logged (Warn) and returned, joined; the error policy does not apply.
+func (e *Limiter) Settle(ctx context.Context, d *Decision, costs ...Cost) error {
 	var errs []error
+	if err := d.release(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(d.Rules) != len(e.rules) {
+		return errors.Join(append(errs, &algorithms.ConfigError{Field: "Decision", Reason: "is not one of this Limiter's: it has " + strconv.Itoa(len(d.Rules)) + " rules, the Limiter " + strconv.Itoa(len(e.rules))})...)
+	}
+	valid := len(errs)
+	for j := range costs {
+		c := &costs[j]
+		i := e.ruleIndex(c.Rule, -1)
+		switch {
+		case i < 0:
+			errs = append(errs, &algorithms.ConfigError{Rule: c.Rule, Field: "Cost.Rule", Reason: "names no rule of the Limiter (its rules: " + e.names() + ")"})
+		case !e.rules[i].Refundable:
+			errs = append(errs, &algorithms.ConfigError{Rule: c.Rule, Field: "Cost.Rule", Reason: "names a rule that is not Refundable: it keeps what it charged"})
+		}
+		for k := range costs[:j] {
+			if costs[k].Rule == c.Rule {
+				errs = append(errs, &algorithms.ConfigError{Rule: c.Rule, Field: "Cost.Rule", Reason: "is named by two Costs of one call"})
+				break
+			}
+		}
+	}
+	if len(errs) == valid && d.Allowed && d.Source != SourceNone {
+		errs = e.settle(ctx, d, costs, errs)
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		e.s.logSettleError(err)
+	}
+	return err
+}
+
+// settle gives back to each refundable rule of d named in costs what it
+// reserved less its cost, appending the errors to errs.
+func (e *Limiter) settle(ctx context.Context, d *Decision, costs []Cost, errs []error) []error {
 	var refunds []algorithms.Refund
-	for i := range d.Rules {
+	for j := range costs {
+		i := e.ruleIndex(costs[j].Rule, -1)
 		rd := &d.Rules[i]
-		if !e.rules[i].Refundable || rd.Key == "" || !rd.Evaluated || !rd.Result.Allowed || rd.Result.Receipt == (algorithms.Receipt{}) {
+		if rd.Key == "" || !rd.Evaluated || !rd.Result.Allowed || rd.Result.Receipt == (algorithms.Receipt{}) {
 			continue
 		}
-		n, err := units(i, rd)
-		if err != nil {
-			errs = append(errs, err)
+		c := costs[j].Units
+		if c < 0 || c > rd.Cost {
+			errs = append(errs, &algorithms.ConfigError{Rule: rd.Name, Field: "Cost.Units", Reason: "must be between 0 and the " + strconv.FormatInt(rd.Cost, 10) + " units reserved, got " + strconv.FormatInt(c, 10)})
 			continue
 		}
-		if n > 0 {
+		if n := rd.Cost - c; n > 0 {
 			refunds = append(refunds, algorithms.Refund{
 				Check:  algorithms.Check{Key: rd.Key, Algorithm: rd.Algorithm, Limit: rd.Limit, Cost: rd.Cost, RefundWindow: e.s.refundWindow},
 				Result: rd.Result,
@@ -105,11 +121,7 @@ func (e *Limiter) settle(ctx context.Context, d *Decision, units func(i int, rd 
 			errs = append(errs, err)
 		}
 	}
-	err := errors.Join(errs...)
-	if err != nil {
-		e.s.logSettleError(err)
-	}
-	return err
+	return errs
 }
 
 // logSettleError logs err at Warn, at most once a second, with the number

@@ -43,7 +43,7 @@ func refundConcurrently(t *testing.T, e *redlimit.Limiter) {
 		wg.Go(func() {
 			var d redlimit.Decision
 			for i := range 8 {
-				e.Decide(ctx, in, &d)
+				e.Decide(ctx, inOrder(e, in), &d)
 				if d.Err != nil {
 					t.Error(d.Err)
 					return
@@ -56,7 +56,7 @@ func refundConcurrently(t *testing.T, e *redlimit.Limiter) {
 					continue
 				}
 				succeeded.Add(1)
-				if err := e.Refund(ctx, &d, 1); err != nil {
+				if err := refund(e, ctx, &d, 1); err != nil {
 					t.Error(err)
 					return
 				}
@@ -66,7 +66,7 @@ func refundConcurrently(t *testing.T, e *redlimit.Limiter) {
 	wg.Wait()
 	var d redlimit.Decision
 	for {
-		e.Decide(ctx, in, &d)
+		e.Decide(ctx, inOrder(e, in), &d)
 		if d.Err != nil {
 			t.Fatal(d.Err)
 		}
@@ -178,32 +178,44 @@ func TestRefund(t *testing.T) {
 	}
 	var ce *algorithms.ConfigError
 	for _, n := range []int64{-1, 4} {
-		if err := e.Refund(ctx, d, n); !errors.As(err, &ce) || ce.Rule != "jobs" {
+		if err := refund(e, ctx, d, n); !errors.As(err, &ce) || ce.Rule != "jobs" {
 			t.Fatalf("Refund(%d) = %v, want a ConfigError naming the rule", n, err)
 		}
 	}
 	if r, p := remaining(); r != 7 || p != 7 {
 		t.Fatalf("after invalid refunds: remaining %d, %d; want 7, 7", r, p)
 	}
-	if err := e.Refund(ctx, d, 2); err != nil {
+	if err := refund(e, ctx, d, 2); err != nil {
 		t.Fatal(err)
 	}
 	if r, p := remaining(); r != 9 || p != 7 {
 		t.Fatalf("after Refund(2): remaining %d, %d; want 9 (the refundable rule), 7", r, p)
 	}
-	if err := e.Refund(ctx, d, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
+	if err := refund(e, ctx, d, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
 		t.Fatalf("second Refund = %v, want ErrNotRefunded", err)
 	}
 	if r, _ := remaining(); r != 9 {
 		t.Fatalf("after a second refund: remaining %d, want 9", r)
 	}
-	if err := e.Settle(ctx, d, []int64{0}); err == nil {
-		t.Fatal("Settle with one cost for two rules: no error")
+	// Costs naming no rule, a rule that is not refundable, or one rule
+	// twice, are programmer errors: nothing is given back.
+	d = e.AllowN(ctx, "acme", 2)
+	for _, costs := range [][]redlimit.Cost{
+		{{Rule: "nope", Units: 0}},
+		{{Rule: "plain", Units: 0}},
+		{{Rule: "jobs", Units: 0}, {Rule: "jobs", Units: 1}},
+		{{Rule: "jobs", Units: 0}, {Rule: "plain", Units: 0}},
+	} {
+		if err := e.Settle(ctx, d, costs...); !errors.As(err, &ce) || !errors.Is(err, algorithms.ErrInvalidConfig) {
+			t.Fatalf("Settle(%+v) = %v, want a ConfigError", costs, err)
+		}
+		if r, p := remaining(); r != 7 || p != 5 {
+			t.Fatalf("after Settle(%+v): remaining %d, %d; want 7, 5 (nothing given back)", costs, r, p)
+		}
 	}
 
 	// Settle: the cost of the refundable rule only.
-	d = e.AllowN(ctx, "acme", 2)
-	if err := e.Settle(ctx, d, []int64{0, 0}); err != nil {
+	if err := e.Settle(ctx, d, redlimit.Cost{Rule: "jobs", Units: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if r, p := remaining(); r != 9 || p != 5 {
@@ -214,7 +226,7 @@ func TestRefund(t *testing.T) {
 	d = e.AllowN(ctx, "acme", 1)
 	*now = t0.Add(time.Hour)
 	e.AllowN(ctx, "acme", 1)
-	if err := e.Refund(ctx, d, 1); err != nil {
+	if err := refund(e, ctx, d, 1); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := remaining(); r != 9 {
@@ -224,7 +236,7 @@ func TestRefund(t *testing.T) {
 	// After the refund window: nothing.
 	d = e.AllowN(ctx, "acme", 1)
 	*now = now.Add(2*time.Hour + time.Millisecond)
-	if err := e.Refund(ctx, d, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
+	if err := refund(e, ctx, d, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
 		t.Fatalf("Refund after the refund window = %v, want ErrNotRefunded", err)
 	}
 
@@ -233,7 +245,7 @@ func TestRefund(t *testing.T) {
 	if d.Allowed {
 		t.Fatal("cost 11 allowed")
 	}
-	if err := e.Refund(ctx, d, 1); err != nil {
+	if err := refund(e, ctx, d, 1); err != nil {
 		t.Fatalf("Refund of a denial = %v, want nil", err)
 	}
 }
@@ -277,21 +289,21 @@ func TestRedisRefundDenyCache(t *testing.T) {
 			}
 		}
 		if !refundable {
-			if a.LocalDenials() == 0 || b.LocalDenials() == 0 {
-				t.Fatalf("final denials not cached: %d, %d local denials", a.LocalDenials(), b.LocalDenials())
+			if a.Status().LocalDenials == 0 || b.Status().LocalDenials == 0 {
+				t.Fatalf("final denials not cached: %d, %d local denials", a.Status().LocalDenials, b.Status().LocalDenials)
 			}
 			continue
 		}
-		if n := a.LocalDenials() + b.LocalDenials(); n != 0 {
+		if n := a.Status().LocalDenials + b.Status().LocalDenials; n != 0 {
 			t.Fatalf("%d provisional denials answered by a deny cache", n)
 		}
-		if err := a.Refund(ctx, held[0], 1); err != nil {
+		if err := refund(a, ctx, held[0], 1); err != nil {
 			t.Fatal(err)
 		}
 		if d := b.Allow(ctx, "alice"); !d.Allowed {
 			t.Fatalf("the other instance after a refund: %+v", d.Rules[0])
 		}
-		if err := b.Refund(ctx, held[1], 1); err != nil {
+		if err := refund(b, ctx, held[1], 1); err != nil {
 			t.Fatal(err)
 		}
 		if d := a.Allow(ctx, "alice"); !d.Allowed {
@@ -311,10 +323,10 @@ func TestRedisRefundWindow(t *testing.T) {
 		Rules: []redlimit.Rule{{Name: "job", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10), Refundable: true}}})
 	d := e.AllowN(ctx, "acme", 2)
 	twice := d.Clone()
-	if err := e.Refund(ctx, d, 1); err != nil {
+	if err := refund(e, ctx, d, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Refund(ctx, twice, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
+	if err := refund(e, ctx, twice, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
 		t.Fatalf("a refund sent twice = %v, want ErrNotRefunded", err)
 	}
 	if r := e.Peek(ctx, "acme").Rules[0].Result.Remaining; r != 9 {
@@ -324,7 +336,7 @@ func TestRedisRefundWindow(t *testing.T) {
 	waitFor(t, "the commit marker to expire", func() bool {
 		return client.Exists(ctx, d.Rules[0].Result.Receipt.Marker).Val() == 0
 	})
-	if err := e.Refund(ctx, d, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
+	if err := refund(e, ctx, d, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
 		t.Fatalf("a refund after the refund window = %v, want ErrNotRefunded", err)
 	}
 	if r := e.Peek(ctx, "acme").Rules[0].Result.Remaining; r != 8 {
@@ -399,17 +411,17 @@ func refundWithSlots(t *testing.T, e *redlimit.Limiter) {
 	d1 := allow(true, [2]int64{2, 1})
 	d2 := allow(true, [2]int64{1, 0})
 	allow(false, [2]int64{1, 0}) // no slot: the failure rule is not charged
-	if err := e.Refund(ctx, d1, 1); err != nil {
+	if err := refund(e, ctx, d1, 1); err != nil {
 		t.Fatal(err)
 	}
-	d1.Release(ctx)
+	e.Settle(ctx, d1)
 	d4 := allow(true, [2]int64{1, 0}) // d1's unit and slot came back: 3 − d2 − d4
-	d2.Release(ctx)
-	d4.Release(ctx)
-	if err := e.Refund(ctx, d1, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
+	e.Settle(ctx, d2)
+	e.Settle(ctx, d4)
+	if err := refund(e, ctx, d1, 1); !errors.Is(err, algorithms.ErrNotRefunded) {
 		t.Fatalf("second refund of d1: %v, want ErrNotRefunded", err)
 	}
-	allow(true, [2]int64{0, 1}).Release(ctx)
+	e.Settle(ctx, allow(true, [2]int64{0, 1}))
 }
 
 func slotRules() []redlimit.Rule {
@@ -427,4 +439,17 @@ func TestRefundWithConcurrency(t *testing.T) {
 func TestRedisRefundWithConcurrency(t *testing.T) {
 	client := redistest.Require(t).Client(t)
 	refundWithSlots(t, newEngine(t, redisStore(t, client, true), redlimit.Config{Prefix: enginePrefix(t), Timeout: 10 * time.Second, Rules: slotRules()}))
+}
+
+// refund gives back n units to each refundable rule that d charged: Settle
+// with each such rule's cost its reservation less n ("refund on
+// failure").
+func refund(e *redlimit.Limiter, ctx context.Context, d *redlimit.Decision, n int64) error {
+	var costs []redlimit.Cost
+	for i, r := range e.Rules() {
+		if r.Refundable && i < len(d.Rules) {
+			costs = append(costs, redlimit.Cost{Rule: r.Name, Units: d.Rules[i].Cost - n})
+		}
+	}
+	return e.Settle(ctx, d, costs...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/rulename"
 )
 
 // Rule is one limit: how many (Limit, a per-tier limit, or a limit per
@@ -67,8 +68,8 @@ type Rule struct {
 	Shadow bool
 
 	// Refundable lets what the rule charges be given back after the
-	// decision, within Config.RefundWindow, through Limiter.Refund or
-	// Limiter.Settle: "charge after the response", where a request
+	// decision, within Config.RefundWindow, through Limiter.Settle:
+	// "charge after the response", where a request
 	// reserves its cost when it is decided and gives back what the work
 	// did not use ("count only failed logins"). A refundable rule costs
 	// the store a few marker keys per decision (see
@@ -113,22 +114,6 @@ const (
 	SkipMissingKey
 )
 
-// ValidRuleName reports whether name can name a rule: 1 to 64 characters
-// from [A-Za-z0-9_.-]. Adapters that take rule names (metrics) check them
-// with it.
-func ValidRuleName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // compiled is a validated rule.
 type compiled struct {
 	Rule
@@ -142,7 +127,7 @@ func compile(prefix string, r Rule) (compiled, error) {
 		return compiled{}, &algorithms.ConfigError{Rule: name, Field: field, Reason: reason}
 	}
 	switch {
-	case !ValidRuleName(r.Name):
+	case !rulename.Valid(r.Name):
 		return fail("Name", "must be 1-64 characters from [A-Za-z0-9_.-], got "+quote(r.Name))
 	case r.MissingKey > SkipMissingKey:
 		return fail("MissingKey", "unknown value")

@@ -127,7 +127,7 @@ func TestLimitFuncErrors(t *testing.T) {
 			// What the ip rule consumed: 1 unless the request was refused.
 			var after redlimit.Decision
 			e2 := newEngine(t, mem, redlimit.Config{Rules: []redlimit.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}})
-			e2.Decide(context.Background(), []redlimit.Input{{Material: "192.0.2.1"}}, &after)
+			e2.Decide(context.Background(), inOrder(e2, []redlimit.Input{{Material: "192.0.2.1"}}), &after)
 			remaining := after.Rules[0].Result.Remaining
 			if policy == redlimit.FailClosed || tt.invalid {
 				// an invalid limit is a programmer error: refused under
@@ -188,7 +188,7 @@ func TestLimitFuncCalls(t *testing.T) {
 	} {
 		got = nil
 		var d redlimit.Decision
-		e.Decide(ctx, tt.in, &d)
+		e.Decide(ctx, inOrder(e, tt.in), &d)
 		if len(got) != len(tt.want) || len(got) > 0 && got[0] != tt.want[0] || len(got) > 1 && got[1] != tt.want[1] {
 			t.Errorf("%s: LimitFunc calls %q, want %q", tt.name, got, tt.want)
 		}
@@ -259,13 +259,13 @@ func TestLimitFuncDenyCache(t *testing.T) {
 				t.Fatalf("%s: request %d over the small limit allowed", name, i+2)
 			}
 		}
-		if cb.calls.Load() != 2 || e.LocalDenials() != 2 {
-			t.Fatalf("%s: %d backend calls, %d local denials; want 2 and 2 (the denial cached)", name, cb.calls.Load(), e.LocalDenials())
+		if cb.calls.Load() != 2 || e.Status().LocalDenials != 2 {
+			t.Fatalf("%s: %d backend calls, %d local denials; want 2 and 2 (the denial cached)", name, cb.calls.Load(), e.Status().LocalDenials)
 		}
 		p.set("alice", tt.large)
 		d := decide(e, context.Background(), redlimit.Input{Material: "alice"})
-		if cb.calls.Load() != 3 || e.LocalDenials() != 2 {
-			t.Errorf("%s: after the change %d backend calls, %d local denials; want the backend asked (3, 2)", name, cb.calls.Load(), e.LocalDenials())
+		if cb.calls.Load() != 3 || e.Status().LocalDenials != 2 {
+			t.Errorf("%s: after the change %d backend calls, %d local denials; want the backend asked (3, 2)", name, cb.calls.Load(), e.Status().LocalDenials)
 		}
 		if d.Allowed != (tt.retry == 0) || d.Rules[0].Result.RetryAfter != tt.retry || d.Rules[0].Limit != tt.large {
 			t.Errorf("%s: after the change allowed=%v retry after %v under %v; want allowed=%v, %v, under %v",

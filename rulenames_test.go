@@ -9,9 +9,9 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 )
 
-// TestRuleNames: the names in rule order, the With rules after the base
-// ones, and a fresh slice each time.
-func TestRuleNames(t *testing.T) {
+// TestRulesOrder: Rules lists the rules in rule order, the With rules
+// after the base ones, in a fresh slice each time.
+func TestRulesOrder(t *testing.T) {
 	mem, err := memstore.New(memstore.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -26,12 +26,20 @@ func TestRuleNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := route.RuleNames(); !slices.Equal(got, []string{"ip", "route"}) {
-		t.Fatalf("RuleNames() = %q, want [ip route]", got)
+	if got := names(route.Rules()); !slices.Equal(got, []string{"ip", "route"}) {
+		t.Fatalf("Rules() = %q, want [ip route]", got)
 	}
-	got := base.RuleNames()
-	got[0] = "changed"
-	if got := base.RuleNames(); !slices.Equal(got, []string{"ip"}) {
-		t.Fatalf("RuleNames() after changing a returned slice = %q, want [ip]", got)
+	got := base.Rules()
+	got[0].Name = "changed"
+	if got := names(base.Rules()); !slices.Equal(got, []string{"ip"}) {
+		t.Fatalf("Rules() after changing a returned slice = %q, want [ip]", got)
 	}
+}
+
+func names(rules []redlimit.Rule) []string {
+	var out []string
+	for _, r := range rules {
+		out = append(out, r.Name)
+	}
+	return out
 }

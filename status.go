@@ -4,7 +4,7 @@ import (
 	"maps"
 )
 
-// Rules returns a copy of e's rules, in rule order (see RuleNames), as
+// Rules returns a copy of e's rules, in rule order, as
 // they were given to New and With, except that Shadow is set on every rule
 // when Config.Shadow is: for an admin page or a tool that shows what the
 // Limiter enforces. The Tiers maps are copies.
@@ -38,21 +38,28 @@ type Status struct {
 	DenyCache     bool
 	DenyCacheKeys int
 	LocalDenials  uint64
-	// Stalled is Limiter.Stalled: backend calls past Config.Timeout still
-	// running.
+	// Stalled is how many backend calls that outlived Config.Timeout are
+	// still running in the background (see Config.Timeout): a gauge for
+	// metrics. It stays 0 for a backend that honours deadlines or runs in
+	// process.
 	Stalled int64
+	// InProcess reports that the backend given to New runs in process
+	// (memstore): its calls make no round trip, so an adapter makes the
+	// calls after a response (Settle) at once instead of queueing them.
+	InProcess bool
 }
 
 // Status returns a snapshot of e's health: fallback state, deny cache
-// size, stalled calls. It shares them with the Engines derived from the
-// same New. It is cheap (a few atomic loads) and safe for concurrent use.
+// size, local denials, stalled calls. It shares them with the Limiters
+// derived from the same New. It is cheap (a few atomic loads) and safe for concurrent use.
 func (e *Limiter) Status() Status {
 	st := Status{
 		Prefix:       e.s.prefix,
 		Policy:       e.s.policy,
 		OnFallback:   e.s.health != nil && e.s.health.down.Load(),
-		LocalDenials: e.LocalDenials(),
+		LocalDenials: e.localDenials(),
 		Stalled:      e.s.stalled.Load(),
+		InProcess:    inProcess(e.s.primary),
 	}
 	if c, ok := e.s.backend.(interface{ Len() int }); ok && cachesDenials(e.s.backend) {
 		st.DenyCache, st.DenyCacheKeys = true, c.Len()

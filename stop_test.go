@@ -10,27 +10,31 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 )
 
-// TestStops: Limiter.Stops, which an adapter asks while it finds Inputs,
-// says exactly where Decide stops: for every kind of Input, rule mode and
-// error policy, Decide stops at rule 0 (Decision.Stop names it, with why)
-// if and only if Stops(0, x) is true, and then leaves rule 1, whose Input
-// it must not read, undecided.
+// TestStops: where Decide stops, for every kind of Input, rule mode and
+// error policy: at rule 0 (its RuleOutcome says why) exactly when its
+// Input holds an Err; or, on a rule not in shadow mode, no key material
+// under DenyMissingKey, a negative Cost or an invalid Limit; or, under
+// FailClosed, a LimitErr. It then leaves rule 1 undecided.
 func TestStops(t *testing.T) {
 	t.Parallel()
 	inputs := []struct {
 		name string
 		x    redlimit.Input
 		why  redlimit.Outcome // when it stops
+		// when it stops: always, for a rule not in shadow mode, and under
+		// FailClosed for such a rule
+		always, live, closed bool
 	}{
-		{"plain", redlimit.Input{Material: "a"}, 0},
-		{"exempt with an error", redlimit.Input{Exempt: true, Err: errors.New("boom")}, 0},
-		{"error", redlimit.Input{Material: "a", Err: errors.New("boom")}, redlimit.OutcomeError},
-		{"missing", redlimit.Input{Missing: true}, redlimit.OutcomeMissingKey},
-		{"empty material", redlimit.Input{}, redlimit.OutcomeMissingKey},
-		{"negative cost", redlimit.Input{Material: "a", Cost: -1}, redlimit.OutcomeInvalidCost},
-		{"limit error", redlimit.Input{Material: "a", LimitErr: errors.New("no plan")}, redlimit.OutcomeError},
-		{"invalid limit", redlimit.Input{Material: "a", Limit: algorithms.Limit{Rate: -1, Period: 1}}, redlimit.OutcomeError},
-		{"valid limit", redlimit.Input{Material: "a", Limit: algorithms.PerHour(5)}, 0},
+		{"plain", redlimit.Input{Material: "a"}, 0, false, false, false},
+		{"exempt with an error", redlimit.Input{Exempt: true, Err: errors.New("boom")}, 0, false, false, false},
+		{"error", redlimit.Input{Material: "a", Err: errors.New("boom")}, redlimit.OutcomeError, true, false, false},
+		{"missing", redlimit.Input{Missing: true}, redlimit.OutcomeMissingKey, false, true, false},
+		{"no input", redlimit.Input{Rule: "-"}, redlimit.OutcomeMissingKey, false, true, false},
+		{"empty material", redlimit.Input{}, redlimit.OutcomeMissingKey, false, true, false},
+		{"negative cost", redlimit.Input{Material: "a", Cost: -1}, redlimit.OutcomeInvalidCost, false, true, false},
+		{"limit error", redlimit.Input{Material: "a", LimitErr: errors.New("no plan")}, redlimit.OutcomeError, false, false, true},
+		{"invalid limit", redlimit.Input{Material: "a", Limit: algorithms.Limit{Rate: -1, Period: 1}}, redlimit.OutcomeError, false, true, false},
+		{"valid limit", redlimit.Input{Material: "a", Limit: algorithms.PerHour(5)}, 0, false, false, false},
 	}
 	for _, policy := range []redlimit.ErrorPolicy{redlimit.Fallback, redlimit.FailOpen, redlimit.FailClosed} {
 		for _, missing := range []redlimit.MissingKey{redlimit.DenyMissingKey, redlimit.SkipMissingKey} {
@@ -43,11 +47,20 @@ func TestStops(t *testing.T) {
 				for _, in := range inputs {
 					name := fmt.Sprintf("%v/%v/%s/%s", policy, missing, shadow, in.name)
 					x := in.x
-					stops := e.Stops(0, &x)
-					d := decide(e, context.Background(), x, redlimit.Input{Material: "b"})
-					rule, why, ok := d.Stop()
-					if ok != stops || ok && (rule != 0 || why != in.why) {
-						t.Errorf("%s: Stops = %v, Decide's Stop() = %d, %v, %v; want %v and, when it stops, 0, %v", name, stops, rule, why, ok, stops, in.why)
+					x.Rule = "first"
+					inputs := []redlimit.Input{x, {Rule: "second", Material: "b"}}
+					if in.x.Rule == "-" { // rule 0 has no Input
+						inputs = inputs[1:]
+					}
+					var d redlimit.Decision
+					e.Decide(context.Background(), inputs, &d)
+					isLive := shadow == "live"
+					stops := in.always || isLive && (in.live || in.closed && policy == redlimit.FailClosed)
+					if missing == redlimit.SkipMissingKey && in.why == redlimit.OutcomeMissingKey {
+						stops = false
+					}
+					if why := d.RuleOutcome(0); stops && why != in.why {
+						t.Errorf("%s: rule 0's outcome %v, want %v", name, why, in.why)
 					}
 					if stops && d.Rules[1].Evaluated {
 						t.Errorf("%s: Decide stopped at rule 0 but evaluated rule 1", name)
@@ -58,9 +71,5 @@ func TestStops(t *testing.T) {
 				}
 			}
 		}
-	}
-	e := newEngine(t, newMemory(t), redlimit.Config{Rules: twoPerHour})
-	if e.Stops(-1, &redlimit.Input{Err: errors.New("x")}) || e.Stops(1, &redlimit.Input{Err: errors.New("x")}) {
-		t.Error("Stops of a rule the engine does not have = true, want false")
 	}
 }

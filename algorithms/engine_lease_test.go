@@ -12,7 +12,7 @@ import (
 // Decisions that took the step's leases are released. A renew step ends
 // the scenario (renewal is the engine's own business, on a timer: see the
 // engine's tests), reported by false.
-func playLeaseStep(t *testing.T, st backendtest.Step, held map[backendtest.CheckSpec]*redlimit.Decision) bool {
+func playLeaseStep(t *testing.T, e *redlimit.Limiter, st backendtest.Step, held map[backendtest.CheckSpec]*redlimit.Decision) bool {
 	t.Helper()
 	if st.Op != "release" {
 		t.Logf("line %d: %s: renewals are not played through the engine; the rest of the scenario is skipped", st.Line, st.Text)
@@ -20,8 +20,8 @@ func playLeaseStep(t *testing.T, st backendtest.Step, held map[backendtest.Check
 	}
 	for _, c := range st.Checks {
 		if d := held[backendtest.CheckSpec{Key: c.Key, Lease: c.Lease}]; d != nil {
-			if err := d.Release(context.Background()); err != nil {
-				t.Fatalf("line %d: %s: Release: %v", st.Line, st.Text, err)
+			if err := e.Settle(context.Background(), d); err != nil {
+				t.Fatalf("line %d: %s: Settle: %v", st.Line, st.Text, err)
 			}
 		}
 	}

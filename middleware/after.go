@@ -11,9 +11,9 @@ import (
 )
 
 // Work after the response. Once the next handler has returned, an
-// allowed request may still owe the backend two calls: the release of
-// the slots its concurrency rules hold (redlimit.Decision.Release) and the
-// settling of its ResponseCost rules (redlimit.Limiter.Settle). Neither
+// allowed request may still owe the backend the calls of
+// redlimit.Limiter.Settle: the release of the slots its concurrency rules
+// hold and the settling of its ResponseCost rules. Neither
 // changes the response, so neither is made on the request's goroutine:
 // Handler computes what the response cost (status and body bytes are
 // final once the handler has returned), queues the calls, and returns,
@@ -55,7 +55,7 @@ func newAfter(workers, size int) *after.Queue[job] {
 // settle (the rules the engine settles: evaluated, allowed, with a
 // Receipt).
 func (m *Middleware) owes(d *redlimit.Decision) (release, settle bool) {
-	release = d.Holds()
+	release = m.holds && holds(d)
 	if m.settles {
 		for i := range m.cfg.Rules {
 			if m.cfg.Rules[i].ResponseCost == nil || i >= len(d.Rules) {
@@ -68,6 +68,21 @@ func (m *Middleware) owes(d *redlimit.Decision) (release, settle bool) {
 		}
 	}
 	return release, settle
+}
+
+// holds reports whether the allowed decision d may hold the slots of a
+// concurrency rule: one was decided, and allowed, by a backend. Settle
+// releases them (and does nothing for a decision that holds none).
+func holds(d *redlimit.Decision) bool {
+	if d.Source == redlimit.SourceNone {
+		return false
+	}
+	for i := range d.Rules {
+		if rd := &d.Rules[i]; rd.Algorithm == algorithms.Concurrency && rd.Evaluated && rd.Result.Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // local reports whether the backend that decided d runs in process: its
@@ -104,15 +119,16 @@ func (m *Middleware) done(r *http.Request, s *scratch) {
 // not the request's; Config.Timeout bounds each.
 func (m *Middleware) finish(r *http.Request, s *scratch) {
 	d := &s.dec
-	// Release, like Settle here, ignores the cancellation of r's context
-	if err := after.Guard(func() error { return d.Release(r.Context()) }); err != nil {
-		m.reportSettle(r, err)
-	}
+	ctx := r.Context() // Settle releases the slots whatever it says
+	var costs []redlimit.Cost
 	if s.settle {
-		// settleCosts reports its error itself
-		_ = after.Guard(func() error { return m.settleCosts(context.WithoutCancel(r.Context()), r, d, s.costs) })
+		// the refunds ignore its cancellation too
+		ctx, costs = context.WithoutCancel(ctx), s.costs
 	}
+	// settleCosts reports its error itself
+	_ = after.Guard(func() error { return m.settleCosts(ctx, r, d, costs) })
 	s.settle = false
+	clear(s.costs)
 	m.pool.Put(s)
 }
 

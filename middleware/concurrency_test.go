@@ -30,7 +30,7 @@ func TestConcurrencyHeaders(t *testing.T) {
 	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
 	ctx := context.Background()
 	held := mw.Limiter().Allow(ctx, "alice") // a slot taken elsewhere (same rule, same bucket)
-	defer held.Release(ctx)
+	defer mw.Limiter().Settle(ctx, held)
 
 	w := httptest.NewRecorder()
 	mw.Handler(ok).ServeHTTP(w, req("GET", "/export", "192.0.2.1:1", "X-User", "alice"))
@@ -42,8 +42,8 @@ func TestConcurrencyHeaders(t *testing.T) {
 	}
 	// the request's slot is free again: two more fit beside held
 	a, b := mw.Limiter().Allow(ctx, "alice"), mw.Limiter().Allow(ctx, "alice")
-	defer a.Release(ctx)
-	defer b.Release(ctx)
+	defer mw.Limiter().Settle(ctx, a)
+	defer mw.Limiter().Settle(ctx, b)
 	if !a.Allowed || !b.Allowed {
 		t.Fatalf("the request's slot was not released: %+v %+v", a.Rules[0].Result, b.Rules[0].Result)
 	}

@@ -226,6 +226,10 @@ func inProcess(b algorithms.Backend) bool {
 // doing its work after responses on a.
 func newMiddleware(e *redlimit.Limiter, cfg Config, timed, wallNow bool, a *after.Queue[job]) *Middleware {
 	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules), after: a}
+	for _, r := range e.Rules() { // Shadow set on every rule under Config.Shadow
+		m.holds = m.holds || r.Algorithm == algorithms.Concurrency
+		m.stopsMissing = append(m.stopsMissing, r.MissingKey == redlimit.DenyMissingKey && !r.Shadow)
+	}
 	n := len(cfg.Rules)
 	m.pool.New = func() any {
 		return &scratch{

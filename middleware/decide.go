@@ -21,9 +21,9 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 	if timed {
 		start = time.Since(monoBase) // the monotonic clock alone
 	}
-	m.inputs(r, s.in)
-	m.engine.Decide(r.Context(), s.in, &s.dec)
-	clear(s.in) // drop the key material: the pool must not keep it alive
+	in := m.inputs(r, s.in[:0])
+	m.engine.Decide(r.Context(), in, &s.dec)
+	clear(in) // drop the key material: the pool must not keep it alive
 	s.now = time.Time{}
 	if timed {
 		s.now = time.Now() // also the wall clock of the headers
@@ -34,33 +34,40 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 	}
 }
 
-// inputs runs the exempt funcs and the rules' key, tier, cost and limit
-// funcs into in, rule by rule, and stops finding Inputs where the engine
-// will stop deciding (redlimit.Limiter.Stops says where): no later rule's
-// funcs run for a request decided before them.
-func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) {
+// inputs appends to in the Inputs of r, one per rule, keyed by rule
+// name: it runs the exempt funcs and the rules' key, tier, cost and limit
+// funcs, rule by rule, and stops once a rule's Input stops the request
+// (the limiter decides rules in this order and stops there too): at a key
+// func's error, which goes to the error policy, and at a missing key on a
+// rule that denies it (DenyMissingKey, not in shadow mode). No later
+// rule's funcs run for such a request; the rules after it get no Input.
+// Other troubles (a negative cost, a LimitFunc's error) are the limiter's
+// to judge: the later rules' funcs run, and the limiter stops at the
+// rule all the same.
+func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) []redlimit.Input {
 	if m.cfg.Exempt != nil && m.cfg.Exempt(r) {
-		for i := range in {
-			in[i].Exempt = true
+		for i := range m.cfg.Rules {
+			in = append(in, redlimit.Input{Rule: m.cfg.Rules[i].Name, Exempt: true})
 		}
-		return
+		return in
 	}
 	for i := range m.cfg.Rules {
 		rule := &m.cfg.Rules[i]
-		x := &in[i]
+		in = append(in, redlimit.Input{Rule: rule.Name})
+		x := &in[len(in)-1]
 		if rule.Exempt != nil && rule.Exempt(r) {
 			x.Exempt = true
 			continue
 		}
 		material, err := rule.Key(r)
 		if err != nil {
-			if errors.Is(err, keyfunc.ErrNoKey) {
-				x.Missing = true
-			} else {
+			if !errors.Is(err, keyfunc.ErrNoKey) {
 				x.Err = err
+				return in
 			}
-			if m.engine.Stops(i, x) {
-				return
+			x.Missing = true
+			if m.stopsMissing[i] {
+				return in
 			}
 			continue
 		}
@@ -71,13 +78,9 @@ func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) {
 		if rule.Cost != nil {
 			x.Cost = rule.Cost(r)
 		}
-		if m.engine.Stops(i, x) {
-			return
-		}
 		if rule.LimitFunc != nil {
-			if x.Limit, x.LimitErr = rule.LimitFunc(r); m.engine.Stops(i, x) {
-				return
-			}
+			x.Limit, x.LimitErr = rule.LimitFunc(r)
 		}
 	}
+	return in
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redlimit/redlimit"
@@ -228,5 +229,55 @@ func TestSlog(t *testing.T) {
 		if n := strings.Count(out, "\n"); n != 1 {
 			t.Errorf("debug log has %d lines for one request:\n%s", n, out)
 		}
+	}
+}
+
+// TestMissingKeyStopsKeyFuncs: a request without key material for a rule
+// that denies it (DenyMissingKey, not in shadow mode) is answered there:
+// the later rules' key funcs do not run, and it is denied by that rule.
+// Under SkipMissingKey, or in shadow mode (the rule's or the whole
+// middleware's), the later rules still run and decide; so they do after
+// a rule that found its key.
+func TestMissingKeyStopsKeyFuncs(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		missing redlimit.MissingKey
+		shadow  string
+		stops   bool
+	}{
+		{"deny", redlimit.DenyMissingKey, "", true},
+		{"skip", redlimit.SkipMissingKey, "", false},
+		{"shadow rule", redlimit.DenyMissingKey, "rule", false},
+		{"shadow middleware", redlimit.DenyMissingKey, "all", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			second := func(r *http.Request) (string, error) {
+				calls.Add(1)
+				return "k", nil
+			}
+			var rec recorder
+			mw := newMW(t, newMemory(t, fixed), middleware.Config{
+				Shadow:     tt.shadow == "all",
+				OnDecision: rec.hook,
+				Rules: []middleware.Rule{
+					{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: tt.missing, Shadow: tt.shadow == "rule"},
+					{Name: "second", Key: second, Algorithm: algorithms.GCRA, Limit: gcra3},
+				},
+			})
+			w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")) // no X-User
+			d := rec.last(t)
+			if tt.stops {
+				if calls.Load() != 0 || w.Code != http.StatusTooManyRequests || !d.Rules[0].MissingKey || d.Rules[1].Evaluated {
+					t.Fatalf("%d second key func calls, status %d, %+v; want none, 429, denied by the user rule's missing key", calls.Load(), w.Code, d.Rules)
+				}
+			} else if calls.Load() != 1 || w.Code != http.StatusOK || !d.Rules[1].Evaluated {
+				t.Fatalf("%d second key func calls, status %d, %+v; want 1, 200, the second rule decided", calls.Load(), w.Code, d.Rules)
+			}
+			// with a key, every rule's func runs
+			if w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1", "X-User", "alice")); w.Code != http.StatusOK || calls.Load() != map[bool]int64{true: 1, false: 2}[tt.stops] {
+				t.Fatalf("with a key: status %d, %d second key func calls in all", w.Code, calls.Load())
+			}
+		})
 	}
 }

@@ -57,8 +57,8 @@ func TestDenyCacheDefault(t *testing.T) {
 		if off {
 			want, wantLocal = 100, 0
 		}
-		if cb.calls.Load() != want || mw.LocalDenials() != wantLocal {
-			t.Fatalf("NoDenyCache=%v: %d backend calls, %d local denials; want %d and %d", off, cb.calls.Load(), mw.LocalDenials(), want, wantLocal)
+		if cb.calls.Load() != want || mw.Limiter().Status().LocalDenials != wantLocal {
+			t.Fatalf("NoDenyCache=%v: %d backend calls, %d local denials; want %d and %d", off, cb.calls.Load(), mw.Limiter().Status().LocalDenials, want, wantLocal)
 		}
 		mw.Close()
 	}

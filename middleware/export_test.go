@@ -1,7 +1,7 @@
 package middleware
 
 // Stalled returns how many abandoned backend calls are still running.
-func (m *Middleware) Stalled() int64 { return m.engine.Stalled() }
+func (m *Middleware) Stalled() int64 { return m.engine.Status().Stalled }
 
 // Pending returns how many requests' work after their response is queued
 // or being done by a worker.

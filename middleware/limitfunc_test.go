@@ -195,14 +195,14 @@ func TestRuleLimitFuncDenyCacheRedis(t *testing.T) {
 	for range 10 {
 		codes[serve(h, alice()).Code]++
 	}
-	if codes[200] != 2 || codes[429] != 8 || mw.LocalDenials() != 7 {
-		t.Fatalf("under 2/h: %v, %d local denials; want 2 allowed, 8 denied, 7 of them locally", codes, mw.LocalDenials())
+	if codes[200] != 2 || codes[429] != 8 || mw.Limiter().Status().LocalDenials != 7 {
+		t.Fatalf("under 2/h: %v, %d local denials; want 2 allowed, 8 denied, 7 of them locally", codes, mw.Limiter().Status().LocalDenials)
 	}
 	limit.Store(&large)
 	w := serve(h, alice())
 	checkResponse(t, "under 100/h", w, 200, xHeaders("100", "97", epoch0+3600-epoch0%3600, ""))
-	if mw.LocalDenials() != 7 {
-		t.Errorf("%d local denials after the limit grew, want still 7", mw.LocalDenials())
+	if mw.Limiter().Status().LocalDenials != 7 {
+		t.Errorf("%d local denials after the limit grew, want still 7", mw.Limiter().Status().LocalDenials)
 	}
 	// Back to the small limit: denied by Redis, then locally again.
 	limit.Store(&small)
@@ -211,8 +211,8 @@ func TestRuleLimitFuncDenyCacheRedis(t *testing.T) {
 			t.Errorf("back under 2/h, request %d: %d, want 429", i, w.Code)
 		}
 	}
-	if mw.LocalDenials() != 8 {
-		t.Errorf("%d local denials back under 2/h, want 8", mw.LocalDenials())
+	if mw.Limiter().Status().LocalDenials != 8 {
+		t.Errorf("%d local denials back under 2/h, want 8", mw.Limiter().Status().LocalDenials)
 	}
 }
 

@@ -20,15 +20,15 @@ type Middleware struct {
 	wallNow bool // cfg.Now is time.Now: reuse the time decide read
 	timed   bool // something besides debug logging reads Decision.Latency
 	settles bool // a rule has a ResponseCost: requests are settled after the response (settle.go)
+	holds   bool // a rule is a concurrency rule: an allowed request holds slots until settled
+	// stopsMissing[i]: rule i denies a request without key material
+	// (DenyMissingKey, not in shadow mode): no later rule's funcs run
+	stopsMissing []bool
 
 	after         *after.Queue[job] // the work after responses (after.go), shared with With
 	localPrimary  bool              // the backend runs in process: no work after a response is queued
 	localFallback bool              // so does the fallback
 }
-
-// LocalDenials returns how many requests the deny cache answered without a
-// backend call (0 without a deny cache).
-func (m *Middleware) LocalDenials() uint64 { return m.engine.LocalDenials() }
 
 // Engine returns the decision engine m runs its rules on, with m's rules,
 // backend, deny cache and fallback: code outside a handler can Allow, Wait,
@@ -59,9 +59,9 @@ type scratch struct {
 	in       []redlimit.Input
 	policies []headers.Policy
 	dec      redlimit.Decision
-	now      time.Time // when decide finished: the wall clock for headers when Config.Now is time.Now
-	costs    []int64   // what the response cost, per rule, when settle
-	settle   bool      // the ResponseCost rules of dec are to be settled with costs (after.go)
+	now      time.Time       // when decide finished: the wall clock for headers when Config.Now is time.Now
+	costs    []redlimit.Cost // what the response cost, per ResponseCost rule, when settle
+	settle   bool            // the ResponseCost rules of dec are to be settled with costs (after.go)
 }
 
 // Handler returns next wrapped by the limiter. Use it as a method value:
@@ -117,8 +117,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // handler. The returned Decision is the caller's. A non-nil error is the
 // one the error policy handled, or the negative cost that denied the
 // request (also in Decision.Err); the Decision still says whether to
-// proceed (Allowed). A Decision that holds the slots of concurrency rules
-// (redlimit.Decision.Holds) is the caller's to release.
+// proceed (Allowed). An allowed Decision of a Middleware with a
+// concurrency rule holds its slots until settled: call Settle once the
+// work is done.
 func (m *Middleware) Check(r *http.Request) (*redlimit.Decision, error) {
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
@@ -171,6 +172,13 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 // rule not in shadow mode found no key: the engine stopped there, before
 // any backend call, and no other rule denied the request.
 func missingKey(d *redlimit.Decision) bool {
-	_, why, ok := d.Stop()
-	return ok && why == redlimit.OutcomeMissingKey
+	if d.Failed {
+		return false
+	}
+	for i := range d.Rules {
+		if rd := &d.Rules[i]; rd.MissingKey && !rd.Shadow {
+			return true
+		}
+	}
+	return false
 }

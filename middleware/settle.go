@@ -44,38 +44,36 @@ func (m *Middleware) serveOwing(w http.ResponseWriter, r *http.Request, next htt
 	returned = true
 }
 
-// Settle charges the ResponseCost rules of d, a Decision that Check
-// returned and allowed, what the response cost (status and written, the
-// body bytes): what Handler does after the next handler returns (see
-// Rule.ResponseCost). Call it once per Decision, after the response.
-// It makes the backend call before it returns (Config.Timeout bounds it);
+// Settle ends d, a Decision that Check returned and allowed, once its
+// work is done: it releases the slots of its concurrency rules and
+// charges its ResponseCost rules what the response cost (status and
+// written, the body bytes): what Handler does after the next handler
+// returns (see Rule.ResponseCost and redlimit.Limiter.Settle). Call it
+// once per Decision, after the response. It makes the backend calls
+// before it returns (Config.Timeout bounds each);
 // to keep it off the response's path, call it once the response is
 // written. Config.OnSettleError hears of its error too.
 func (m *Middleware) Settle(r *http.Request, d *redlimit.Decision, status int, written int64) error {
-	var buf [4]int64
+	var buf [4]redlimit.Cost
 	return m.settleCosts(context.WithoutCancel(r.Context()), r, d, m.costs(buf[:0], d, status, written))
 }
 
-// costs appends to buf the cost of each rule for d's response: a
-// ResponseCost rule's from its func, any other rule's reservation.
-func (m *Middleware) costs(buf []int64, d *redlimit.Decision, status int, written int64) []int64 {
+// costs appends to buf the cost of each ResponseCost rule that d charged,
+// from its func, keyed by rule name; the other rules keep what they
+// charged.
+func (m *Middleware) costs(buf []redlimit.Cost, d *redlimit.Decision, status int, written int64) []redlimit.Cost {
 	for i := range m.cfg.Rules {
-		c := int64(0)
-		if i < len(d.Rules) {
-			c = d.Rules[i].Cost
-		}
 		if f := m.cfg.Rules[i].ResponseCost; f != nil && i < len(d.Rules) && d.Rules[i].Key != "" {
-			c = f(status, written)
+			buf = append(buf, redlimit.Cost{Rule: m.cfg.Rules[i].Name, Units: f(status, written)})
 		}
-		buf = append(buf, c)
 	}
 	return buf
 }
 
-// settleCosts settles d with costs under ctx, and gives its error to
-// Config.OnSettleError.
-func (m *Middleware) settleCosts(ctx context.Context, r *http.Request, d *redlimit.Decision, costs []int64) error {
-	err := m.engine.Settle(ctx, d, costs)
+// settleCosts settles d with costs under ctx (releasing its slots), and
+// gives its error to Config.OnSettleError.
+func (m *Middleware) settleCosts(ctx context.Context, r *http.Request, d *redlimit.Decision, costs []redlimit.Cost) error {
+	err := m.engine.Settle(ctx, d, costs...)
 	if err != nil {
 		m.reportSettle(r, err)
 	}

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/rulename"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -53,7 +53,7 @@ func PerHeader(backend algorithms.Backend, name string, alg algorithms.Algorithm
 		return nil, err
 	}
 	rule := strings.ToLower(name)
-	if !redlimit.ValidRuleName(rule) {
+	if !rulename.Valid(rule) {
 		rule = "header"
 	}
 	s, err := newShortcut(false, rule, opts)

@@ -18,9 +18,11 @@ type TransportConfig struct {
 	// with its port unless it is the scheme's default ("api.example.com",
 	// "api.example.com:8443"), so each host the client calls is paced on
 	// its own. keyfunc.Const("partner") paces every host as one. A key
-	// func that reports [keyfunc.ErrNoKey] makes the request Missing for
-	// every rule (the rule's MissingKey applies); any other error goes to
-	// the engine's error policy.
+	// func that reports [keyfunc.ErrNoKey] gives the request no key
+	// material for any rule (the rule's MissingKey applies); any other
+	// error goes to the limiter's error policy: under FailClosed
+	// RoundTrip returns it, under FailOpen and Fallback the request is
+	// sent unlimited.
 	Key keyfunc.Func
 
 	// Next sends the requests once they are allowed. Default
@@ -29,7 +31,7 @@ type TransportConfig struct {
 }
 
 // Transport is an [http.RoundTripper] that paces a client: before sending
-// a request it waits, with [redlimit.Limiter.WaitInputs], until every rule of
+// a request it waits, with [redlimit.Limiter.Wait], until every rule of
 // its engine allows one more request for the request's key, then hands
 // the request to the next RoundTripper. A 10-per-second limit on a
 // partner's API becomes
@@ -61,7 +63,7 @@ type Transport struct {
 	engine *redlimit.Limiter
 	key    keyfunc.Func
 	next   http.RoundTripper
-	rules  int
+	closed bool // the limiter fails closed: a key func's error refuses the request
 }
 
 // NewTransport returns a Transport that paces requests by the rules of e,
@@ -71,10 +73,12 @@ func NewTransport(e *redlimit.Limiter, cfg TransportConfig) (*Transport, error) 
 	if e == nil {
 		return nil, &algorithms.ConfigError{Field: "engine", Reason: "must not be nil"}
 	}
-	if e.Concurrent() {
-		return nil, &algorithms.ConfigError{Field: "engine", Reason: "has a concurrency rule: a Transport only waits (redlimit.Limiter.WaitInputs), and could never release its slots"}
+	for _, r := range e.Rules() {
+		if r.Algorithm == algorithms.Concurrency {
+			return nil, &algorithms.ConfigError{Rule: r.Name, Field: "engine", Reason: "has a concurrency rule: a Transport only waits (redlimit.Limiter.Wait), and could never release its slots"}
+		}
 	}
-	t := &Transport{engine: e, key: cfg.Key, next: cfg.Next, rules: len(e.RuleNames())}
+	t := &Transport{engine: e, key: cfg.Key, next: cfg.Next, closed: e.Status().Policy == redlimit.FailClosed}
 	if t.key == nil {
 		t.key = hostKey
 	}
@@ -87,20 +91,16 @@ func NewTransport(e *redlimit.Limiter, cfg TransportConfig) (*Transport, error) 
 // RoundTrip waits until r is allowed, then sends it with the next
 // RoundTripper. See [Transport].
 func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	var buf [4]redlimit.Input
-	in := buf[:0]
 	material, err := t.key(r)
-	for range t.rules {
-		switch {
-		case err == nil:
-			in = append(in, redlimit.Input{Material: material})
-		case errors.Is(err, keyfunc.ErrNoKey):
-			in = append(in, redlimit.Input{Missing: true})
-		default:
-			in = append(in, redlimit.Input{Err: err})
-		}
+	switch {
+	case err == nil:
+		err = t.engine.Wait(r.Context(), material)
+	case errors.Is(err, keyfunc.ErrNoKey):
+		err = t.engine.Wait(r.Context(), "") // no key material
+	case !t.closed:
+		err = nil // the error policy lets the request through
 	}
-	if err := t.engine.WaitInputs(r.Context(), in); err != nil {
+	if err != nil {
 		if r.Body != nil {
 			r.Body.Close()
 		}

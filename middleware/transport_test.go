@@ -317,3 +317,48 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// TestTransportKeyError: a key func's error other than ErrNoKey goes to
+// the limiter's error policy: under FailClosed RoundTrip returns it, the
+// request not sent and its body closed; under FailOpen and Fallback the
+// request is sent, nothing charged.
+func TestTransportKeyError(t *testing.T) {
+	boom := errors.New("no tenant table")
+	for _, policy := range []redlimit.ErrorPolicy{redlimit.FailClosed, redlimit.FailOpen, redlimit.Fallback} {
+		e, err := redlimit.New(newMemory(t, fixed), redlimit.Config{OnError: policy, Rules: []redlimit.Rule{
+			{Name: "partner", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		var sent atomic.Int64
+		tr, err := middleware.NewTransport(e, middleware.TransportConfig{
+			Key: func(*http.Request) (string, error) { return "", boom },
+			Next: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				sent.Add(1)
+				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			body := &closeCounter{Reader: strings.NewReader("payload")}
+			r, _ := http.NewRequest("POST", "http://partner.example/", body)
+			_, err := tr.RoundTrip(r)
+			if policy == redlimit.FailClosed && (!errors.Is(err, boom) || body.closed.Load() != 1) {
+				t.Fatalf("%v: RoundTrip = %v, body closed %d times; want the key func's error, closed once", policy, err, body.closed.Load())
+			}
+			if policy != redlimit.FailClosed && err != nil {
+				t.Fatalf("%v: RoundTrip = %v, want the request sent", policy, err)
+			}
+		}
+		if want := map[bool]int64{true: 0, false: 3}[policy == redlimit.FailClosed]; sent.Load() != want {
+			t.Fatalf("%v: %d requests sent, want %d", policy, sent.Load(), want)
+		}
+		if d := e.Peek(context.Background(), "partner.example"); d.Rules[0].Result.Remaining != 1 {
+			t.Fatalf("%v: %+v, want nothing charged", policy, d.Rules[0].Result)
+		}
+	}
+}

@@ -61,7 +61,7 @@ func TestBoundedWork(t *testing.T) {
 			}
 			rules := []redlimit.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1_000_000)}}
 			w := underFault(t, store, rules, 256, func(g, i int) []redlimit.Input {
-				return []redlimit.Input{{Material: fmt.Sprint("u", g)}}
+				return []redlimit.Input{{Rule: "user", Material: fmt.Sprint("u", g)}}
 			}, func() { pause(t, srv) })
 			w.check(t)
 		})
@@ -95,7 +95,7 @@ func TestBoundedWork(t *testing.T) {
 				}
 				// two key materials a call, mostly in slots of two masters
 				w := underFault(t, store, rules, 64, func(g, i int) []redlimit.Input {
-					return []redlimit.Input{{Material: fmt.Sprint("u", g, "-", i%32)}, {Material: fmt.Sprint("ip", g)}}
+					return []redlimit.Input{{Rule: "user", Material: fmt.Sprint("u", g, "-", i%32)}, {Rule: "ip", Material: fmt.Sprint("ip", g)}}
 				}, func() {
 					pause(t, masters[0])
 					go clusterBack(t, masters[1], time.Now())
@@ -395,7 +395,7 @@ func BenchmarkDeadlines(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { e.Close() })
-		in := []redlimit.Input{{Material: prefix}}
+		in := []redlimit.Input{{Rule: "user", Material: prefix}}
 		b.Run(fmt.Sprint("ContextTimeoutEnabled=", honour, "/serial"), func(b *testing.B) {
 			b.ReportAllocs()
 			var d redlimit.Decision

@@ -85,11 +85,10 @@ func newService(t *testing.T, client redis.UniversalClient, prefix string) *serv
 // spend takes n units of rule for material.
 func (s *service) spend(t *testing.T, rule, material string, n int) {
 	t.Helper()
-	in := make([]redlimit.Input, len(rules))
-	for i := range in {
-		in[i].Exempt = rules[i].Name != rule
+	var in []redlimit.Input
+	for _, r := range rules {
+		in = append(in, redlimit.Input{Rule: r.Name, Material: material, Exempt: r.Name != rule})
 	}
-	in[indexOf(rule)].Material = material
 	var d redlimit.Decision
 	for range n {
 		s.e.Decide(context.Background(), in, &d)
@@ -97,15 +96,6 @@ func (s *service) spend(t *testing.T, rule, material string, n int) {
 			t.Fatal(d.Err)
 		}
 	}
-}
-
-func indexOf(rule string) int {
-	for i, r := range rules {
-		if r.Name == rule {
-			return i
-		}
-	}
-	panic(rule)
 }
 
 // prefix returns a key prefix of t's own, without the characters a

@@ -214,15 +214,14 @@ func cmdReset(ctx context.Context, g *global, args []string) error {
 }
 
 // reset resets key under def through the engine, as the service and its
-// admin page do (redlimit.Limiter.ResetInputs), and prints the storage key
+// admin page do (redlimit.Limiter.Reset), and prints the storage key
 // the rule now uses: after a reset of a fixed window rule with quota
 // blocks, its next epoch's key ("<key>:e<n>").
 func (g *global) reset(ctx context.Context, def ruleDef, key string, e *redlimit.Limiter) error {
 	if err := e.Reset(ctx, key); err != nil {
 		return err
 	}
-	var d redlimit.Decision
-	e.PeekInputs(ctx, []redlimit.Input{{Material: key}}, &d) // for the storage key only
+	d := e.Peek(ctx, key) // for the storage key only
 	if d.Err != nil {
 		return d.Err
 	}

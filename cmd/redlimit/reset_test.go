@@ -53,7 +53,7 @@ func drain(e *redlimit.Limiter, clk *stepClock, material string, step time.Durat
 func holdBlocks(t *testing.T, e *redlimit.Limiter, material string) {
 	t.Helper()
 	var d redlimit.Decision
-	in := []redlimit.Input{{Material: material}}
+	in := []redlimit.Input{{Rule: e.Rules()[0].Name, Material: material}}
 	for i := 0; i < 10_000; i++ {
 		e.Decide(context.Background(), in, &d)
 		if d.Rules[0].FromBlock && i > 200 {

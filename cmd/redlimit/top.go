@@ -285,7 +285,7 @@ func cmdTop(ctx context.Context, g *global, args []string) error {
 var errClosed = errors.New("closed by a reset")
 
 // peekKey reads the state of one storage key without consuming: the
-// engine's peek (see engine.Engine.PeekInputs), a check of the key with
+// engine's peek (see redlimit.Limiter.Peek), a check of the key with
 // a check that always denies on a key of the same hash slot.
 func peekKey(ctx context.Context, store *redisstore.Store, def ruleDef, sk storageKey) (keyState, error) {
 	checks := []algorithms.Check{

@@ -129,7 +129,7 @@ func (r Record) Line() string {
 
 // Summary is what the checker found in one history.
 type Summary struct {
-	Decisions  int // decisions (Decide calls, Wait's and Acquire's attempts, probes)
+	Decisions  int // decisions (Decide calls, Wait's and acquire's attempts, probes)
 	Faults     int // faults injected
 	Observed   int // promotions seen that no injected fault explains (or does)
 	FaultKinds map[string]int

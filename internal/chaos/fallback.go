@@ -23,7 +23,7 @@ const VFallbackShare = "fallback-share"
 // given back count off (all of a decision's, whenever made: that only
 // lowers a count). Concurrency slots and calendar quotas are left out.
 //
-// A reset of the key on the instance (Engine.ResetInputs) resets its
+// A reset of the key on the instance (a reset of its keys) resets its
 // fallback's state too, whatever the reset returned: the engine resets
 // the fallback before the primary, so a reset that failed on Redis has
 // often emptied the fallback's key. Each such reset starts the key's count

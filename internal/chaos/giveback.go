@@ -113,7 +113,7 @@ type recRule struct{ i, j int }
 // lostGiveBacks checks that each peek of a fixed window key counts no more
 // than the history explains (see VRefundLost). The count of a fixed window
 // is exact: the units of the calls that committed in the window, less
-// what was given back. A peek (PeekInputs, decided by Redis) reads it as
+// what was given back. A peek (decided by Redis) reads it as
 // Rate − Remaining at one instant of the peek. The history explains, at
 // most, the units of:
 //

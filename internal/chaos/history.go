@@ -18,10 +18,10 @@ import (
 // Record kinds.
 const (
 	KindDecision    = "decision"     // one Decide, as the OnDecision hook heard it
-	KindPeek        = "peek"         // one PeekInputs (consumes nothing)
-	KindReset       = "reset"        // one ResetInputs
+	KindPeek        = "peek"         // one peek of chosen rules' keys (consumes nothing)
+	KindReset       = "reset"        // one reset of chosen rules' keys
 	KindRefund      = "refund"       // one Settle of an earlier decision
-	KindRelease     = "release"      // one Decision.Release of an earlier acquisition
+	KindRelease     = "release"      // one Settle (release) of an earlier acquisition
 	KindRefundError = "refund-error" // the store reported a compensation or refund as failed (redisstore.Config.OnRefundError)
 	KindFault       = "fault"        // one fault as injected and healed
 	KindGoroutines  = "goroutines"   // goroutine counts before and after the run

@@ -140,7 +140,7 @@ func (in *instance) late(ctx, bg context.Context, rng *rand.Rand, w int) {
 			}
 			for range times {
 				s := in.clock()
-				err := in.engines["late-q"].Settle(bg, d, []int64{cost})
+				err := settle(bg, in.engines["late-q"], d, cost)
 				in.emit(Record{Kind: KindRefund, Inst: in.cfg.ID, Ref: id, Op: OpLate, Start: s, End: in.clock(),
 					Units: []int64{2 - cost}, Result: settleResult(err), Err: errString(err)})
 			}
@@ -157,7 +157,7 @@ func (in *instance) late(ctx, bg context.Context, rng *rand.Rand, w int) {
 	}
 	var d redlimit.Decision
 	s := in.clock()
-	in.engines["late-look"].PeekInputs(bg, []redlimit.Input{{Material: m}, {Material: m}, {Material: m}}, &d)
+	peekInputs(in.engines["late-look"], bg, named(in.engines["late-look"], []redlimit.Input{{Material: m}, {Material: m}, {Material: m}}), &d)
 	in.emit(Record{Kind: KindPeek, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: OpLatePeek, Start: s, End: in.clock(),
 		Allowed: d.Allowed, Outcome: outcomeOf(&d), Rules: ruleRecs(&d), Err: errString(d.Err)})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/bridge"
 )
 
 // The workload's key materials: few, so that limits are hit.
@@ -192,7 +193,7 @@ func newInstance(cfg instanceConfig, client redis.UniversalClient, storeClient f
 }
 
 // onDecision records every decision the engines make, Wait's and
-// Acquire's attempts included.
+// acquire's attempts included.
 func (in *instance) onDecision(ctx context.Context, d *redlimit.Decision) {
 	end := in.clock()
 	r := Record{
@@ -358,7 +359,7 @@ func pick(rng *rand.Rand, s []string) string { return s[rng.IntN(len(s))] }
 // step runs one operation drawn from the workload's mix; w is the
 // worker's number in its instance.
 func (in *instance) step(ctx context.Context, rng *rand.Rand, w int) {
-	// Operations other than Wait and Acquire do not take the worker's
+	// Operations other than Wait and acquire do not take the worker's
 	// context: a stopped run lets the operation in flight finish.
 	bg := context.WithoutCancel(ctx)
 	switch n := rng.IntN(100); {
@@ -393,9 +394,57 @@ func (in *instance) step(ctx context.Context, rng *rand.Rand, w int) {
 func (in *instance) decide(ctx context.Context, name, op string, inputs []redlimit.Input) (*redlimit.Decision, int64) {
 	ctx, tag := withTag(ctx, op)
 	var d redlimit.Decision
-	in.engines[name].Decide(ctx, inputs, &d)
+	in.engines[name].Decide(ctx, named(in.engines[name], inputs), &d)
 	return &d, tag.id.Load()
 }
+
+// named names the Inputs of in after e's rules, in rule order: the
+// workload writes a request's Inputs in rule order.
+func named(e *redlimit.Limiter, in []redlimit.Input) []redlimit.Input {
+	for i, r := range e.Rules() {
+		if i < len(in) && in[i].Rule == "" {
+			in[i].Rule = r.Name
+		}
+	}
+	return in
+}
+
+// settle settles d, a decision of engine e whose one rule is refundable,
+// at cost.
+func settle(ctx context.Context, e *redlimit.Limiter, d *redlimit.Decision, cost int64) error {
+	return e.Settle(ctx, d, redlimit.Cost{Rule: e.Rules()[0].Name, Units: cost})
+}
+
+// acquire waits for a slot of e's concurrency rule for key: Allow, and
+// while the slots are taken, sleep 10ms, doubling up to 500ms (a slot is
+// usually given back long before its period ends), until ctx ends.
+func acquire(ctx context.Context, e *redlimit.Limiter, key string) (*redlimit.Decision, error) {
+	wait := 10 * time.Millisecond
+	for {
+		d := e.Allow(ctx, key)
+		switch {
+		case d.Allowed:
+			return d, nil
+		case d.Failed:
+			return nil, d.Err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// peekInputs and resetInputs peek at and reset the keys of chosen rules of
+// an engine (see internal/bridge).
+var (
+	peekInputs  = bridge.PeekInputs.(func(*redlimit.Limiter, context.Context, []redlimit.Input, *redlimit.Decision))
+	resetInputs = bridge.ResetInputs.(func(*redlimit.Limiter, context.Context, []redlimit.Input) error)
+)
 
 // refundable reserves 2 units of a quota, does the "work", and settles what
 // it cost (0 or 1), sometimes twice (the second must give nothing back).
@@ -416,7 +465,7 @@ func (in *instance) refundable(ctx, bg context.Context, rng *rand.Rand) {
 	}
 	for range times {
 		s := in.clock()
-		err := e.Settle(bg, d, []int64{cost})
+		err := settle(bg, e, d, cost)
 		in.emit(Record{Kind: KindRefund, Inst: in.cfg.ID, Ref: id, Start: s, End: in.clock(),
 			Units: []int64{2 - cost}, Result: settleResult(err), Err: errString(err)})
 	}
@@ -439,7 +488,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// slots takes a slot (AllowN, or Acquire which waits), holds it for a while
+// slots takes a slot (Allow, or acquire which waits), holds it for a while
 // and releases it.
 func (in *instance) slots(ctx, bg context.Context, rng *rand.Rand) {
 	key := pick(rng, ckeys)
@@ -451,7 +500,7 @@ func (in *instance) slots(ctx, bg context.Context, rng *rand.Rand) {
 		actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		actx, tag := withTag(actx, "acquire")
 		var err error
-		d, err = in.engines["slots"].Acquire(actx, key, 1)
+		d, err = acquire(actx, in.engines["slots"], key)
 		cancel()
 		if err != nil {
 			return
@@ -466,7 +515,7 @@ func (in *instance) slots(ctx, bg context.Context, rng *rand.Rand) {
 		return // died holding the slot: its lease brings it back
 	}
 	s := in.clock()
-	err := d.Release(bg)
+	err := in.engines["slots"].Settle(bg, d)
 	res := ResOK
 	if err != nil {
 		res = ResError
@@ -481,7 +530,7 @@ func (in *instance) peek(ctx context.Context, rng *rand.Rand) {
 	}
 	var d redlimit.Decision
 	s := in.clock()
-	in.engines[name].PeekInputs(ctx, inputs, &d)
+	peekInputs(in.engines[name], ctx, named(in.engines[name], inputs), &d)
 	r := Record{Kind: KindPeek, Inst: in.cfg.ID, ID: in.nextID.Add(1), Op: "peek", Start: s, End: in.clock(),
 		Allowed: d.Allowed, Outcome: outcomeOf(&d), Rules: ruleRecs(&d), Err: errString(d.Err)}
 	in.emit(r)
@@ -505,7 +554,7 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 		i := rng.IntN(len(hkeys))
 		keys = []string{storageKey(in.cfg.Prefix, "hot-gcra", "gcra", jkeys[i])}
 		hold = hotBlocks.Hold.Microseconds()
-		err = in.engines["hot"].ResetInputs(ctx, []redlimit.Input{{Material: hkeys[i]}, {Material: jkeys[i]}})
+		err = resetInputs(in.engines["hot"], ctx, named(in.engines["hot"], []redlimit.Input{{Material: hkeys[i]}, {Material: jkeys[i]}}))
 	case n == 1:
 		m := pick(rng, gkeys)
 		keys = []string{storageKey(in.cfg.Prefix, "gcra", "gcra", m)}
@@ -513,7 +562,7 @@ func (in *instance) reset(ctx context.Context, rng *rand.Rand) {
 	default:
 		m := pick(rng, clients)
 		keys = []string{storageKey(in.cfg.Prefix, "client-sw", "sw", m)}
-		err = in.engines["layered1"].ResetInputs(ctx, []redlimit.Input{{Missing: true}, {Material: m}})
+		err = resetInputs(in.engines["layered1"], ctx, named(in.engines["layered1"], []redlimit.Input{{Missing: true}, {Material: m}}))
 	}
 	res := ResOK
 	if err != nil {
@@ -546,7 +595,7 @@ func (in *instance) probe(ctx context.Context) {
 	}
 	for _, k := range ckeys {
 		d, _ := in.decide(ctx, "slots", "probe", []redlimit.Input{{Material: k}})
-		_ = d.Release(ctx)
+		_ = in.engines["slots"].Settle(ctx, d)
 	}
 }
 

@@ -13,8 +13,8 @@
 //   - fallback state, the last backend error and when, the deny cache's
 //     size;
 //   - a key lookup: one key's state under one rule, from the backend,
-//     consuming nothing (engine.Engine.PeekInputs), and a Reset of that
-//     key (engine.Engine.ResetInputs), which every instance sees since
+//     consuming nothing (as redlimit.Limiter.Peek does), and a Reset of that
+//     key (as redlimit.Limiter.Reset does, for that rule alone), which every instance sees since
 //     the state is in Redis.
 //
 // The page is server-rendered HTML (html/template, no script; an optional

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/rulename"
 )
 
 // Config configures a [Handler]. Authorize is required.
@@ -161,7 +161,7 @@ func (h *Handler) now() time.Time { return h.cfg.Now() }
 // Source returns the Source named name (1 to 64 characters from
 // [A-Za-z0-9_.-]), made on first use: one per limiter the page shows.
 func (h *Handler) Source(name string) (*Source, error) {
-	if !redlimit.ValidRuleName(name) {
+	if !rulename.Valid(name) {
 		return nil, &algorithms.ConfigError{Field: "admin.Handler.Source", Reason: "name must be 1-64 characters from [A-Za-z0-9_.-], got \"" + name + "\""}
 	}
 	h.mu.Lock()

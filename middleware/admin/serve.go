@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/bridge"
 )
 
 // maxKeyLen bounds the key material the lookup form takes.
@@ -91,12 +92,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, who string) {
 		h.respond(w, r, http.StatusBadRequest, v)
 		return
 	}
-	in := make([]redlimit.Input, len(st.eng.RuleNames()))
-	for i := range in {
-		in[i].Missing = true
-	}
-	in[st.pos] = redlimit.Input{Material: material}
-	err = st.eng.ResetInputs(r.Context(), in)
+	// this rule's key alone: the others have no Input
+	err = resetInputs(st.eng, r.Context(), []redlimit.Input{{Rule: st.rule.Name, Material: material}})
 	attrs := []slog.Attr{slog.String("who", who), slog.String("source", s.name), slog.String("rule", st.rule.Name),
 		slog.String("key", material), slog.String("remote", r.RemoteAddr)}
 	level := slog.LevelInfo
@@ -180,13 +177,17 @@ func (h *Handler) lookup(ctx context.Context, f formView) (*lookupView, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := make([]redlimit.Input, len(st.eng.RuleNames()))
-	for i := range in {
-		in[i].Exempt = true
+	// this rule alone: the others are exempt
+	in := make([]redlimit.Input, 0, len(st.eng.Rules()))
+	for _, r := range st.eng.Rules() {
+		x := redlimit.Input{Rule: r.Name, Exempt: true}
+		if r.Name == st.rule.Name {
+			x = redlimit.Input{Rule: r.Name, Material: material, Tier: f.Tier}
+		}
+		in = append(in, x)
 	}
-	in[st.pos] = redlimit.Input{Material: material, Tier: f.Tier}
 	var d redlimit.Decision
-	st.eng.PeekInputs(ctx, in, &d)
+	peekInputs(st.eng, ctx, in, &d)
 	rd := &d.Rules[st.pos]
 	lv := &lookupView{Source: s.name, Rule: st.rule.Name, Key: material, Tier: f.Tier, StorageKey: rd.Key}
 	if !h.cfg.ShowKeys && rd.Key != "" {
@@ -235,3 +236,10 @@ func wantsJSON(r *http.Request) bool {
 	hm := strings.Index(a, "text/html")
 	return j >= 0 && (hm < 0 || j < hm)
 }
+
+// peekInputs and resetInputs peek at and reset the keys of chosen rules of
+// a Limiter (see internal/bridge): the page looks up one rule's key.
+var (
+	peekInputs  = bridge.PeekInputs.(func(*redlimit.Limiter, context.Context, []redlimit.Input, *redlimit.Decision))
+	resetInputs = bridge.ResetInputs.(func(*redlimit.Limiter, context.Context, []redlimit.Input) error)
+)

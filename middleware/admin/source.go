@@ -166,7 +166,8 @@ func (s *Source) Attach(engines ...*redlimit.Limiter) {
 		if e == nil {
 			continue
 		}
-		for i, r := range e.Rules() {
+		rules := e.Rules()
+		for i, r := range rules {
 			if _, ok := t.byName[r.Name]; ok {
 				continue
 			}
@@ -181,8 +182,8 @@ func (s *Source) Attach(engines ...*redlimit.Limiter) {
 			t.rules = append(t.rules, st)
 		}
 		if t.byPos == nil {
-			for _, name := range e.RuleNames() {
-				t.byPos = append(t.byPos, t.byName[name])
+			for _, r := range rules {
+				t.byPos = append(t.byPos, t.byName[r.Name])
 			}
 		}
 	}

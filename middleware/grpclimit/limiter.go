@@ -25,7 +25,7 @@ import (
 // Config configures an [Interceptor]. Only Keys is required.
 type Config struct {
 	// Keys holds one Func per rule of the engine, in the engine's rule
-	// order (redlimit.Limiter.RuleNames): Keys[i] gives the key material of
+	// order (redlimit.Limiter.Rules): Keys[i] gives the key material of
 	// rule i for each call.
 	Keys []Func
 
@@ -76,6 +76,9 @@ type Interceptor struct {
 	engine  *redlimit.Limiter
 	cfg     Config
 	missing codes.Code
+	names   []string              // the rules' names, in rule order: Config.Keys[i] is rule i's
+	holds   bool                  // a rule is a concurrency rule: allowed calls hold slots
+	local   bool                  // the limiter's store runs in process: releases are made at once
 	pool    sync.Pool             // *scratch
 	after   *after.Queue[release] // the releases after calls (release.go)
 }
@@ -95,7 +98,12 @@ func New(e *redlimit.Limiter, cfg Config) (*Interceptor, error) {
 	if e == nil {
 		return nil, &algorithms.ConfigError{Field: "engine", Reason: "must not be nil"}
 	}
-	names := e.RuleNames()
+	var names []string
+	holds := false
+	for _, r := range e.Rules() {
+		names = append(names, r.Name)
+		holds = holds || r.Algorithm == algorithms.Concurrency
+	}
 	if len(cfg.Keys) != len(names) {
 		return nil, &algorithms.ConfigError{Field: "Config.Keys", Reason: "must hold one Func per rule of the engine, in order (" + strings.Join(names, ", ") + "): want " + strconv.Itoa(len(names)) + ", got " + strconv.Itoa(len(cfg.Keys))}
 	}
@@ -118,7 +126,7 @@ func New(e *redlimit.Limiter, cfg Config) (*Interceptor, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Keys = append([]Func(nil), cfg.Keys...)
-	l := &Interceptor{engine: e, cfg: cfg, missing: missing}
+	l := &Interceptor{engine: e, cfg: cfg, missing: missing, names: names, holds: holds, local: e.Status().InProcess}
 	l.after = newAfter(l, after.Workers, after.Size)
 	n := len(names)
 	l.pool.New = func() any { return &scratch{in: make([]redlimit.Input, n), hdr: http.Header{}} }
@@ -209,7 +217,7 @@ func (l *Interceptor) decide(ctx context.Context, method string) (metadata.MD, *
 	defer l.put(s)
 	l.run(ctx, method, s)
 	var held *redlimit.Decision
-	if s.dec.Holds() {
+	if l.holds && holds(&s.dec) {
 		held = s.dec.Clone()
 	}
 	return l.metadata(s), held, l.refusal(&s.dec)
@@ -227,20 +235,36 @@ func (l *Interceptor) run(ctx context.Context, method string, s *scratch) {
 	for i, key := range l.cfg.Keys {
 		x := &s.in[i]
 		if exempt {
-			*x = redlimit.Input{Exempt: true}
+			*x = redlimit.Input{Rule: l.names[i], Exempt: true}
 			continue
 		}
 		k, err := key(ctx, method)
 		switch {
 		case err == nil:
-			*x = redlimit.Input{Material: k}
+			*x = redlimit.Input{Rule: l.names[i], Material: k}
 		case errors.Is(err, keyfunc.ErrNoKey):
-			*x = redlimit.Input{Missing: true}
+			*x = redlimit.Input{Rule: l.names[i], Missing: true}
 		default:
-			*x = redlimit.Input{Err: err}
+			*x = redlimit.Input{Rule: l.names[i], Err: err}
 		}
 	}
 	l.engine.Decide(ctx, s.in, &s.dec)
+}
+
+// holds reports whether the decision d may hold the slots of a
+// concurrency rule: allowed, and one was decided, and allowed, by a
+// backend. Settle releases them (and does nothing for a decision that
+// holds none).
+func holds(d *redlimit.Decision) bool {
+	if !d.Allowed || d.Source == redlimit.SourceNone {
+		return false
+	}
+	for i := range d.Rules {
+		if rd := &d.Rules[i]; rd.Algorithm == algorithms.Concurrency && rd.Evaluated && rd.Result.Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // refusal returns the status error of a refused decision, nil for an

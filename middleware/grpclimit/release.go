@@ -9,7 +9,7 @@ import (
 )
 
 // Releases after the call. Once a call's handler has returned, its
-// concurrency rules' slots are to be released (redlimit.Decision.Release),
+// concurrency rules' slots are to be released (redlimit.Limiter.Settle),
 // a round trip to a remote backend that does not change the answer. The
 // interceptors do not make it before returning: they queue it, as they
 // return, on a queue shared with the HTTP middleware's kind
@@ -24,8 +24,8 @@ import (
 // bounded by the engine's Timeout. When the queue is full, or after
 // Close, the call releases its slots itself before its interceptor
 // returns, as without a queue: nothing is dropped. Slots held by a
-// backend that runs in process (redlimit.Decision.HoldsInProcess: memstore,
-// the default fallback) have no round trip to save: they are released at
+// backend that runs in process (redlimit.Status.InProcess: memstore; and
+// the fallback) have no round trip to save: they are released at
 // once.
 
 // release is the work after one call: the release of the slots d holds,
@@ -47,7 +47,7 @@ func newAfter(l *Interceptor, workers, size int) *after.Queue[release] {
 // full or l is closed.
 func (l *Interceptor) done(ctx context.Context, method string, d *redlimit.Decision) {
 	r := release{ctx: ctx, method: method, d: d}
-	if !d.HoldsInProcess() {
+	if !l.local && d.Source != redlimit.SourceFallback { // the fallback runs in process
 		if l.after.Enqueue(r) {
 			return
 		}
@@ -62,7 +62,7 @@ func (l *Interceptor) done(ctx context.Context, method string, d *redlimit.Decis
 // Config.OnReleaseError. The call is over: the engine's Timeout bounds
 // the release, whatever r.ctx says.
 func (l *Interceptor) release(r release) {
-	if err := after.Guard(func() error { return r.d.Release(r.ctx) }); err != nil {
+	if err := after.Guard(func() error { return l.engine.Settle(r.ctx, r.d) }); err != nil {
 		l.reportRelease(r, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/rulename"
 )
 
 // ScopeName is the name of the meter the instruments belong to.
@@ -38,6 +39,10 @@ type Config struct {
 	Buckets []float64
 }
 
+// numOutcomes is how many Outcomes there are: OutcomeUnevaluated is the
+// last.
+const numOutcomes = int(redlimit.OutcomeUnevaluated) + 1
+
 // Metrics records redlimit's decisions with OpenTelemetry instruments.
 // Build it with [New]; it is safe for concurrent use. Its methods
 // [Metrics.HTTP], [Metrics.Engine], [Metrics.SettleError] and
@@ -56,7 +61,7 @@ type Metrics struct {
 	// passing them allocates nothing.
 	byDecision [numSources][numDecisionOutcomes][]metric.AddOption
 	bySource   [numSources][]metric.RecordOption
-	byRule     map[string]*[len(redlimit.Outcomes)][]metric.AddOption
+	byRule     map[string]*[numOutcomes][]metric.AddOption
 
 	mu      sync.Mutex
 	watched []*redlimit.Limiter
@@ -73,7 +78,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must name at least one rule"}
 	}
 	for _, name := range cfg.Rules {
-		if !redlimit.ValidRuleName(name) {
+		if !rulename.Valid(name) {
 			return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold rule names of 1-64 characters from [A-Za-z0-9_.-], got " + quote(name)}
 		}
 	}
@@ -84,7 +89,7 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		return nil, err
 	}
 	meter := provider.Meter(ScopeName)
-	m := &Metrics{byRule: make(map[string]*[len(redlimit.Outcomes)][]metric.AddOption, len(cfg.Rules))}
+	m := &Metrics{byRule: make(map[string]*[numOutcomes][]metric.AddOption, len(cfg.Rules))}
 	var errs [7]error
 	m.decisions, errs[0] = meter.Int64Counter("redlimit.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Rate-limit decisions (one per request), by the backend that decided and outcome."))
@@ -129,9 +134,10 @@ func New(provider metric.MeterProvider, cfg Config) (*Metrics, error) {
 		if m.byRule[name] != nil {
 			continue
 		}
-		var opts [len(redlimit.Outcomes)][]metric.AddOption
+		var opts [numOutcomes][]metric.AddOption
 		rule := attribute.String("redlimit.rule", name)
-		for o, outcome := range redlimit.Outcomes {
+		for o := range numOutcomes {
+			outcome := redlimit.Outcome(o)
 			set := attribute.NewSet(rule, attribute.String("redlimit.outcome", outcome.String()))
 			opts[o] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
@@ -176,8 +182,8 @@ func (m *Metrics) RefundError(error) { m.refunds.Add(context.Background(), 1) }
 // err: the middleware's Logger logs it.
 func (m *Metrics) SettleError(r *http.Request, _ error) { m.refunds.Add(r.Context(), 1) }
 
-// Watch adds e's deny-cache hits (redlimit.Limiter.LocalDenials) and stalled
-// backend calls (redlimit.Limiter.Stalled) to the observable instruments,
+// Watch adds e's deny-cache hits (redlimit.Status.LocalDenials) and stalled
+// backend calls (redlimit.Status.Stalled) to the observable instruments,
 // read at each collection. Engines derived from one New (with With, or a
 // middleware.Middleware's Engine and those of the Middlewares derived from
 // it) share both: watch one of them.
@@ -198,8 +204,8 @@ func (m *Metrics) observed() (denials uint64, stalled int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.watched {
-		denials += e.LocalDenials()
-		stalled += e.Stalled()
+		denials += e.Status().LocalDenials
+		stalled += e.Status().Stalled
 	}
 	return denials, stalled
 }

@@ -137,14 +137,14 @@ func TestEngineOutcomes(t *testing.T) {
 		in      []redlimit.Input
 		allowed bool
 	}{
-		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // all allow
-		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // audit would deny
-		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, true},         // audit would deny
-		{[]redlimit.Input{{Material: "acme"}, {Material: "alice"}, {Material: "acme"}}, false},        // tenant denies
-		{[]redlimit.Input{{Material: "acme"}, {Missing: true}, {Material: "acme"}}, false},            // user skipped
-		{[]redlimit.Input{{Exempt: true}, {Exempt: true}, {Exempt: true}}, true},                      // allowlisted
-		{[]redlimit.Input{{Material: "globex"}, {Material: "bob", Cost: -1}, {Material: "x"}}, false}, // invalid cost: refused
-		{[]redlimit.Input{{Missing: true}, {Material: "bob"}, {Material: "x"}}, false},                // tenant's key missing
+		{[]redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "user", Material: "alice"}, {Rule: "audit", Material: "acme"}}, true},         // all allow
+		{[]redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "user", Material: "alice"}, {Rule: "audit", Material: "acme"}}, true},         // audit would deny
+		{[]redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "user", Material: "alice"}, {Rule: "audit", Material: "acme"}}, true},         // audit would deny
+		{[]redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "user", Material: "alice"}, {Rule: "audit", Material: "acme"}}, false},        // tenant denies
+		{[]redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "user", Missing: true}, {Rule: "audit", Material: "acme"}}, false},            // user skipped
+		{[]redlimit.Input{{Rule: "tenant", Exempt: true}, {Rule: "user", Exempt: true}, {Rule: "audit", Exempt: true}}, true},                      // allowlisted
+		{[]redlimit.Input{{Rule: "tenant", Material: "globex"}, {Rule: "user", Material: "bob", Cost: -1}, {Rule: "audit", Material: "x"}}, false}, // invalid cost: refused
+		{[]redlimit.Input{{Rule: "tenant", Missing: true}, {Rule: "user", Material: "bob"}, {Rule: "audit", Material: "x"}}, false},                // tenant's key missing
 	}
 	var d redlimit.Decision
 	for i, s := range steps {
@@ -218,7 +218,7 @@ func TestErrorPolicies(t *testing.T) {
 		defer e.Close()
 		var d redlimit.Decision
 		for range n {
-			e.Decide(context.Background(), []redlimit.Input{{Material: "acme"}}, &d)
+			e.Decide(context.Background(), []redlimit.Input{{Rule: "tenant", Material: "acme"}}, &d)
 		}
 	}
 	decide(redlimit.FailOpen, 2)
@@ -255,7 +255,7 @@ func TestLocalDenialsAndRefunds(t *testing.T) {
 	m.Watch(nil) // ignored
 	var d redlimit.Decision
 	for range 4 { // allowed, denied by the backend, then twice by the deny cache
-		e.Decide(context.Background(), []redlimit.Input{{Material: "acme"}, {Material: "acme"}}, &d)
+		e.Decide(context.Background(), []redlimit.Input{{Rule: "tenant", Material: "acme"}, {Rule: "other", Material: "acme"}}, &d)
 	}
 	m.RefundError(errDown)
 	m.RefundError(errDown)

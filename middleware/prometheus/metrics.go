@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/rulename"
 )
 
 // DefaultBuckets are the latency histogram's upper bounds in seconds, from
@@ -48,11 +49,15 @@ type Metrics struct {
 	stalled    prometheus.GaugeFunc
 	byDecision [numSources][numDecisionOutcomes]prometheus.Counter
 	bySource   [numSources]prometheus.Observer
-	byRule     map[string]*[len(redlimit.Outcomes)]prometheus.Counter
+	byRule     map[string]*[numOutcomes]prometheus.Counter
 	mu         sync.Mutex
 	watched    []*redlimit.Limiter
 	collectors []prometheus.Collector
 }
+
+// numOutcomes is how many Outcomes there are: OutcomeUnevaluated is the
+// last.
+const numOutcomes = int(redlimit.OutcomeUnevaluated) + 1
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
@@ -63,7 +68,7 @@ func New(cfg Config) (*Metrics, error) {
 		return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must name at least one rule"}
 	}
 	for _, name := range cfg.Rules {
-		if !redlimit.ValidRuleName(name) {
+		if !rulename.Valid(name) {
 			return nil, &algorithms.ConfigError{Field: "Config.Rules", Reason: "must hold rule names of 1-64 characters from [A-Za-z0-9_.-], got " + quote(name)}
 		}
 	}
@@ -95,7 +100,7 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "redlimit_refund_errors_total",
 			Help: "Refunds that failed: cluster compensation and charges after the response. Their units stay consumed.",
 		}),
-		byRule: make(map[string]*[len(redlimit.Outcomes)]prometheus.Counter, len(cfg.Rules)),
+		byRule: make(map[string]*[numOutcomes]prometheus.Counter, len(cfg.Rules)),
 	}
 	m.denials = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "redlimit_local_denials_total",
@@ -117,8 +122,9 @@ func New(cfg Config) (*Metrics, error) {
 		if m.byRule[name] != nil {
 			continue
 		}
-		var c [len(redlimit.Outcomes)]prometheus.Counter
-		for o, outcome := range redlimit.Outcomes {
+		var c [numOutcomes]prometheus.Counter
+		for o := range numOutcomes {
+			outcome := redlimit.Outcome(o)
 			c[o] = m.rules.WithLabelValues(name, outcome.String())
 		}
 		m.byRule[name] = &c
@@ -162,8 +168,8 @@ func (m *Metrics) RefundError(error) { m.refunds.Inc() }
 // middleware's Logger logs the error.
 func (m *Metrics) SettleError(*http.Request, error) { m.refunds.Inc() }
 
-// Watch adds e's deny-cache hits (redlimit.Limiter.LocalDenials) and stalled
-// backend calls (redlimit.Limiter.Stalled) to the metrics, read at each
+// Watch adds e's deny-cache hits (redlimit.Status.LocalDenials) and stalled
+// backend calls (redlimit.Status.Stalled) to the metrics, read at each
 // scrape. Engines derived from one New (with With, or a
 // middleware.Middleware's Engine and those of the Middlewares derived from
 // it) share both: watch one of them.
@@ -181,7 +187,7 @@ func (m *Metrics) localDenials() float64 {
 	defer m.mu.Unlock()
 	var n uint64
 	for _, e := range m.watched {
-		n += e.LocalDenials()
+		n += e.Status().LocalDenials
 	}
 	return float64(n)
 }
@@ -191,7 +197,7 @@ func (m *Metrics) stalledCalls() float64 {
 	defer m.mu.Unlock()
 	var n int64
 	for _, e := range m.watched {
-		n += e.Stalled()
+		n += e.Status().Stalled
 	}
 	return float64(n)
 }

@@ -1,0 +1,14 @@
+package redlimit
+
+import (
+	"context"
+
+	"github.com/redlimit/redlimit/internal/bridge"
+)
+
+// The module's own adapters peek and reset chosen rules' keys through
+// internal/bridge (see there).
+func init() {
+	bridge.PeekInputs = func(e *Limiter, ctx context.Context, in []Input, d *Decision) { e.peekInputs(ctx, in, d) }
+	bridge.ResetInputs = func(e *Limiter, ctx context.Context, in []Input) error { return e.resetInputs(ctx, in) }
+}
