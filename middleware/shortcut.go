@@ -7,6 +7,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -30,7 +31,7 @@ func PerIP(backend algorithms.Backend, alg algorithms.Algorithm, limit algorithm
 	}
 	ip, err := keyfunc.IP(s.ip)
 	if err != nil {
-		return nil, algorithms.WithRule(err, s.name)
+		return nil, contract.WithRule(err, s.name)
 	}
 	return s.build(backend, ip, alg, limit)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 const (
@@ -66,7 +67,7 @@ type Config struct {
 // evaluated"; callers writing headers skip it). Nothing is consumed
 // anywhere, as when the wrapped Backend denies a call. A call answered
 // locally does not look at its context; it is validated with
-// [algorithms.ValidateCall], as every backend validates one. Any other call
+// [contract.ValidateCall], as every backend validates one. Any other call
 // goes to the wrapped Backend unchanged, which validates it.
 //
 // When the wrapped Backend returns an error, Allow returns it and records
@@ -317,7 +318,7 @@ func (s *scan) watch(d *Cache, e *denial, c *algorithms.Check, now time.Duration
 // 1..capacity. Other calls are validated in full.
 func validateHit(checks []algorithms.Check, results []algorithms.Result) error {
 	if len(checks) > 1 || len(results) == 0 {
-		return algorithms.ValidateCall(checks, results)
+		return contract.ValidateCall(checks, results)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 const (
@@ -134,7 +135,7 @@ func New(cfg Config) (*Store, error) {
 
 // Allow implements [algorithms.Backend].
 func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
-	if err := algorithms.ValidateCall(checks, results); err != nil {
+	if err := contract.ValidateCall(checks, results); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -148,7 +149,7 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		if c.Algorithm == algorithms.Concurrency {
 			ps[i].R = int64(c.Lease) // as redisstore sends it
 			if c.Lease == 0 {
-				ps[i].R = int64(algorithms.NewLease())
+				ps[i].R = int64(contract.NewLease())
 			}
 		}
 	}
@@ -411,7 +412,7 @@ var _ algorithms.Blocker = (*Store)(nil)
 // TakeBlock implements [algorithms.Blocker] with the arithmetic of
 // lua/block.lua (calc.State.Block).
 func (m *Store) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Duration) (algorithms.Result, error) {
-	if err := algorithms.ValidateBlock(c, hold); err != nil {
+	if err := contract.ValidateBlock(c, hold); err != nil {
 		return algorithms.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {

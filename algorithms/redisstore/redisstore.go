@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -189,7 +190,7 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 // per hash slot of the checks' keys, plus one per committed slot when
 // another slot denies.
 func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
-	if err := algorithms.ValidateCall(checks, results); err != nil {
+	if err := contract.ValidateCall(checks, results); err != nil {
 		return err
 	}
 	var pbuf [4]calc.Params
@@ -200,7 +201,7 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		if c.Algorithm == algorithms.Concurrency {
 			ps[i].R = int64(c.Lease) // the script's r (see lua/concurrency.lua)
 			if c.Lease == 0 {
-				ps[i].R = int64(algorithms.NewLease())
+				ps[i].R = int64(contract.NewLease())
 			}
 		}
 	}
