@@ -294,7 +294,7 @@ func (s *shared) checkLeaser(r Rule) error {
 func (d *Decision) Holds() bool { return d.hold != nil }
 
 // HoldsInProcess reports whether d holds slots of concurrency rules on a
-// backend that runs in process ([algorithms.InProcess]: memstore, the
+// backend that runs in process (memstore, the
 // default fallback), so that releasing them makes no round trip: an
 // adapter that releases after the response on another goroutine
 // (grpclimit) releases these at once instead. It is false when d holds

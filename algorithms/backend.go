@@ -71,9 +71,9 @@ type Check struct {
 // ([Limit.Validate]), a negative Cost), a *[BackendError] when the store
 // failed.
 //
-// Implementations are safe for concurrent use. A Backend may also
-// implement the capability interfaces [DeadlineHonourer], [InProcess] and
-// [DenialCacher], which tell code that wraps it what it need not add.
+// Implementations are safe for concurrent use, and Allow should return
+// by its context's deadline (the limiter bounds it anyway). A Backend may also implement the capability
+// interfaces [Resetter], [Leaser], [Refunder] and [Blocker].
 //
 // Time is kept in integer microseconds, and time going backwards never
 // creates capacity. Every algorithm keeps its state in one key whose TTL
@@ -92,41 +92,13 @@ type Check struct {
 // anything, fills one Result per Check, and reports store failures as a
 // *[BackendError]. Wrappers (metrics, tracing, a circuit breaker) forward
 // the capability interfaces of what they wrap when they keep its
-// behaviour. Callers such as the engine decide from these alone what to
-// add around a Backend (a guard goroutine, a timeout, a deny cache), so a
-// user's Backend is treated exactly like a built-in one.
+// behaviour. The limiter calls a Backend of yours under its Timeout from
+// a guard goroutine, behind a deny cache: what it leaves out only for the
+// built-in stores that need neither (memstore decides in process; a
+// redisstore whose client honours deadlines is called directly; a
+// wrapper embedding a built-in store keeps that store's treatment).
 type Backend interface {
 	Allow(ctx context.Context, checks []Check, results []Result) error
-}
-
-// DeadlineHonourer is implemented by a Backend that may promise to return
-// by its context's deadline, whatever its store does. A caller that bounds
-// the time of a call (the engine's Timeout) calls a Backend whose
-// HonoursDeadline reports true directly; any other Backend it calls from a
-// goroutine that it can stop waiting for. A wrapper reports what the
-// Backend it wraps reports, unless it adds waits of its own.
-type DeadlineHonourer interface {
-	Backend
-	HonoursDeadline() bool
-}
-
-// InProcess is implemented by a Backend that may decide every call in
-// process, without I/O, so that a call cannot block: an in-process store
-// such as memstore. A caller gives a Backend whose InProcess reports true
-// no timeout and no deny cache: it has nothing to wait for and nothing to
-// save.
-type InProcess interface {
-	Backend
-	InProcess() bool
-}
-
-// DenialCacher is implemented by a Backend that may answer the calls of
-// denied keys in process, without asking the store behind it: a deny cache
-// such as denycache. A caller puts no second deny cache in front of a
-// Backend whose CachesDenials reports true.
-type DenialCacher interface {
-	Backend
-	CachesDenials() bool
 }
 
 // Resetter is implemented by a Backend that can forget the state of keys,

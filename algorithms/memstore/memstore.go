@@ -49,7 +49,7 @@ type Config struct {
 // Keys are spread over 64 shards, each with its own mutex; a call locks the
 // shards of its keys in a fixed order, so the checks of one call are
 // decided in one critical section, all-or-nothing. A call never waits for
-// I/O ([Store.InProcess]).
+// I/O: the limiter puts no timeout and no deny cache in front of a Store.
 //
 // # Time and expiry
 //
@@ -80,6 +80,7 @@ type Config struct {
 //
 // A check on an existing key does not allocate.
 type Store struct {
+	carrier   // InProcess: no timeout, no deny cache in front
 	now       func() time.Time
 	highWater atomic.Int64 // the latest now seen, µs: expiry never goes back
 	perShard  int
@@ -87,6 +88,10 @@ type Store struct {
 	shards    [memoryShards]memoryShard
 	book      commitBook // the commit markers of refundable calls (refund.go)
 }
+
+// carrier holds what a Store tells the limiter about itself (in process:
+// every call decided under the shards' locks, never waiting for I/O).
+type carrier = contract.Carrier
 
 // memoryShard holds its keys' states in a dense slice of slots, indexed by
 // the key's 64-bit hash. Two keys with the same hash share one entry: the
@@ -111,8 +116,6 @@ type slot struct {
 	pending int64 // µs; until then a refundable commit may be given back (refund.go)
 }
 
-var _ algorithms.InProcess = (*Store)(nil)
-
 // New returns a Store configured by cfg.
 func New(cfg Config) (*Store, error) {
 	if cfg.MaxKeys < 0 {
@@ -125,7 +128,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.Now = time.Now
 	}
 	perShard := min(max(cfg.MaxKeys/memoryShards, 1), math.MaxInt32-1)
-	m := &Store{now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
+	m := &Store{carrier: contract.Carry(contract.Traits{InProcess: true}), now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].index = make(map[uint64]int32)
 		m.shards[i].seed = m.seed
@@ -402,10 +405,6 @@ func (m *Store) Len() int {
 	}
 	return n
 }
-
-// InProcess implements [algorithms.InProcess]: every call is decided in
-// process, under the shards' locks, and never waits for I/O.
-func (m *Store) InProcess() bool { return true }
 
 var _ algorithms.Blocker = (*Store)(nil)
 

@@ -72,8 +72,8 @@
 // once).
 //
 // Set ContextTimeoutEnabled, so that a call returns by its context's
-// deadline ([Store.HonoursDeadline]) and the engine calls the store
-// directly. Without it, a call that sends its own script waits for its
+// deadline and the limiter calls the store directly (a rueidisclient
+// Client always does). Without it, a call that sends its own script waits for its
 // reply up to the client's ReadTimeout, and the engine bounds it with a
 // goroutine of its own. A queued call returns by its deadline whatever the
 // options. docs/redis.md says what each costs.

@@ -94,6 +94,7 @@ type Config struct {
 //
 // A Store is safe for concurrent use.
 type Store struct {
+	carrier        // HonoursDeadline when the client does (honoursDeadline)
 	client         redis.Scripter
 	now            func() time.Time
 	onRefundError  func(error)
@@ -117,7 +118,9 @@ type Store struct {
 	dropped  atomic.Int64 // refunds and cancels not started, maxDetached running
 }
 
-var _ algorithms.DeadlineHonourer = (*Store)(nil)
+// carrier holds what a Store tells the limiter about itself: whether a call
+// returns by its context's deadline.
+type carrier = contract.Carrier
 
 // script (several checks, refunds) and the one-check scripts, indexed by
 // Algorithm, are shared by every Store: their SHA1s are computed once.
@@ -161,7 +164,7 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if err := validReplicas(client, &cfg); err != nil {
 		return nil, err
 	}
-	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
+	b := &Store{carrier: contract.Carry(contract.Traits{HonoursDeadline: honoursDeadline(client)}), client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
 	max := cfg.Pipelines
 	if cfg.Replicas > 0 {
 		b.replicas, b.replicaTimeout = cfg.Replicas, cfg.ReplicaTimeout
@@ -510,15 +513,15 @@ func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64,
 	return now, nil
 }
 
-// HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
-// whether the client returns by its context's deadline, which go-redis does
-// only with ContextTimeoutEnabled set in its options. A client of another
-// library says so itself, with a HonoursDeadline method of its own (as
-// rueidisclient.Client does).
-func (b *Store) HonoursDeadline() bool {
-	switch c := b.client.(type) {
-	case interface{ HonoursDeadline() bool }:
-		return c.HonoursDeadline()
+// honoursDeadline reports whether client returns by its context's
+// deadline, which go-redis does only with ContextTimeoutEnabled set in its
+// options. A client of another library of this module says so itself, with
+// the contract.Traits it carries (rueidisclient.Client does).
+func honoursDeadline(client redis.Scripter) bool {
+	if contract.TraitsOf(client).HonoursDeadline {
+		return true
+	}
+	switch c := client.(type) {
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:

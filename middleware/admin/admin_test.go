@@ -18,6 +18,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -37,15 +38,17 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// remote hides a memstore's capabilities: the engine treats it as a
-// remote backend, with a deny cache in front of it.
-type remote struct{ mem *memstore.Store }
+// remote hides a memstore's traits: the engine treats it as a remote
+// backend that honours deadlines, with a deny cache in front of it.
+type remote struct {
+	contract.Carrier
+	mem *memstore.Store
+}
 
 func (r remote) Allow(ctx context.Context, c []algorithms.Check, res []algorithms.Result) error {
 	return r.mem.Allow(ctx, c, res)
 }
 func (r remote) Reset(ctx context.Context, keys []string) error { return r.mem.Reset(ctx, keys) }
-func (r remote) HonoursDeadline() bool                          { return true }
 
 // fixture is a service: a middleware with an "ip" rule (3 per minute,
 // fixed window) and a "user" rule (X-User header, skipped when absent),
@@ -470,7 +473,7 @@ func TestDenyCacheAndFallback(t *testing.T) {
 	var fail failing
 	f := newFixture(t, Config{}, func(now func() time.Time) algorithms.Backend {
 		mem, _ := memstore.New(memstore.Config{Now: now})
-		fail.remote = remote{mem}
+		fail.remote = remote{contract.Carry(contract.Traits{HonoursDeadline: true}), mem}
 		return &fail
 	})
 	for range 6 {

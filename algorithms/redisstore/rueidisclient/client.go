@@ -39,8 +39,8 @@
 // rueidis retries only read-only commands after a broken connection, and
 // EVALSHA and EVAL are not (their builders mark no command read-only, nor
 // does the store's), so a script is never sent twice, as the store sends
-// none twice through go-redis. A call returns by its context's deadline ([Client.HonoursDeadline]
-// reports true); as on any client, a check whose deadline passed after it
+// none twice through go-redis. A call returns by its context's deadline (the
+// limiter calls the store directly, without a guard goroutine); as on any client, a check whose deadline passed after it
 // was sent may still have been counted.
 //
 // # What it does not do
@@ -64,6 +64,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // Client adapts a rueidis.Client to the store: pass it to redisstore.New.
@@ -71,8 +72,12 @@ import (
 // redisstore.ScriptRunner; closing the rueidis client is the
 // caller's.
 type Client struct {
-	c rueidis.Client
+	carrier // HonoursDeadline: a rueidis call returns by its context's deadline
+	c       rueidis.Client
 }
+
+// carrier holds what a Client tells the store about itself.
+type carrier = contract.Carrier
 
 var _ redis.Scripter = (*Client)(nil)
 
@@ -84,7 +89,7 @@ func New(c rueidis.Client) (*Client, error) {
 	case c.Mode() == rueidis.ClientModeCluster:
 		return nil, &algorithms.ConfigError{Field: "client", Reason: "a rueidis cluster client is not supported: use go-redis's *redis.ClusterClient"}
 	}
-	return &Client{c: c}, nil
+	return &Client{carrier: contract.Carry(contract.Traits{HonoursDeadline: true}), c: c}, nil
 }
 
 var _ redisstore.Batcher = (*Client)(nil)
@@ -208,10 +213,6 @@ func setReply(cmd redis.Cmder, m rueidis.RedisMessage, err error) {
 		cmd.SetErr(fmt.Errorf("rueidisclient: %T is not a command of the store", cmd))
 	}
 }
-
-// HonoursDeadline reports true: a rueidis call returns by its context's
-// deadline.
-func (c *Client) HonoursDeadline() bool { return true }
 
 // EvalSha runs the script of digest sha1 (EVALSHA).
 func (c *Client) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {

@@ -19,6 +19,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -229,7 +230,7 @@ func TestDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !b.HonoursDeadline() {
+	if !contract.TraitsOf(b).HonoursDeadline {
 		t.Fatal("HonoursDeadline false on rueidis")
 	}
 	check := []algorithms.Check{{Key: "{k}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
