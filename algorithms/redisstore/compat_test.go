@@ -23,6 +23,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/contract"
+	"github.com/redlimit/redlimit/internal/hashslot"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -334,7 +335,7 @@ func newWorld(t *testing.T, fx *fixture, f compatFeature, leg compatLeg, i int) 
 	w.k, w.c = "compat:"+tag+":k:{"+tag+"}", "compat:"+tag+":c:{"+tag+"}"
 	for x := "x"; ; x += "x" {
 		w.x = "compat:" + tag + ":x:{" + tag + x + "}"
-		if redisstore.HashSlot(w.x) != redisstore.HashSlot(w.k) {
+		if hashslot.Of(w.x) != hashslot.Of(w.k) {
 			break
 		}
 	}
@@ -813,7 +814,7 @@ func (w *world) keep(s side, checks []algorithms.Check, got, want []algorithms.R
 	if refundWindow(checks) > 0 {
 		slots := map[int]bool{}
 		for _, c := range checks {
-			slots[redisstore.HashSlot(c.Key)] = true
+			slots[hashslot.Of(c.Key)] = true
 		}
 		w.pending[s] = append(w.pending[s], pendingRefund{checks: checks, got: got, want: want, slots: len(slots)})
 	}

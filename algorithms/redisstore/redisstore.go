@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
 	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/lua"
 )
@@ -224,18 +225,18 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	return err
 }
 
-// pipelinable returns client as a Batcher if the backend pipelines on
+// pipelinable returns client as a batching.Batcher if the backend pipelines on
 // it: a *redis.Client (Sentinel included), a cluster client, or a client
-// of another library that is a Batcher. Not a Ring (scripts go to each
+// of another library that is a batching.Batcher (rueidisclient). Not a Ring (scripts go to each
 // shard's own client, which has a pipeline of its own), nor a client that
 // batches already (an AutoPipeliner), nor a Pipeliner or a Tx.
-func pipelinable(client redis.Scripter) (Batcher, bool) {
+func pipelinable(client redis.Scripter) (batching.Batcher, bool) {
 	switch c := client.(type) {
 	case *redis.Client:
 		return goRedisBatcher{c}, true
 	case *redis.ClusterClient:
 		return goRedisBatcher{c}, true
-	case Batcher:
+	case batching.Batcher:
 		return c, true
 	}
 	return nil, false
