@@ -4,7 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"github.com/redlimit/redlimit/internal/keys"
 )
 
 // Join returns a Func whose key is the keys of fns joined with ":", in order:
@@ -42,36 +43,8 @@ func Join(fns ...Func) Func {
 			}
 			parts = append(parts, k)
 		}
-		return JoinKeys(parts...), nil
+		return keys.JoinKeys(parts...), nil
 	}
-}
-
-// JoinKeys joins key material parts as [Join] does: ":" between them, and
-// in every part but the last ":" written "%3A" and "%" written "%25", so
-// that no two different lists of parts give the same key. Adapters that
-// compose keys from other inputs (gRPC metadata, a job's fields) use it to
-// share buckets with Join. It returns "" for no part.
-func JoinKeys(parts ...string) string {
-	n := 0
-	for i, k := range parts {
-		n += len(k) + 1
-		if i < len(parts)-1 {
-			n += 2 * (strings.Count(k, ":") + strings.Count(k, "%"))
-		}
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for i, k := range parts {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		if i == len(parts)-1 {
-			b.WriteString(k)
-		} else {
-			writeJoinPart(&b, k)
-		}
-	}
-	return b.String()
 }
 
 // Or returns a Func whose key is the key of the first of fns that finds one:
@@ -102,25 +75,6 @@ func Or(fns ...Func) Func {
 			}
 		}
 		return "", err
-	}
-}
-
-// writeJoinPart writes a part of a join that is not the last one, escaping
-// the separator ':' and the escape character '%'.
-func writeJoinPart(b *strings.Builder, k string) {
-	for {
-		i := strings.IndexAny(k, ":%")
-		if i < 0 {
-			b.WriteString(k)
-			return
-		}
-		b.WriteString(k[:i])
-		if k[i] == ':' {
-			b.WriteString("%3A")
-		} else {
-			b.WriteString("%25")
-		}
-		k = k[i+1:]
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/keys"
 )
 
 // fixed returns a Func that always returns key, err.
@@ -165,7 +166,7 @@ func TestJoinKeys(t *testing.T) {
 		{[]string{"a:b", "c"}, "a%3Ab:c"},
 		{[]string{"50%", "x", "::1"}, "50%25:x:::1"},
 	} {
-		if got := JoinKeys(tc.parts...); got != tc.want {
+		if got := keys.JoinKeys(tc.parts...); got != tc.want {
 			t.Errorf("JoinKeys(%q) = %q, want %q", tc.parts, got, tc.want)
 		}
 		if len(tc.parts) < 2 {

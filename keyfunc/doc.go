@@ -22,8 +22,8 @@
 // [regexp.MustCompile]. Every configuration error matches
 // [algorithms.ErrInvalidConfig].
 //
-// Key material is untrusted input: the middleware passes it through
-// [Sanitize], which bounds and escapes it so that a client can neither pick
+// Key material is untrusted input: the limiter sanitises it, bounding
+// and escaping it so that a client can neither pick
 // a Redis Cluster hash slot nor grow keys without bound. The guide is
 // docs/keys.md.
 package keyfunc

@@ -141,15 +141,3 @@ func ExampleRoute() {
 	// /static/ <nil>
 	// true
 }
-
-func ExampleSanitize() {
-	fmt.Println(keyfunc.Sanitize("203.0.113.7"))
-	fmt.Println(keyfunc.Sanitize("GET /users/{id}"))
-	fmt.Println(keyfunc.Sanitize("100%"))
-	fmt.Println(len(keyfunc.Sanitize(string(make([]byte, 1000)))))
-	// Output:
-	// 203.0.113.7
-	// GET%20/users/%7Bid%7D
-	// 100%25
-	// 34
-}

@@ -19,7 +19,7 @@ import (
 // The value is whatever the client sent: it identifies a client only when
 // the application also authenticates it (a valid API key), and a client can
 // otherwise mint a fresh bucket per request by changing it. Long values are
-// bounded later by [Sanitize], which hashes them.
+// bounded later by the middleware, which hashes them.
 //
 // Header panics with an [*algorithms.ConfigError] when name is empty or is
 // not a valid header field name (a request can never carry it), so the
