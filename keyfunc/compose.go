@@ -25,12 +25,14 @@ import (
 // an IPv6 key from [IP]: Join(Route(), IP(...)) rather than Join(IP(...),
 // Route()).
 //
-// Join with one Func returns it. Join panics with an
-// [*algorithms.ConfigError] when fns is empty or holds a nil Func.
-func Join(fns ...Func) Func {
-	checkFuncs("keyfunc.Join", fns)
+// Join with one Func returns it. Join returns an [*algorithms.ConfigError]
+// when fns is empty or holds a nil Func.
+func Join(fns ...Func) (Func, error) {
+	if err := checkFuncs("keyfunc.Join", fns); err != nil {
+		return nil, err
+	}
 	if len(fns) == 1 {
-		return fns[0]
+		return fns[0], nil
 	}
 	fns = append([]Func(nil), fns...) // the caller may reuse its slice
 	return func(r *http.Request) (string, error) {
@@ -44,7 +46,7 @@ func Join(fns ...Func) Func {
 			parts = append(parts, k)
 		}
 		return keys.JoinKeys(parts...), nil
-	}
+	}, nil
 }
 
 // Or returns a Func whose key is the key of the first of fns that finds one:
@@ -59,12 +61,14 @@ func Join(fns ...Func) Func {
 // shapes, for example Or(Join(Const("user"), User(...)), IP(...)), when a
 // user ID could look like an IP address.
 //
-// Or with one Func returns it. Or panics with an [*algorithms.ConfigError]
+// Or with one Func returns it. Or returns an [*algorithms.ConfigError]
 // when fns is empty or holds a nil Func.
-func Or(fns ...Func) Func {
-	checkFuncs("keyfunc.Or", fns)
+func Or(fns ...Func) (Func, error) {
+	if err := checkFuncs("keyfunc.Or", fns); err != nil {
+		return nil, err
+	}
 	if len(fns) == 1 {
-		return fns[0]
+		return fns[0], nil
 	}
 	fns = append([]Func(nil), fns...)
 	return func(r *http.Request) (k string, err error) {
@@ -75,17 +79,19 @@ func Or(fns ...Func) Func {
 			}
 		}
 		return "", err
-	}
+	}, nil
 }
 
-// checkFuncs panics on an empty list or a nil element of a composition.
-func checkFuncs(name string, fns []Func) {
+// checkFuncs returns the error of an empty list or a nil element of a
+// composition.
+func checkFuncs(name string, fns []Func) error {
 	if len(fns) == 0 {
-		panic(configError(name+" fns", "must not be empty"))
+		return configError(name+" fns", "must not be empty")
 	}
 	for i, fn := range fns {
 		if fn == nil {
-			panic(configError(name+" fns["+strconv.Itoa(i)+"]", "must not be nil"))
+			return configError(name+" fns["+strconv.Itoa(i)+"]", "must not be nil")
 		}
 	}
+	return nil
 }

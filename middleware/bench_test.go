@@ -54,7 +54,7 @@ var huge = algorithms.PerSecond(1 << 30)
 func benchRules(tb testing.TB, n int) []middleware.Rule {
 	rules := []middleware.Rule{
 		{Name: "ip", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: huge},
-		{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: huge},
+		{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "endpoint", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge},
 	}
 	return rules[:n]

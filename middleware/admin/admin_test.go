@@ -93,7 +93,7 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 	mw, err := middleware.New(b, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)},
-			{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
+			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
 				MissingKey: redlimit.SkipMissingKey, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)},
 				Tier: func(*http.Request) string { return "" }},
 		},
