@@ -20,6 +20,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/lua"
 )
@@ -514,7 +515,7 @@ func TestBlocksConfig(t *testing.T) {
 		rule redlimit.Rule
 		want string
 	}{
-		{"gcra, no blocker", algorithms.AllowAll{}, redlimit.Rule{Name: "r", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10), Blocks: &redlimit.BlockConfig{}},
+		{"gcra, no blocker", contract.AllowAll{}, redlimit.Rule{Name: "r", Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(10), Blocks: &redlimit.BlockConfig{}},
 			`redlimit: rule "r": Blocks needs a backend that takes blocks of gcra keys`},
 		{"concurrency", m, redlimit.Rule{Name: "r", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(2, time.Minute), Blocks: &redlimit.BlockConfig{}},
 			`redlimit: rule "r": Blocks is not exact for concurrency`},
@@ -528,7 +529,7 @@ func TestBlocksConfig(t *testing.T) {
 			`redlimit: rule "r": Blocks.MinRate must be >= 0 checks per second, got -1`},
 		{"shadow", m, redlimit.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Shadow: true, Blocks: &redlimit.BlockConfig{}},
 			`redlimit: rule "r": Blocks must be nil for a shadow rule`},
-		{"no refunder", algorithms.AllowAll{}, redlimit.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &redlimit.BlockConfig{}},
+		{"no refunder", contract.AllowAll{}, redlimit.Rule{Name: "r", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(10), Blocks: &redlimit.BlockConfig{}},
 			`redlimit: rule "r": Blocks needs a backend that can give units back`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

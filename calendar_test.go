@@ -10,6 +10,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // A calendar quota is validated with its rule: a wrong algorithm or a
@@ -27,7 +28,7 @@ func TestCalendarRuleConfig(t *testing.T) {
 		{redlimit.Rule{Name: "plan", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerSecond(5), Tiers: map[string]algorithms.Limit{"free": algorithms.PerMonthIn(0, nil)}},
 			`redlimit: rule "plan": Tiers["free"].Limit.Rate must be > 0, got 0`},
 	} {
-		_, err := redlimit.New(algorithms.AllowAll{}, redlimit.Config{Rules: []redlimit.Rule{tt.rule}})
+		_, err := redlimit.New(contract.AllowAll{}, redlimit.Config{Rules: []redlimit.Rule{tt.rule}})
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("New(%v) = %v, want %q", tt.rule.Limit, err, tt.want)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // maxStalled bounds the backend calls that outlived Config.Timeout and are
@@ -19,26 +20,17 @@ const maxStalled = 1024
 // are still stuck past their timeout.
 var errStalled = errors.New("too many backend calls still running past Config.Timeout; not calling until they finish")
 
-// honoursDeadline reports whether b says it returns by its context's
-// deadline (algorithms.DeadlineHonourer).
-func honoursDeadline(b algorithms.Backend) bool {
-	h, ok := b.(algorithms.DeadlineHonourer)
-	return ok && h.HonoursDeadline()
-}
+// honoursDeadline reports whether b is a built-in store that returns by
+// its context's deadline (contract.Traits).
+func honoursDeadline(b algorithms.Backend) bool { return contract.TraitsOf(b).HonoursDeadline }
 
-// inProcess reports whether b says it decides in process, without I/O
-// (algorithms.InProcess).
-func inProcess(b algorithms.Backend) bool {
-	p, ok := b.(algorithms.InProcess)
-	return ok && p.InProcess()
-}
+// inProcess reports whether b is a built-in store that decides in process,
+// without I/O (contract.Traits).
+func inProcess(b algorithms.Backend) bool { return contract.TraitsOf(b).InProcess }
 
-// cachesDenials reports whether b says it answers denied keys locally
-// (algorithms.DenialCacher).
-func cachesDenials(b algorithms.Backend) bool {
-	c, ok := b.(algorithms.DenialCacher)
-	return ok && c.CachesDenials()
-}
+// cachesDenials reports whether b is a built-in layer that answers denied
+// keys locally (contract.Traits).
+func cachesDenials(b algorithms.Backend) bool { return contract.TraitsOf(b).CachesDenials }
 
 // engineErr is a BackendError the engine makes itself: the call did not
 // return in time, was refused, or panicked.

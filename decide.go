@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 type verdict uint8
@@ -237,7 +238,7 @@ func (e *Limiter) build(ctx context.Context, in []Input, s *scratch, d *Decision
 		}
 		s.checks = append(s.checks, c)
 		if rule.Algorithm == algorithms.Concurrency {
-			s.checks[len(s.checks)-1].Lease = algorithms.NewLease()
+			s.checks[len(s.checks)-1].Lease = contract.NewLease()
 		}
 		s.index = append(s.index, i)
 		if rule.Refundable {

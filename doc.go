@@ -53,12 +53,13 @@
 //
 // # Backends as they describe themselves
 //
-// The engine treats every backend by the capability interfaces it
-// implements, never by its type: [algorithms.InProcess] gets no timeout
-// and no deny cache, [algorithms.DenialCacher] no second deny cache, and
-// [algorithms.DeadlineHonourer] is called directly with the timeout's
-// context; any other backend is called from a goroutine that Decide stops
-// waiting for at the timeout. A wrapper should forward these methods.
+// The built-in stores tell the engine what they need: memstore (in
+// process) gets no timeout and no deny cache, a denycache.Cache no second
+// deny cache, and a redisstore whose client honours deadlines is called
+// directly with the timeout's context; any other backend, a user's
+// included, is called from a goroutine that Decide stops waiting for at
+// the timeout, behind a deny cache: the safe treatment. A wrapper that
+// embeds a built-in store keeps its treatment.
 //
 // The guides docs/outside-http.md, docs/failure-policies.md and
 // docs/backend.md show each in use.

@@ -28,15 +28,13 @@ type Config struct {
 	// at the deadline even when the backend ignores it: the call runs in a
 	// goroutine of its own, and a late one finishes in the background, its
 	// answer dropped. Past 1024 such calls still running (per Limiter and
-	// the Engines derived from it), calls fail at once. A backend that
-	// reports [algorithms.DeadlineHonourer] is called directly, without the
-	// goroutine; one that reports [algorithms.InProcess] gets no timeout at
-	// all: it cannot block.
+	// the Engines derived from it), calls fail at once. A redisstore
+	// whose client honours deadlines is called directly, without the
+	// goroutine; a memstore gets no timeout at all: it cannot block.
 	Timeout time.Duration
 
 	// NoDenyCache turns off the local deny cache. By default a backend
-	// that reports neither [algorithms.InProcess] nor
-	// [algorithms.DenialCacher] is wrapped in a [denycache.Cache]: a key
+	// other than a memstore or a [denycache.Cache] is wrapped in a [denycache.Cache]: a key
 	// denied with RetryAfter d is denied locally, without a backend call,
 	// until d has passed. Engines derived with With share it.
 	NoDenyCache bool

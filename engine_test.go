@@ -16,6 +16,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -105,18 +106,25 @@ func (c *counting) Allow(ctx context.Context, checks []algorithms.Check, results
 	return c.next.Allow(ctx, checks, results)
 }
 
-// inProcessWrapper and denialWrapper forward a capability of memstore's.
-type inProcessWrapper struct{ *counting }
+// traitsWrapper carries the traits of a built-in store, as a wrapper
+// embedding one does.
+type traitsWrapper struct {
+	contract.Carrier
+	*counting
+}
 
-func (inProcessWrapper) InProcess() bool { return true }
+// claiming has the methods that said the same before they were internal:
+// a Backend of a user cannot claim a built-in store's treatment.
+type claiming struct{ *counting }
 
-type denialWrapper struct{ *counting }
+func (claiming) InProcess() bool       { return true }
+func (claiming) CachesDenials() bool   { return true }
+func (claiming) HonoursDeadline() bool { return true }
 
-func (denialWrapper) CachesDenials() bool { return true }
-
-// TestCapabilities: a user's wrapper is treated by what it reports, as
-// memstore is: InProcess gets no deny cache and no timeout, DenialCacher
-// gets no second deny cache, and a wrapper that reports nothing gets both.
+// TestCapabilities: a store is treated by the traits it carries, as
+// memstore is: InProcess gets no deny cache and no timeout, CachesDenials
+// gets no second deny cache, and a Backend that carries none gets both,
+// whatever methods it has.
 func TestCapabilities(t *testing.T) {
 	for _, tt := range []struct {
 		name                    string
@@ -124,8 +132,13 @@ func TestCapabilities(t *testing.T) {
 		calls, local, deadlines int64
 	}{
 		{"memstore itself", nil, 100, 0, 0},
-		{"in-process wrapper", func(c *counting) algorithms.Backend { return inProcessWrapper{c} }, 100, 0, 0},
-		{"denial-caching wrapper", func(c *counting) algorithms.Backend { return denialWrapper{c} }, 100, 0, 100},
+		{"in-process wrapper", func(c *counting) algorithms.Backend {
+			return traitsWrapper{contract.Carry(contract.Traits{InProcess: true}), c}
+		}, 100, 0, 0},
+		{"denial-caching wrapper", func(c *counting) algorithms.Backend {
+			return traitsWrapper{contract.Carry(contract.Traits{CachesDenials: true}), c}
+		}, 100, 0, 100},
+		{"a user's claims", func(c *counting) algorithms.Backend { return claiming{c} }, 3, 97, 3},
 		{"plain wrapper", func(c *counting) algorithms.Backend { return c }, 3, 97, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,11 +181,14 @@ func (o *overrunning) Allow(ctx context.Context, checks []algorithms.Check, resu
 	return &algorithms.BackendError{Backend: "stub", Err: ctx.Err()}
 }
 
-type honouring struct{ *overrunning }
+// honouring carries the trait of a redisstore whose client honours
+// deadlines.
+type honouring struct {
+	contract.Carrier
+	*overrunning
+}
 
-func (honouring) HonoursDeadline() bool { return true }
-
-// TestDeadlineCapability: a backend that reports HonoursDeadline is called
+// TestDeadlineCapability: a backend that honours deadlines is called
 // directly and waited for, even past its deadline; one that does not is
 // abandoned at Timeout and counted as stalled until it returns.
 func TestDeadlineCapability(t *testing.T) {
@@ -180,7 +196,7 @@ func TestDeadlineCapability(t *testing.T) {
 		o := &overrunning{late: make(chan struct{}), release: make(chan struct{})}
 		var b algorithms.Backend = o
 		if honours {
-			b = honouring{o}
+			b = honouring{contract.Carry(contract.Traits{HonoursDeadline: true}), o}
 		}
 		e := newEngine(t, b, redlimit.Config{Rules: twoPerHour, OnError: redlimit.FailClosed, Timeout: 10 * time.Millisecond, NoDenyCache: true})
 		done := make(chan redlimit.Decision)

@@ -19,6 +19,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -353,7 +354,7 @@ func TestConcurrencyFailedCallReleased(t *testing.T) {
 			if d.Err == nil {
 				t.Fatalf("Allow = %+v: want the backend's error", d)
 			}
-			probe := []algorithms.Check{{Key: "probe:{alice}", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Hour), Lease: algorithms.NewLease()}}
+			probe := []algorithms.Check{{Key: "probe:{alice}", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Hour), Lease: contract.NewLease()}}
 			key := d.Rules[0].Key
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -420,7 +421,7 @@ func TestCloseWaitsForAbandonedReleases(t *testing.T) {
 	if n := b.released.Load(); n != 1 {
 		t.Fatalf("when Close returned: %d releases made, want 1", n)
 	}
-	probe := []algorithms.Check{{Key: d.Rules[0].Key, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Hour), Lease: algorithms.NewLease()}}
+	probe := []algorithms.Check{{Key: d.Rules[0].Key, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, time.Hour), Lease: contract.NewLease()}}
 	res := make([]algorithms.Result, 1)
 	if err := mem.Allow(context.Background(), probe, res); err != nil || !res[0].Allowed {
 		t.Fatalf("after Close: %+v, %v: want the failed call's slot free", res[0], err)

@@ -18,7 +18,8 @@ import (
 // Errors of Wait. Test for them with [errors.Is].
 var (
 	// ErrNeverAllowed reports that Wait was asked for what no wait can
-	// give: a cost above a rule's capacity ([algorithms.Result.Never]), or
+	// give: a cost above a rule's capacity (a denial with a zero
+	// [algorithms.Result].RetryAfter), or
 	// an Input without key material for a rule that denies it
 	// (DenyMissingKey). Nothing was consumed.
 	ErrNeverAllowed = errors.New("redlimit: can never be allowed")
@@ -157,7 +158,7 @@ func retryAfter(d *Decision) (time.Duration, error) {
 		if !rd.Evaluated || rd.Result.Allowed {
 			continue
 		}
-		if rd.Result.Never() {
+		if rd.Result.RetryAfter == 0 { // never: cost above capacity
 			return 0, fmt.Errorf("%w: rule %q: cost %d is above its capacity %d", ErrNeverAllowed, rd.Name, rd.Cost, rd.Result.Limit)
 		}
 		retry = max(retry, rd.Result.RetryAfter)

@@ -17,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/hashslot"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -232,7 +233,7 @@ func TestRedisCluster(t *testing.T) {
 			in := []redlimit.Input{{Material: "203.0.113.7"}, {Material: "alice"}}
 			var d redlimit.Decision
 			e.Decide(ctx, inOrder(e, in), &d)
-			if redisstore.HashSlot(d.Rules[0].Key) == redisstore.HashSlot(d.Rules[1].Key) {
+			if hashslot.Of(d.Rules[0].Key) == hashslot.Of(d.Rules[1].Key) {
 				t.Fatalf("%s and %s share a slot: the test needs two", d.Rules[0].Key, d.Rules[1].Key)
 			}
 			// every key of the test, markers of the Decide included, as it was

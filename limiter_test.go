@@ -15,7 +15,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
-	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // remote is a user's wrapper around a memstore that reports no
@@ -579,7 +579,7 @@ func TestKeyFirstHostileMaterial(t *testing.T) {
 			t.Fatalf("Peek(%.20q): %+v", m, p.Rules[0])
 		}
 		peekKey := "rate:_peek:" + key[strings.IndexByte(key, '{'):]
-		if redisstore.HashSlot(peekKey) != redisstore.HashSlot(key) {
+		if hashslot.Of(peekKey) != hashslot.Of(key) {
 			t.Fatalf("peek key %q and %q in different slots", peekKey, key)
 		}
 	}

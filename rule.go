@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/rulename"
 )
 
@@ -144,14 +145,14 @@ func compile(prefix string, r Rule) (compiled, error) {
 			return fail("Algorithm", "must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got "+r.Algorithm.String())
 		}
 	} else if err := r.Limit.Validate(r.Algorithm); err != nil {
-		return compiled{}, algorithms.WithRule(err, name)
+		return compiled{}, contract.WithRule(err, name)
 	}
 	if err := compileBlocks(&r); err != nil {
 		return compiled{}, err
 	}
 	for _, tier := range slices.Sorted(maps.Keys(r.Tiers)) { // sorted: the same error every time
 		if err := r.Tiers[tier].Validate(r.Algorithm); err != nil {
-			ce := algorithms.WithRule(err, name).(*algorithms.ConfigError)
+			ce := contract.WithRule(err, name).(*algorithms.ConfigError)
 			ce.Field = "Tiers[" + quote(tier) + "]." + ce.Field
 			return compiled{}, ce
 		}

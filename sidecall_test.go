@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // deaf is a backend whose refunds and releases ignore their context and
@@ -73,13 +74,11 @@ func TestSideCallsBounded(t *testing.T) {
 // slowBlocks is a memstore whose every call takes hold first, once slow
 // is set (a Redis that has become slow), ignoring its context.
 type slowBlocks struct {
+	contract.Carrier // none: it stands for a remote store, not in process
 	*memstore.Store
 	hold time.Duration
 	slow *atomic.Bool
 }
-
-// InProcess says no: it stands for a remote store.
-func (slowBlocks) InProcess() bool { return false }
 
 func (s slowBlocks) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
 	if s.slow.Load() {
@@ -110,7 +109,7 @@ func TestBlockWaitBounded(t *testing.T) {
 	for _, alg := range []algorithms.Algorithm{algorithms.FixedWindow, algorithms.GCRA} {
 		t.Run(alg.String(), func(t *testing.T) {
 			var slow atomic.Bool
-			e, err := redlimit.New(slowBlocks{m, 5 * timeout, &slow}, redlimit.Config{Timeout: timeout, OnError: redlimit.Fallback, Prefix: alg.String(),
+			e, err := redlimit.New(slowBlocks{Store: m, hold: 5 * timeout, slow: &slow}, redlimit.Config{Timeout: timeout, OnError: redlimit.Fallback, Prefix: alg.String(),
 				Logger: slog.New(slog.DiscardHandler), Rules: []redlimit.Rule{
 					{Name: "r", Algorithm: alg, Limit: algorithms.PerMinute(1_000_000), Blocks: &redlimit.BlockConfig{Max: 4}},
 				}})

@@ -2,7 +2,6 @@ package algorithms
 
 import (
 	"context"
-	"strconv"
 	"time"
 )
 
@@ -39,12 +38,12 @@ type Check struct {
 
 	// Cost is how many units the request takes. 0 means 1; negative is
 	// invalid. A cost above the key's capacity is denied with a zero
-	// RetryAfter (see [Result.Never]) and consumes nothing.
+	// RetryAfter (see [Result]) and consumes nothing.
 	Cost int64
 
 	// Lease names the slots a [Concurrency] check takes, so that they can
 	// be released and renewed ([Leaser]): an id from 1 to 2^52-1, unique
-	// to the acquisition ([NewLease] draws one); two acquisitions with one
+	// to the acquisition (draw one at random, as the limiter does); two acquisitions with one
 	// id on one key share their slots, so a call retried after its reply
 	// was lost takes them once (the second renews them). 0 lets the
 	// backend draw one that
@@ -66,13 +65,15 @@ type Check struct {
 // Allow evaluates all checks of one request atomically and all-or-nothing:
 // if any check denies, no check consumes. It writes one Result per check into
 // results, which must be at least as long as checks. A non-nil error means
-// nothing was decided: a *[ConfigError] for an invalid call (see
-// [ValidateCall]; checked before anything is stored), a *[BackendError]
-// when the store failed.
+// nothing was decided: a *[ConfigError] for an invalid call (checked
+// before anything is stored: no checks, results shorter than checks, an
+// empty or repeated Key, a Limit invalid for its Algorithm
+// ([Limit.Validate]), a negative Cost), a *[BackendError] when the store
+// failed.
 //
-// Implementations are safe for concurrent use. A Backend may also
-// implement the capability interfaces [DeadlineHonourer], [InProcess] and
-// [DenialCacher], which tell code that wraps it what it need not add.
+// Implementations are safe for concurrent use, and Allow should return
+// by its context's deadline (the limiter bounds it anyway). A Backend may also implement the capability
+// interfaces [Resetter], [Leaser], [Refunder] and [Blocker].
 //
 // Time is kept in integer microseconds, and time going backwards never
 // creates capacity. Every algorithm keeps its state in one key whose TTL
@@ -87,45 +88,17 @@ type Check struct {
 //
 // # Writing a Backend
 //
-// A Backend validates each call with [ValidateCall] before it stores
+// A Backend validates each call (see Allow above) before it stores
 // anything, fills one Result per Check, and reports store failures as a
 // *[BackendError]. Wrappers (metrics, tracing, a circuit breaker) forward
 // the capability interfaces of what they wrap when they keep its
-// behaviour. Callers such as the engine decide from these alone what to
-// add around a Backend (a guard goroutine, a timeout, a deny cache), so a
-// user's Backend is treated exactly like a built-in one.
+// behaviour. The limiter calls a Backend of yours under its Timeout from
+// a guard goroutine, behind a deny cache: what it leaves out only for the
+// built-in stores that need neither (memstore decides in process; a
+// redisstore whose client honours deadlines is called directly; a
+// wrapper embedding a built-in store keeps that store's treatment).
 type Backend interface {
 	Allow(ctx context.Context, checks []Check, results []Result) error
-}
-
-// DeadlineHonourer is implemented by a Backend that may promise to return
-// by its context's deadline, whatever its store does. A caller that bounds
-// the time of a call (the engine's Timeout) calls a Backend whose
-// HonoursDeadline reports true directly; any other Backend it calls from a
-// goroutine that it can stop waiting for. A wrapper reports what the
-// Backend it wraps reports, unless it adds waits of its own.
-type DeadlineHonourer interface {
-	Backend
-	HonoursDeadline() bool
-}
-
-// InProcess is implemented by a Backend that may decide every call in
-// process, without I/O, so that a call cannot block: an in-process store
-// such as memstore. A caller gives a Backend whose InProcess reports true
-// no timeout and no deny cache: it has nothing to wait for and nothing to
-// save.
-type InProcess interface {
-	Backend
-	InProcess() bool
-}
-
-// DenialCacher is implemented by a Backend that may answer the calls of
-// denied keys in process, without asking the store behind it: a deny cache
-// such as denycache. A caller puts no second deny cache in front of a
-// Backend whose CachesDenials reports true.
-type DenialCacher interface {
-	Backend
-	CachesDenials() bool
 }
 
 // Resetter is implemented by a Backend that can forget the state of keys,
@@ -166,76 +139,3 @@ type Leaser interface {
 	Release(ctx context.Context, leases []Lease) error
 	Renew(ctx context.Context, leases []Lease, held []bool) error
 }
-
-// ValidateCall returns the error a Backend returns for a call it cannot
-// evaluate, before it stores anything: a *[ConfigError] when checks is
-// empty, results is shorter than checks, a Key is empty or appears twice,
-// a Limit is invalid for its Algorithm ([Limit.Validate]) or a Cost is
-// negative; nil otherwise. Every backend of this module validates calls
-// with it, so they reject the same calls with the same messages.
-func ValidateCall(checks []Check, results []Result) error {
-	if len(checks) == 0 {
-		return &ConfigError{Field: "checks", Reason: "must not be empty"}
-	}
-	if len(results) < len(checks) {
-		return &ConfigError{Field: "results", Reason: "must hold one Result per Check, got " + itoa(int64(len(results))) + " for " + itoa(int64(len(checks)))}
-	}
-	for i := range checks {
-		c := &checks[i]
-		if c.Key == "" {
-			return &ConfigError{Field: "Check.Key", Reason: "must not be empty"}
-		}
-		for j := range i {
-			if checks[j].Key == c.Key {
-				return &ConfigError{Field: "Check.Key", Reason: "appears twice in one call: " + quote(c.Key)}
-			}
-		}
-		if err := c.Limit.Validate(c.Algorithm); err != nil {
-			return err
-		}
-		if c.Cost < 0 {
-			return fieldErr("Cost", "must be >= 0, got ", c.Cost)
-		}
-		if c.Algorithm == Concurrency && c.Lease > MaxLease {
-			return &ConfigError{Field: "Check.Lease", Reason: "must be at most 2^52-1, got " + strconv.FormatUint(c.Lease, 10)}
-		}
-		if c.RefundWindow < 0 {
-			return &ConfigError{Field: "Check.RefundWindow", Reason: "must be >= 0, got " + c.RefundWindow.String()}
-		}
-		if c.RefundWindow != 0 && c.Algorithm == Concurrency {
-			return &ConfigError{Field: "Check.RefundWindow", Reason: "must be 0 for concurrency: release its lease instead (Leaser)"}
-		}
-	}
-	return nil
-}
-
-// AllowAll is a Backend that allows everything and stores nothing. Drop it
-// into tests of code that takes a Backend.
-type AllowAll struct{}
-
-var (
-	_ Resetter = AllowAll{}
-	_ Leaser   = AllowAll{}
-)
-
-// Allow fills results with allowed Results at full capacity.
-func (AllowAll) Allow(_ context.Context, checks []Check, results []Result) error {
-	for i, c := range checks {
-		results[i] = Result{Allowed: true, Limit: c.Limit.Capacity(c.Algorithm), Remaining: c.Limit.Capacity(c.Algorithm)}
-	}
-	return nil
-}
-
-// Release does nothing: AllowAll stores nothing.
-func (AllowAll) Release(context.Context, []Lease) error { return nil }
-
-// Renew reports every lease held: AllowAll holds them all.
-func (AllowAll) Renew(_ context.Context, leases []Lease, held []bool) error {
-	for i := range leases {
-		held[i] = true
-	}
-	return nil
-}
-
-// Reset does nothing: AllowAll stores nothing.
-func (AllowAll) Reset(context.Context, []string) error { return nil }

@@ -24,29 +24,8 @@ type Blocker interface {
 	// later check so counts the block's units as late as they may come,
 	// and whatever instants the caller uses them at, the units admitted
 	// over any interval stay within burst + rate × interval. A block's
-	// units are never given back. It returns a *[ConfigError] for what
-	// [ValidateBlock] refuses.
+	// units are never given back. It returns a *[ConfigError] for an
+	// invalid check, an algorithm other than TokenBucket or GCRA, a
+	// refundable check, or a hold outside 1µs to 10s.
 	TakeBlock(ctx context.Context, c Check, hold time.Duration) (Result, error)
-}
-
-// MaxBlockHold is the longest hold of a block ([Blocker]).
-const MaxBlockHold = 10 * time.Second
-
-// ValidateBlock returns the error a [Blocker] returns for a block it
-// cannot take: a *[ConfigError] when c is an invalid check ([ValidateCall]),
-// not of [TokenBucket] or [GCRA], refundable, or when hold is not between
-// 1µs and [MaxBlockHold]; nil otherwise.
-func ValidateBlock(c Check, hold time.Duration) error {
-	if err := ValidateCall([]Check{c}, []Result{{}}); err != nil {
-		return err
-	}
-	switch {
-	case c.Algorithm != TokenBucket && c.Algorithm != GCRA:
-		return &ConfigError{Field: "Check.Algorithm", Reason: "must be token_bucket or gcra for a block, got " + c.Algorithm.String()}
-	case c.RefundWindow != 0:
-		return &ConfigError{Field: "Check.RefundWindow", Reason: "must be 0 for a block: its units are never given back"}
-	case hold < time.Microsecond || hold > MaxBlockHold:
-		return &ConfigError{Field: "hold", Reason: "must be between 1µs and 10s, got " + hold.String()}
-	}
-	return nil
 }

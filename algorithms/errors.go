@@ -2,7 +2,6 @@ package algorithms
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 )
 
@@ -60,18 +59,6 @@ func (e *ConfigError) Error() string {
 // Unwrap returns [ErrInvalidConfig].
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
-// WithRule returns a copy of err naming rule when err is a *ConfigError
-// without a rule, and err unchanged otherwise.
-func WithRule(err error, rule string) error {
-	var ce *ConfigError
-	if errors.As(err, &ce) && ce.Rule == "" {
-		c := *ce
-		c.Rule = rule
-		return &c
-	}
-	return err
-}
-
 // BackendError is the detailed form of [ErrBackend].
 type BackendError struct {
 	// Backend names who failed: "redis" (redisstore), "memory"
@@ -106,5 +93,3 @@ func (e *BackendError) Unwrap() []error {
 }
 
 func quote(s string) string { return `"` + s + `"` }
-
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }

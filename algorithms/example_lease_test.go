@@ -28,8 +28,9 @@ func ExampleInFlight() {
 		}
 		return res[0]
 	}
-	first := algorithms.NewLease()
-	for _, r := range []algorithms.Result{take(first), take(algorithms.NewLease())} {
+	// Lease ids are unique per acquisition: draw them at random in real code.
+	first := uint64(1)
+	for _, r := range []algorithms.Result{take(first), take(2)} {
 		fmt.Printf("allowed=%v remaining=%d retry=%v reset=%v\n", r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter)
 	}
 
@@ -38,10 +39,10 @@ func ExampleInFlight() {
 	held := make([]bool, 1)
 	_ = backend.Renew(ctx, lease, held) // now expires at +18s
 	now = now.Add(5 * time.Second)
-	fmt.Println("held:", held[0], "allowed at +13s:", take(algorithms.NewLease()).Allowed)
+	fmt.Println("held:", held[0], "allowed at +13s:", take(3).Allowed)
 
 	_ = backend.Release(ctx, lease)
-	fmt.Println("allowed once released:", take(algorithms.NewLease()).Allowed)
+	fmt.Println("allowed once released:", take(4).Allowed)
 	// Output:
 	// allowed=true remaining=0 retry=0s reset=10s
 	// allowed=false remaining=0 retry=10s reset=10s

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 func TestLimitValidate(t *testing.T) {
@@ -62,7 +63,7 @@ func TestLimitValidate(t *testing.T) {
 
 func TestConfigErrorNamesRule(t *testing.T) {
 	t.Parallel()
-	err := algorithms.WithRule(algorithms.PerSecond(1).WithBurst(-1).Validate(algorithms.TokenBucket), "login")
+	err := contract.WithRule(algorithms.PerSecond(1).WithBurst(-1).Validate(algorithms.TokenBucket), "login")
 	want := `redlimit: rule "login": Limit.Burst must be >= 0, got -1`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)

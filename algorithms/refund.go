@@ -77,8 +77,9 @@ type Refund struct {
 // one Refund call, and a second call for it, or one made after the
 // check's RefundWindow, gives nothing back and returns an error matching
 // [ErrNotRefunded], after every other refund was made. Refunds of
-// several calls may share a Refund call. An invalid refund (see
-// [ValidateRefunds]) is a *[ConfigError] and nothing is given back; a
+// several calls may share a Refund call. An invalid refund (an invalid
+// Check, a Result without a Receipt, Units below 0 or above the cost, one
+// key of one commit twice) is a *[ConfigError] and nothing is given back; a
 // *[BackendError] means the store failed, and some refunds may have been
 // made. A refund is atomic on its own, but not with its commit: between
 // the two, the units count, and a concurrent call may be denied because
@@ -91,35 +92,4 @@ type Refund struct {
 type Refunder interface {
 	Backend
 	Refund(ctx context.Context, refunds []Refund) error
-}
-
-// ValidateRefunds returns the error a [Refunder] returns for refunds it
-// cannot make, before it changes anything: a *[ConfigError] when a Check
-// is invalid (see [ValidateCall]), its Result carries no Receipt (the
-// check was not refundable, or not allowed), Units is negative or above
-// the check's cost, or two refunds name one key of one commit; nil
-// otherwise. Refunds with 0 Units are valid
-// and give nothing back.
-func ValidateRefunds(refunds []Refund) error {
-	for i := range refunds {
-		r := &refunds[i]
-		if err := ValidateCall([]Check{r.Check}, []Result{r.Result}); err != nil {
-			return err
-		}
-		if r.Check.Algorithm == Concurrency {
-			return &ConfigError{Field: "Refund.Check.Algorithm", Reason: "is concurrency, whose slots are released (Leaser), never refunded: " + quote(r.Check.Key)}
-		}
-		if r.Result.Receipt == (Receipt{}) || !r.Result.Allowed {
-			return &ConfigError{Field: "Refund.Result", Reason: "carries no Receipt: the check of " + quote(r.Check.Key) + " was not allowed with a RefundWindow"}
-		}
-		if cost := max(r.Check.Cost, 1); r.Units < 0 || r.Units > cost {
-			return &ConfigError{Field: "Refund.Units", Reason: "must be between 0 and the check's cost " + itoa(cost) + ", got " + itoa(r.Units)}
-		}
-		for j := range i {
-			if refunds[j].Check.Key == r.Check.Key && refunds[j].Result.Receipt == r.Result.Receipt {
-				return &ConfigError{Field: "Refund", Reason: "appears twice for one commit of " + quote(r.Check.Key)}
-			}
-		}
-	}
-	return nil
 }

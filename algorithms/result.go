@@ -9,6 +9,12 @@ import "time"
 // says whether that check would have passed, Remaining and ResetAfter are
 // those of the unchanged state.
 //
+// A denial with a zero RetryAfter means never: the check's cost is above
+// the key's capacity (Limit), so no wait can let it through, and it
+// consumed nothing. Tell it with
+//
+//	never := !r.Allowed && r.RetryAfter == 0
+//
 // The zero Result (Limit == 0) means the check was not evaluated: a deny
 // cache (denycache) answered the call from a cached denial of another
 // check. Callers leave such Results out of headers and reports.
@@ -43,8 +49,7 @@ type Result struct {
 
 	// RetryAfter is how long until this check, repeated with the same cost
 	// and no other traffic, would be allowed. Zero when Allowed. Zero on a
-	// denial means retrying can never help: the cost exceeds Limit (see
-	// [Result.Never]).
+	// denial means retrying can never help: the cost exceeds Limit.
 	RetryAfter time.Duration
 
 	// ResetAfter is how long until the key is back to full capacity. Zero
@@ -56,7 +61,3 @@ type Result struct {
 	// Receipt otherwise.
 	Receipt Receipt
 }
-
-// Never reports whether r denies a cost that can never be allowed because it
-// is larger than the key's capacity.
-func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == 0 }

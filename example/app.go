@@ -30,7 +30,10 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	user := keyfunc.Header("X-User-ID") // stands in for authentication
+	user, err := keyfunc.Header("X-User-ID") // stands in for authentication
+	if err != nil {
+		return nil, err
+	}
 	var onDecision func(*http.Request, *redlimit.Decision)
 	if src != nil {
 		onDecision = src.OnHTTP

@@ -29,7 +29,7 @@ type Policy struct {
 //
 // When any rule denies the request, it is the denied rule with the longest
 // RetryAfter, a rule that can never allow the request
-// ([algorithms.Result.Never]) counting as the longest. Otherwise it is the rule
+// (denied with a zero RetryAfter, see [algorithms.Result]) counting as the longest. Otherwise it is the rule
 // with the least Remaining; ties go to the longest ResetAfter. Remaining ties
 // go to the first rule.
 //
@@ -67,9 +67,9 @@ func Decisive(policies []Policy) int {
 // than denial b, a Never denial being longer than any finite wait.
 func longerWait(a, b *algorithms.Result) bool {
 	switch {
-	case b.Never():
+	case !b.Allowed && b.RetryAfter == 0:
 		return false
-	case a.Never():
+	case !a.Allowed && a.RetryAfter == 0:
 		return true
 	}
 	return a.RetryAfter > b.RetryAfter
@@ -80,8 +80,8 @@ func longerWait(a, b *algorithms.Result) bool {
 //
 // The value is the longest RetryAfter among the denied rules, rounded up and
 // at least 1: a client is never told to retry immediately. ok is false when
-// nothing is denied, and when any denied rule is [algorithms.Result.Never]
-// (its cost exceeds its capacity): the request can never pass, so waiting
+// nothing is denied, and when any denied rule can never allow the request
+// (denied with a zero RetryAfter: its cost exceeds its capacity): the request can never pass, so waiting
 // cannot help, and inviting a retry would only repeat the denial.
 //
 // When the IETF fields are present too, the draft gives Retry-After
@@ -92,7 +92,7 @@ func RetryAfter(policies []Policy) (seconds int64, ok bool) {
 	for i := range policies {
 		r := &policies[i].Result
 		switch {
-		case r.Never():
+		case !r.Allowed && r.RetryAfter == 0:
 			return 0, false
 		case !r.Allowed:
 			longest = max(longest, r.RetryAfter)

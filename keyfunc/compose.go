@@ -4,7 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"github.com/redlimit/redlimit/internal/keys"
 )
 
 // Join returns a Func whose key is the keys of fns joined with ":", in order:
@@ -24,12 +25,14 @@ import (
 // an IPv6 key from [IP]: Join(Route(), IP(...)) rather than Join(IP(...),
 // Route()).
 //
-// Join with one Func returns it. Join panics with an
-// [*algorithms.ConfigError] when fns is empty or holds a nil Func.
-func Join(fns ...Func) Func {
-	checkFuncs("keyfunc.Join", fns)
+// Join with one Func returns it. Join returns an [*algorithms.ConfigError]
+// when fns is empty or holds a nil Func.
+func Join(fns ...Func) (Func, error) {
+	if err := checkFuncs("keyfunc.Join", fns); err != nil {
+		return nil, err
+	}
 	if len(fns) == 1 {
-		return fns[0]
+		return fns[0], nil
 	}
 	fns = append([]Func(nil), fns...) // the caller may reuse its slice
 	return func(r *http.Request) (string, error) {
@@ -42,36 +45,8 @@ func Join(fns ...Func) Func {
 			}
 			parts = append(parts, k)
 		}
-		return JoinKeys(parts...), nil
-	}
-}
-
-// JoinKeys joins key material parts as [Join] does: ":" between them, and
-// in every part but the last ":" written "%3A" and "%" written "%25", so
-// that no two different lists of parts give the same key. Adapters that
-// compose keys from other inputs (gRPC metadata, a job's fields) use it to
-// share buckets with Join. It returns "" for no part.
-func JoinKeys(parts ...string) string {
-	n := 0
-	for i, k := range parts {
-		n += len(k) + 1
-		if i < len(parts)-1 {
-			n += 2 * (strings.Count(k, ":") + strings.Count(k, "%"))
-		}
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for i, k := range parts {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		if i == len(parts)-1 {
-			b.WriteString(k)
-		} else {
-			writeJoinPart(&b, k)
-		}
-	}
-	return b.String()
+		return keys.JoinKeys(parts...), nil
+	}, nil
 }
 
 // Or returns a Func whose key is the key of the first of fns that finds one:
@@ -86,12 +61,14 @@ func JoinKeys(parts ...string) string {
 // shapes, for example Or(Join(Const("user"), User(...)), IP(...)), when a
 // user ID could look like an IP address.
 //
-// Or with one Func returns it. Or panics with an [*algorithms.ConfigError]
+// Or with one Func returns it. Or returns an [*algorithms.ConfigError]
 // when fns is empty or holds a nil Func.
-func Or(fns ...Func) Func {
-	checkFuncs("keyfunc.Or", fns)
+func Or(fns ...Func) (Func, error) {
+	if err := checkFuncs("keyfunc.Or", fns); err != nil {
+		return nil, err
+	}
 	if len(fns) == 1 {
-		return fns[0]
+		return fns[0], nil
 	}
 	fns = append([]Func(nil), fns...)
 	return func(r *http.Request) (k string, err error) {
@@ -102,36 +79,19 @@ func Or(fns ...Func) Func {
 			}
 		}
 		return "", err
-	}
+	}, nil
 }
 
-// writeJoinPart writes a part of a join that is not the last one, escaping
-// the separator ':' and the escape character '%'.
-func writeJoinPart(b *strings.Builder, k string) {
-	for {
-		i := strings.IndexAny(k, ":%")
-		if i < 0 {
-			b.WriteString(k)
-			return
-		}
-		b.WriteString(k[:i])
-		if k[i] == ':' {
-			b.WriteString("%3A")
-		} else {
-			b.WriteString("%25")
-		}
-		k = k[i+1:]
-	}
-}
-
-// checkFuncs panics on an empty list or a nil element of a composition.
-func checkFuncs(name string, fns []Func) {
+// checkFuncs returns the error of an empty list or a nil element of a
+// composition.
+func checkFuncs(name string, fns []Func) error {
 	if len(fns) == 0 {
-		panic(configError(name+" fns", "must not be empty"))
+		return configError(name+" fns", "must not be empty")
 	}
 	for i, fn := range fns {
 		if fn == nil {
-			panic(configError(name+" fns["+strconv.Itoa(i)+"]", "must not be nil"))
+			return configError(name+" fns["+strconv.Itoa(i)+"]", "must not be nil")
 		}
 	}
+	return nil
 }

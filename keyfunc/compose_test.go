@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/keys"
 )
 
 // fixed returns a Func that always returns key, err.
@@ -37,7 +38,7 @@ func TestJoin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Join(tt.fns...)(httptest.NewRequest(http.MethodGet, "/", nil))
+			got, err := mustKey(Join(tt.fns...))(httptest.NewRequest(http.MethodGet, "/", nil))
 			if got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 				t.Errorf("Join(%s) = %q, %v; want %q, %v", tt.name, got, err, tt.want, tt.wantErr)
 			}
@@ -48,8 +49,8 @@ func TestJoin(t *testing.T) {
 func TestJoinMissingPartIsThatError(t *testing.T) {
 	t.Parallel()
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	_, want := Header("X-Tenant")(r)
-	_, err := Join(Const("a"), Header("X-Tenant"))(r)
+	_, want := mustKey(Header("X-Tenant"))(r)
+	_, err := mustKey(Join(Const("a"), mustKey(Header("X-Tenant"))))(r)
 	if err == nil || err.Error() != want.Error() {
 		t.Errorf("Join with an absent header = %v, want %v", err, want)
 	}
@@ -65,7 +66,7 @@ func TestJoinInjective(t *testing.T) {
 	}
 	seen := map[string][3]string{}
 	for _, p := range parts {
-		got, err := Join(Const(p[0]), Const(p[1]), Const(p[2]))(r)
+		got, err := mustKey(Join(Const(p[0]), Const(p[1]), Const(p[2])))(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestJoinInjective(t *testing.T) {
 func TestJoinCopiesFuncs(t *testing.T) {
 	t.Parallel()
 	fns := []Func{Const("a"), Const("b")}
-	fn := Join(fns...)
+	fn := mustKey(Join(fns...))
 	fns[1] = Const("changed")
 	if got, _ := fn(httptest.NewRequest(http.MethodGet, "/", nil)); got != "a:b" {
 		t.Errorf("Join after changing the caller's slice = %q, want %q", got, "a:b")
@@ -107,7 +108,7 @@ func TestOr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Or(tt.fns...)(httptest.NewRequest(http.MethodGet, "/", nil))
+			got, err := mustKey(Or(tt.fns...))(httptest.NewRequest(http.MethodGet, "/", nil))
 			if got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 				t.Errorf("Or(%s) = %q, %v; want %q, %v", tt.name, got, err, tt.want, tt.wantErr)
 			}
@@ -116,26 +117,26 @@ func TestOr(t *testing.T) {
 }
 
 // TestCompositionConfigErrors: a composition of nothing, or of a nil Func,
-// panics when it is built, naming the constructor and the argument.
+// is refused when it is built, naming the constructor and the argument.
 func TestCompositionConfigErrors(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name  string
-		build func() Func
+		build func() (Func, error)
 		want  string
 	}{
-		{"Join()", func() Func { return Join() }, "redlimit: keyfunc.Join fns must not be empty"},
-		{"Join(nil...)", func() Func { return Join([]Func(nil)...) }, "redlimit: keyfunc.Join fns must not be empty"},
-		{"Join(a, nil)", func() Func { return Join(Const("a"), nil) }, "redlimit: keyfunc.Join fns[1] must not be nil"},
-		{"Join(nil)", func() Func { return Join(nil) }, "redlimit: keyfunc.Join fns[0] must not be nil"},
-		{"Or()", func() Func { return Or() }, "redlimit: keyfunc.Or fns must not be empty"},
-		{"Or(nil)", func() Func { return Or(nil) }, "redlimit: keyfunc.Or fns[0] must not be nil"},
-		{"Or(ip, nil)", func() Func { return Or(Const("ip"), nil) }, "redlimit: keyfunc.Or fns[1] must not be nil"},
+		{"Join()", func() (Func, error) { return Join() }, "redlimit: keyfunc.Join fns must not be empty"},
+		{"Join(nil...)", func() (Func, error) { return Join([]Func(nil)...) }, "redlimit: keyfunc.Join fns must not be empty"},
+		{"Join(a, nil)", func() (Func, error) { return Join(Const("a"), nil) }, "redlimit: keyfunc.Join fns[1] must not be nil"},
+		{"Join(nil)", func() (Func, error) { return Join(nil) }, "redlimit: keyfunc.Join fns[0] must not be nil"},
+		{"Or()", func() (Func, error) { return Or() }, "redlimit: keyfunc.Or fns must not be empty"},
+		{"Or(nil)", func() (Func, error) { return Or(nil) }, "redlimit: keyfunc.Or fns[0] must not be nil"},
+		{"Or(ip, nil)", func() (Func, error) { return Or(Const("ip"), nil) }, "redlimit: keyfunc.Or fns[1] must not be nil"},
 	} {
-		fn, p := build(tt.build)
-		ce, ok := p.(*algorithms.ConfigError)
-		if fn != nil || !ok || ce.Error() != tt.want || !errors.Is(ce, algorithms.ErrInvalidConfig) {
-			t.Errorf("%s = %v, panic %#v; want panic *algorithms.ConfigError %s", tt.name, fn != nil, p, tt.want)
+		fn, p, err := build(tt.build)
+		ce, ok := err.(*algorithms.ConfigError)
+		if fn != nil || p != nil || !ok || ce.Error() != tt.want || !errors.Is(ce, algorithms.ErrInvalidConfig) {
+			t.Errorf("%s = %v, %#v, panic %v; want *algorithms.ConfigError %s", tt.name, fn != nil, err, p, tt.want)
 		}
 	}
 }
@@ -165,7 +166,7 @@ func TestJoinKeys(t *testing.T) {
 		{[]string{"a:b", "c"}, "a%3Ab:c"},
 		{[]string{"50%", "x", "::1"}, "50%25:x:::1"},
 	} {
-		if got := JoinKeys(tc.parts...); got != tc.want {
+		if got := keys.JoinKeys(tc.parts...); got != tc.want {
 			t.Errorf("JoinKeys(%q) = %q, want %q", tc.parts, got, tc.want)
 		}
 		if len(tc.parts) < 2 {
@@ -176,11 +177,11 @@ func TestJoinKeys(t *testing.T) {
 			fns = append(fns, Const(p))
 		}
 		r := httptest.NewRequest("GET", "/", nil)
-		if got, err := Join(fns...)(r); err != nil || got != tc.want {
+		if got, err := mustKey(Join(fns...))(r); err != nil || got != tc.want {
 			t.Errorf("Join(%q) = %q, %v; want %q", tc.parts, got, err, tc.want)
 		}
 	}
-	join := Join(Const("route"), Const("user:1"), Const("203.0.113.7"))
+	join := mustKey(Join(Const("route"), Const("user:1"), Const("203.0.113.7")))
 	r := httptest.NewRequest("GET", "/", nil)
 	if n := testing.AllocsPerRun(100, func() { join(r) }); n > 1 {
 		t.Errorf("Join allocates %v times per call, want at most 1 (its result)", n)

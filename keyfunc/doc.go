@@ -15,15 +15,14 @@
 // A Func that finds no key returns an error wrapping [ErrNoKey], never an
 // empty key that would put every such request in one shared bucket; the
 // rule's MissingKey policy decides what the request gets. A key func that
-// could never find a key is refused when it is built: [IP] and
-// [ParseTrustedProxies] return an *[algorithms.ConfigError]; the
-// constructors that return a bare Func, so that they compose, panic with
-// one on an argument written in code that cannot work, like
-// [regexp.MustCompile]. Every configuration error matches
-// [algorithms.ErrInvalidConfig].
+// could never find a key is refused when it is built: every constructor
+// that takes an argument that can be wrong ([IP], [ParseTrustedProxies],
+// [Header], [User], [ContextValue], [Join], [Or]) returns an
+// *[algorithms.ConfigError] naming it, and none panics. Every
+// configuration error matches [algorithms.ErrInvalidConfig].
 //
-// Key material is untrusted input: the middleware passes it through
-// [Sanitize], which bounds and escapes it so that a client can neither pick
+// Key material is untrusted input: the limiter sanitises it, bounding
+// and escaping it so that a client can neither pick
 // a Redis Cluster hash slot nor grow keys without bound. The guide is
 // docs/keys.md.
 package keyfunc

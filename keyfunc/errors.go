@@ -50,8 +50,8 @@ func badValue(fn, reason string) *Error {
 	return &Error{Func: fn, Reason: reason, Err: algorithms.ErrInvalidConfig}
 }
 
-// configError returns the error a constructor reports, or panics with, for
-// an invalid argument or field.
+// configError returns the error a constructor reports for an invalid
+// argument or field.
 func configError(field, reason string) *algorithms.ConfigError {
 	return &algorithms.ConfigError{Field: field, Reason: reason}
 }

@@ -40,17 +40,17 @@ func TestErrorMessages(t *testing.T) {
 		want     string
 		category error
 	}{
-		{"Header absent", Header("X-API-Key"), get(),
+		{"Header absent", mustKey(Header("X-API-Key")), get(),
 			`redlimit: keyfunc Header("X-API-Key"): header absent`, ErrNoKey},
-		{"Header empty", Header("X-API-Key"), header("X-Api-Key", ""),
+		{"Header empty", mustKey(Header("X-API-Key")), header("X-Api-Key", ""),
 			`redlimit: keyfunc Header("X-API-Key"): header empty`, ErrNoKey},
-		{"User anonymous", User(anonymous), get(),
+		{"User anonymous", mustKey(User(anonymous)), get(),
 			`redlimit: keyfunc User: no identity`, ErrNoKey},
-		{"ContextValue absent", ContextValue(userKey{}), get(),
+		{"ContextValue absent", mustKey(ContextValue(userKey{})), get(),
 			`redlimit: keyfunc ContextValue(keyfunc.userKey{}): no value in the request context`, ErrNoKey},
-		{"ContextValue empty", ContextValue(userKey{}), ctxValue(""),
+		{"ContextValue empty", mustKey(ContextValue(userKey{})), ctxValue(""),
 			`redlimit: keyfunc ContextValue(keyfunc.userKey{}): empty value in the request context`, ErrNoKey},
-		{"ContextValue wrong type", ContextValue(userKey{}), ctxValue(42),
+		{"ContextValue wrong type", mustKey(ContextValue(userKey{})), ctxValue(42),
 			`redlimit: keyfunc ContextValue(keyfunc.userKey{}): context value has type int, want string or fmt.Stringer`, algorithms.ErrInvalidConfig},
 		{"Route without pattern", Route(), get(),
 			`redlimit: keyfunc Route: request has no route pattern (mount the limiter after routing: in chi with r.With, inside r.Group or on the route, not with a top-level r.Use; with http.ServeMux, wrap the handler you register)`, ErrNoKey},
@@ -83,78 +83,80 @@ func TestErrorMessages(t *testing.T) {
 	}
 }
 
-// TestConstructionPanics: a key func that could never find a key panics
-// when it is built, with an *algorithms.ConfigError naming the constructor
-// and the argument, instead of failing on every request.
-func TestConstructionPanics(t *testing.T) {
+// TestConstructionErrors: a key func that could never find a key is
+// refused when it is built, with an *algorithms.ConfigError naming the
+// constructor and the argument, instead of failing on every request; no
+// constructor panics.
+func TestConstructionErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		build func() Func
+		build func() (Func, error)
 		want  string
 	}{
-		{"Header empty name", func() Func { return Header("") },
+		{"Header empty name", func() (Func, error) { return Header("") },
 			"redlimit: keyfunc.Header name must not be empty"},
-		{"Header name with a space", func() Func { return Header("X API Key") },
+		{"Header name with a space", func() (Func, error) { return Header("X API Key") },
 			`redlimit: keyfunc.Header name "X API Key" is not a valid header field name`},
-		{"Header name with a colon", func() Func { return Header("X-API-Key:") },
+		{"Header name with a colon", func() (Func, error) { return Header("X-API-Key:") },
 			`redlimit: keyfunc.Header name "X-API-Key:" is not a valid header field name`},
-		{"Header name not ASCII", func() Func { return Header("X-Clé") },
+		{"Header name not ASCII", func() (Func, error) { return Header("X-Clé") },
 			`redlimit: keyfunc.Header name "X-Clé" is not a valid header field name`},
-		{"User nil", func() Func { return User(nil) },
+		{"User nil", func() (Func, error) { return User(nil) },
 			"redlimit: keyfunc.User fn must not be nil"},
-		{"ContextValue nil key", func() Func { return ContextValue(nil) },
+		{"ContextValue nil key", func() (Func, error) { return ContextValue(nil) },
 			"redlimit: keyfunc.ContextValue key must not be nil"},
-		{"ContextValue slice key", func() Func { return ContextValue([]string{"user"}) },
+		{"ContextValue slice key", func() (Func, error) { return ContextValue([]string{"user"}) },
 			"redlimit: keyfunc.ContextValue key must be comparable, got type []string"},
-		{"ContextValue func key", func() Func { return ContextValue(func() {}) },
+		{"ContextValue func key", func() (Func, error) { return ContextValue(func() {}) },
 			"redlimit: keyfunc.ContextValue key must be comparable, got type func()"},
-		{"ContextValue struct key holding a map", func() Func { return ContextValue(struct{ k any }{map[int]int{}}) },
+		{"ContextValue struct key holding a map", func() (Func, error) { return ContextValue(struct{ k any }{map[int]int{}}) },
 			"redlimit: keyfunc.ContextValue key must be comparable, got type struct { k interface {} }"},
-		{"Join no funcs", func() Func { return Join() },
+		{"Join no funcs", func() (Func, error) { return Join() },
 			"redlimit: keyfunc.Join fns must not be empty"},
-		{"Join nil func", func() Func { return Join(Const("a"), nil) },
+		{"Join nil func", func() (Func, error) { return Join(Const("a"), nil) },
 			"redlimit: keyfunc.Join fns[1] must not be nil"},
-		{"Or no funcs", func() Func { return Or() },
+		{"Or no funcs", func() (Func, error) { return Or() },
 			"redlimit: keyfunc.Or fns must not be empty"},
-		{"Or nil func", func() Func { return Or(nil, Const("ip")) },
+		{"Or nil func", func() (Func, error) { return Or(nil, Const("ip")) },
 			"redlimit: keyfunc.Or fns[0] must not be nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fn, p := build(tt.build)
-			if fn != nil {
-				t.Fatalf("%s returned a Func, want a panic %s", tt.name, tt.want)
+			fn, p, err := build(tt.build)
+			if fn != nil || p != nil {
+				t.Fatalf("%s returned a Func (%v) or panicked (%v), want the error %s", tt.name, fn != nil, p, tt.want)
 			}
-			ce, ok := p.(*algorithms.ConfigError)
+			ce, ok := err.(*algorithms.ConfigError)
 			if !ok || ce.Error() != tt.want || !errors.Is(ce, algorithms.ErrInvalidConfig) {
-				t.Errorf("%s panicked with %#v, want *algorithms.ConfigError %s", tt.name, p, tt.want)
+				t.Errorf("%s returned %#v, want *algorithms.ConfigError %s", tt.name, err, tt.want)
 			}
 		})
 	}
 }
 
-// build calls f and returns its Func, or what it panicked with.
-func build(f func() Func) (fn Func, panicked any) {
+// build calls f and returns its Func and error, and what it panicked with.
+func build(f func() (Func, error)) (fn Func, panicked any, err error) {
 	defer func() { panicked = recover() }()
-	return f(), nil
+	fn, err = f()
+	return fn, nil, err
 }
 
-// TestValidConstructionsDoNotPanic: the arguments just short of the
-// rejected ones build a working Func.
-func TestValidConstructionsDoNotPanic(t *testing.T) {
+// TestValidConstructions: the arguments just short of the rejected ones
+// build a working Func.
+func TestValidConstructions(t *testing.T) {
 	t.Parallel()
-	for name, f := range map[string]func() Func{
-		"Header with every tchar": func() Func { return Header("!#$%&'*+-.^_`|~09azAZ") },
-		"ContextValue string key": func() Func { return ContextValue("user") },
-		"ContextValue int key":    func() Func { return ContextValue(0) },
-		"ContextValue struct key": func() Func { return ContextValue(struct{ k any }{"user"}) },
-		"Join one":                func() Func { return Join(Const("a")) },
-		"Or one":                  func() Func { return Or(Const("a")) },
+	for name, f := range map[string]func() (Func, error){
+		"Header with every tchar": func() (Func, error) { return Header("!#$%&'*+-.^_`|~09azAZ") },
+		"ContextValue string key": func() (Func, error) { return ContextValue("user") },
+		"ContextValue int key":    func() (Func, error) { return ContextValue(0) },
+		"ContextValue struct key": func() (Func, error) { return ContextValue(struct{ k any }{"user"}) },
+		"Join one":                func() (Func, error) { return Join(Const("a")) },
+		"Or one":                  func() (Func, error) { return Or(Const("a")) },
 	} {
-		if fn, p := build(f); fn == nil || p != nil {
-			t.Errorf("%s = %v, panic %v; want a Func", name, fn != nil, p)
+		if fn, p, err := build(f); fn == nil || err != nil || p != nil {
+			t.Errorf("%s = %v, %v, panic %v; want a Func", name, fn != nil, err, p)
 		}
 	}
 }
@@ -178,4 +180,13 @@ func TestConfigErrorMessages(t *testing.T) {
 			t.Errorf("error = %#v, want *algorithms.ConfigError %s", tt.err, tt.want)
 		}
 	}
+}
+
+// mustKey returns fn, failing the test (by a panic) on err: for Funcs built
+// from arguments known to be valid.
+func mustKey(fn Func, err error) Func {
+	if err != nil {
+		panic(err)
+	}
+	return fn
 }

@@ -42,10 +42,13 @@ func ExampleIP() {
 
 // A missing key is an error wrapping ErrNoKey, never an empty key.
 func ExampleHeader() {
-	apiKey := keyfunc.Header("X-API-Key")
+	apiKey, err := keyfunc.Header("X-API-Key")
+	if err != nil {
+		panic(err)
+	}
 
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	_, err := apiKey(r)
+	_, err = apiKey(r)
 	fmt.Println(errors.Is(err, keyfunc.ErrNoKey))
 	fmt.Println(err)
 
@@ -57,15 +60,12 @@ func ExampleHeader() {
 	// k-123 <nil>
 }
 
-// A key func that could never find a key is refused when it is built: the
-// constructors that return a bare Func panic with a configuration error.
+// A key func that could never find a key is refused when it is built,
+// with a configuration error naming the argument.
 func ExampleHeader_invalidName() {
-	defer func() {
-		err := recover().(error)
-		fmt.Println(err)
-		fmt.Println(errors.Is(err, algorithms.ErrInvalidConfig))
-	}()
-	_ = keyfunc.Header("")
+	_, err := keyfunc.Header("")
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, algorithms.ErrInvalidConfig))
 	// Output:
 	// redlimit: keyfunc.Header name must not be empty
 	// true
@@ -77,7 +77,10 @@ func ExampleJoin() {
 	if err != nil {
 		panic(err)
 	}
-	key := keyfunc.Join(keyfunc.Const("login"), keyfunc.Method(), clientIP)
+	key, err := keyfunc.Join(keyfunc.Const("login"), keyfunc.Method(), clientIP)
+	if err != nil {
+		panic(err)
+	}
 
 	r := httptest.NewRequest(http.MethodPost, "/login", nil)
 	r.RemoteAddr = "203.0.113.7:1234"
@@ -95,10 +98,22 @@ func ExampleOr() {
 	if err != nil {
 		panic(err)
 	}
-	key := keyfunc.Or(
-		keyfunc.Join(keyfunc.Const("user"), keyfunc.ContextValue(userKey{})),
-		keyfunc.Join(keyfunc.Const("ip"), clientIP),
-	)
+	userID, err := keyfunc.ContextValue(userKey{})
+	if err != nil {
+		panic(err)
+	}
+	user, err := keyfunc.Join(keyfunc.Const("user"), userID)
+	if err != nil {
+		panic(err)
+	}
+	ip, err := keyfunc.Join(keyfunc.Const("ip"), clientIP)
+	if err != nil {
+		panic(err)
+	}
+	key, err := keyfunc.Or(user, ip)
+	if err != nil {
+		panic(err)
+	}
 
 	anonymous := httptest.NewRequest(http.MethodGet, "/", nil)
 	anonymous.RemoteAddr = "203.0.113.7:1234"
@@ -140,16 +155,4 @@ func ExampleRoute() {
 	// GET /users/{id} <nil>
 	// /static/ <nil>
 	// true
-}
-
-func ExampleSanitize() {
-	fmt.Println(keyfunc.Sanitize("203.0.113.7"))
-	fmt.Println(keyfunc.Sanitize("GET /users/{id}"))
-	fmt.Println(keyfunc.Sanitize("100%"))
-	fmt.Println(len(keyfunc.Sanitize(string(make([]byte, 1000)))))
-	// Output:
-	// 203.0.113.7
-	// GET%20/users/%7Bid%7D
-	// 100%25
-	// 34
 }

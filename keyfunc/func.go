@@ -4,7 +4,7 @@ import "net/http"
 
 // Func returns the key material for a request: the part of a rate-limit key
 // that tells one client (or route, or tenant) from another. The middleware
-// passes it through [Sanitize] and stores it under
+// sanitises it (see docs/keys.md) and stores it under
 // `<prefix>:<rule>:<algorithm>:{<material>}`.
 //
 // A Func that cannot find its key returns an error wrapping [ErrNoKey] (and,

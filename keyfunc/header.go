@@ -10,7 +10,7 @@ import (
 // Header returns a Func whose key is the value of the request header name,
 // for example an API key:
 //
-//	keyfunc.Header("X-API-Key")
+//	apiKey, err := keyfunc.Header("X-API-Key")
 //
 // When the header appears on several lines, the first value is used, as
 // [http.Header.Get] does. A header that is absent or empty reports
@@ -19,17 +19,17 @@ import (
 // The value is whatever the client sent: it identifies a client only when
 // the application also authenticates it (a valid API key), and a client can
 // otherwise mint a fresh bucket per request by changing it. Long values are
-// bounded later by [Sanitize], which hashes them.
+// bounded later by the middleware, which hashes them.
 //
-// Header panics with an [*algorithms.ConfigError] when name is empty or is
+// Header returns an [*algorithms.ConfigError] when name is empty or is
 // not a valid header field name (a request can never carry it), so the
 // mistake shows when the rule is built, not as a rule that never applies.
-func Header(name string) Func {
+func Header(name string) (Func, error) {
 	if name == "" {
-		panic(configError("keyfunc.Header name", "must not be empty"))
+		return nil, configError("keyfunc.Header name", "must not be empty")
 	}
 	if !validHeaderName(name) {
-		panic(configError("keyfunc.Header name", quoteTrunc(name)+" is not a valid header field name"))
+		return nil, configError("keyfunc.Header name", quoteTrunc(name)+" is not a valid header field name")
 	}
 	fn := "Header(" + strconv.Quote(name) + ")"
 	key := textproto.CanonicalMIMEHeaderKey(name)
@@ -44,7 +44,7 @@ func Header(name string) Func {
 			return "", empty
 		}
 		return v[0], nil
-	}
+	}, nil
 }
 
 // validHeaderName reports whether name is a token (RFC 9110, section 5.1),

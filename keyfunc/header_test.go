@@ -31,7 +31,7 @@ func TestHeader(t *testing.T) {
 			for _, v := range tt.lines {
 				r.Header.Add("X-Api-Key", v)
 			}
-			got, err := Header(tt.header)(r)
+			got, err := mustKey(Header(tt.header))(r)
 			if got != tt.want || (err == nil) != (tt.wantErr == "") || (err != nil && err.Error() != tt.wantErr) {
 				t.Errorf("Header(%q) with %q = %q, %v; want %q, %s", tt.header, tt.lines, got, err, tt.want, tt.wantErr)
 			}
@@ -41,7 +41,7 @@ func TestHeader(t *testing.T) {
 
 func TestHeaderErrorCategory(t *testing.T) {
 	t.Parallel()
-	_, err := Header("X-API-Key")(httptest.NewRequest(http.MethodGet, "/", nil))
+	_, err := mustKey(Header("X-API-Key"))(httptest.NewRequest(http.MethodGet, "/", nil))
 	var e *Error
 	if !errors.Is(err, ErrNoKey) || !errors.As(err, &e) || e.Func != `Header("X-API-Key")` || e.Reason != "header absent" {
 		t.Errorf("Header error = %#v, want an *Error wrapping ErrNoKey", err)
@@ -52,7 +52,7 @@ func TestHeaderErrorCategory(t *testing.T) {
 }
 
 func TestHeaderAllocs(t *testing.T) {
-	fn := Header("X-API-Key")
+	fn := mustKey(Header("X-API-Key"))
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	if n := testing.AllocsPerRun(100, func() { _, _ = fn(r) }); n != 0 {
 		t.Errorf("Header, absent: %v allocs, want 0", n)

@@ -71,7 +71,7 @@ func route(r *http.Request) (string, error) {
 // standard methods of net/http (GET, HEAD, POST, PUT, PATCH, DELETE,
 // CONNECT, OPTIONS, TRACE; "GET" when empty, as net/http reads it) are keyed
 // as themselves, and every other method, which only the client chose, is
-// keyed [OtherMethod]. A client sending made-up methods therefore reaches at
+// keyed "OTHER". A client sending made-up methods therefore reaches at
 // most ten buckets, not one per method.
 //
 // On its own it makes a bucket per method; it is meant for [Join]:
@@ -80,8 +80,8 @@ func Method() Func {
 	return func(r *http.Request) (string, error) { return method(r), nil }
 }
 
-// OtherMethod is the key [Method] gives every non-standard method.
-const OtherMethod = "OTHER"
+// otherMethod is the key Method gives every non-standard method.
+const otherMethod = "OTHER"
 
 func method(r *http.Request) string {
 	switch r.Method {
@@ -91,5 +91,5 @@ func method(r *http.Request) string {
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
 		return r.Method
 	}
-	return OtherMethod
+	return otherMethod
 }

@@ -168,8 +168,8 @@ func TestMethod(t *testing.T) {
 	for _, tt := range []struct{ method, want string }{
 		{"GET", "GET"}, {"HEAD", "HEAD"}, {"POST", "POST"}, {"PUT", "PUT"}, {"PATCH", "PATCH"},
 		{"DELETE", "DELETE"}, {"CONNECT", "CONNECT"}, {"OPTIONS", "OPTIONS"}, {"TRACE", "TRACE"},
-		{"PROPFIND", OtherMethod}, {"get", OtherMethod}, {"M1", OtherMethod}, {OtherMethod, OtherMethod},
-		{strings.Repeat("X", 1000), OtherMethod},
+		{"PROPFIND", otherMethod}, {"get", otherMethod}, {"M1", otherMethod}, {otherMethod, otherMethod},
+		{strings.Repeat("X", 1000), otherMethod},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.Method = tt.method

@@ -10,7 +10,7 @@ import (
 // typically the user or tenant ID an authentication middleware stored in the
 // request's context:
 //
-//	keyfunc.User(func(r *http.Request) (string, bool) {
+//	user, err := keyfunc.User(func(r *http.Request) (string, bool) {
 //		u, ok := auth.FromContext(r.Context())
 //		return u.ID, ok
 //	})
@@ -19,10 +19,10 @@ import (
 // reports [ErrNoKey]; combine with [Or] to fall back to the client's IP.
 // fn must be safe for concurrent use and must not modify the request.
 //
-// User panics with an [*algorithms.ConfigError] when fn is nil.
-func User(fn func(*http.Request) (string, bool)) Func {
+// User returns an [*algorithms.ConfigError] when fn is nil.
+func User(fn func(*http.Request) (string, bool)) (Func, error) {
 	if fn == nil {
-		panic(configError("keyfunc.User fn", "must not be nil"))
+		return nil, configError("keyfunc.User fn", "must not be nil")
 	}
 	anonymous := noKey("User", "no identity")
 	return func(r *http.Request) (string, error) {
@@ -31,7 +31,7 @@ func User(fn func(*http.Request) (string, bool)) Func {
 			return "", anonymous
 		}
 		return id, nil
-	}
+	}, nil
 }
 
 // ContextValue returns a Func whose key is the value stored in the request's
@@ -39,21 +39,21 @@ func User(fn func(*http.Request) (string, bool)) Func {
 // the key. It suits applications whose authentication middleware stores the
 // caller's identity directly:
 //
-//	keyfunc.ContextValue(userIDKey{})
+//	user, err := keyfunc.ContextValue(userIDKey{})
 //
 // An absent (nil) value or an empty string reports [ErrNoKey]. A value of any
 // other type is a programming error and reports an [*Error] of category
 // [algorithms.ErrInvalidConfig], so it is not silently treated as anonymous.
 //
-// Like [context.WithValue], ContextValue panics when key is nil or not
-// comparable, keys under which no value can be stored; the panic value is an
-// [*algorithms.ConfigError].
-func ContextValue(key any) Func {
+// ContextValue returns an [*algorithms.ConfigError] when key is nil or not
+// comparable, keys under which no value can be stored (where
+// [context.WithValue] would panic).
+func ContextValue(key any) (Func, error) {
 	if key == nil {
-		panic(configError("keyfunc.ContextValue key", "must not be nil"))
+		return nil, configError("keyfunc.ContextValue key", "must not be nil")
 	}
 	if !reflect.ValueOf(key).Comparable() {
-		panic(configError("keyfunc.ContextValue key", fmt.Sprintf("must be comparable, got type %T", key)))
+		return nil, configError("keyfunc.ContextValue key", fmt.Sprintf("must be comparable, got type %T", key))
 	}
 	fn := fmt.Sprintf("ContextValue(%#v)", key)
 	absent := noKey(fn, "no value in the request context")
@@ -74,5 +74,5 @@ func ContextValue(key any) Func {
 			return "", empty
 		}
 		return s, nil
-	}
+	}, nil
 }

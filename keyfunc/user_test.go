@@ -42,11 +42,11 @@ func TestUser(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{"signed in", User(fromCtx), withValue(userKey{}, "alice"), "alice", ""},
-		{"anonymous", User(fromCtx), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
-		{"empty id", User(fromCtx), withValue(userKey{}, ""), "", "redlimit: keyfunc User: no identity"},
-		{"true but empty", User(func(*http.Request) (string, bool) { return "", true }), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
-		{"false wins over id", User(func(*http.Request) (string, bool) { return "x", false }), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
+		{"signed in", mustKey(User(fromCtx)), withValue(userKey{}, "alice"), "alice", ""},
+		{"anonymous", mustKey(User(fromCtx)), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
+		{"empty id", mustKey(User(fromCtx)), withValue(userKey{}, ""), "", "redlimit: keyfunc User: no identity"},
+		{"true but empty", mustKey(User(func(*http.Request) (string, bool) { return "", true })), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
+		{"false wins over id", mustKey(User(func(*http.Request) (string, bool) { return "x", false })), withValue(userKey{}, nil), "", "redlimit: keyfunc User: no identity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestContextValue(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ContextValue(tt.key)(tt.r)
+			got, err := mustKey(ContextValue(tt.key))(tt.r)
 			if got != tt.want || (err == nil) != (tt.wantErr == "") || (err != nil && err.Error() != tt.wantErr) {
 				t.Errorf("ContextValue(%#v)(%s) = %q, %v; want %q, %s", tt.key, tt.name, got, err, tt.want, tt.wantErr)
 			}
@@ -90,7 +90,7 @@ func TestContextValue(t *testing.T) {
 
 func TestContextValueCategories(t *testing.T) {
 	t.Parallel()
-	fn := ContextValue(userKey{})
+	fn := mustKey(ContextValue(userKey{}))
 	if _, err := fn(withValue(userKey{}, nil)); !errors.Is(err, ErrNoKey) {
 		t.Errorf("absent value: %v, want ErrNoKey", err)
 	}

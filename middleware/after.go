@@ -30,7 +30,7 @@ import (
 // is full, or after Close, the request's own goroutine makes the calls
 // after its handler, as without a queue: nothing is dropped, and the
 // client of that request waits for them (Config.Timeout per call). A
-// backend that runs in process (algorithms.InProcess, memstore) has no
+// backend that runs in process (memstore) has no
 // round trip to save: its calls are made at once on the request's
 // goroutine.
 

@@ -106,7 +106,7 @@ func TestWorkAfterResponseOffPath(t *testing.T) {
 }
 
 // slowBackend is a backend the middleware must treat as remote: it
-// forwards to a memstore Store but reports no algorithms.InProcess. Its
+// forwards to a memstore Store but carries no traits (not in process). Its
 // releases and refunds wait at gate (or fail with err), and it counts
 // each lease released and each reservation refunded.
 type slowBackend struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
@@ -53,7 +54,7 @@ var huge = algorithms.PerSecond(1 << 30)
 func benchRules(tb testing.TB, n int) []middleware.Rule {
 	rules := []middleware.Rule{
 		{Name: "ip", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: huge},
-		{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: huge},
+		{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "endpoint", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge},
 	}
 	return rules[:n]
@@ -114,7 +115,7 @@ func BenchmarkHandler(b *testing.B) {
 		benchSerial(b, benchHandler(b, outOfProcess{newMemory(b, fixed)}, 1, ""))
 	})
 	b.Run("call=direct", func(b *testing.B) {
-		benchSerial(b, benchHandler(b, honest{ctxBackend{newMemory(b, fixed)}}, 1, ""))
+		benchSerial(b, benchHandler(b, honest{contract.Carry(contract.Traits{HonoursDeadline: true}), ctxBackend{newMemory(b, fixed)}}, 1, ""))
 	})
 	redisHandler := func(b *testing.B, n int) http.Handler {
 		srv := redistest.Require(b)

@@ -10,6 +10,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/after"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // Config configures a [Middleware]. Only Rules is required.
@@ -35,15 +36,13 @@ type Config struct {
 	// a late one finishes in the background, its answer dropped. Give the
 	// client timeouts no longer than this one anyway, so abandoned calls do
 	// not pile up; past 1024 of them still running (per Middleware and
-	// those derived from it), calls fail at once. A backend that reports
-	// [algorithms.DeadlineHonourer] is called directly, without the
-	// goroutine; one that reports [algorithms.InProcess] (memstore) is
-	// never given a timeout: it cannot block. See [redlimit.Config].
+	// those derived from it), calls fail at once. A redisstore whose
+	// client honours deadlines is called directly, without the goroutine;
+	// a memstore is never given a timeout: it cannot block. See [redlimit.Config].
 	Timeout time.Duration
 
 	// NoDenyCache turns off the local deny cache. By default a backend
-	// that reports neither [algorithms.InProcess] nor
-	// [algorithms.DenialCacher] is wrapped in a [denycache.Cache]: a key
+	// other than a memstore or a [denycache.Cache] is wrapped in a [denycache.Cache]: a key
 	// denied with RetryAfter d is denied locally, without a backend call,
 	// until d has passed (other instances can only consume more, never
 	// give capacity back). Middlewares derived with With share it.
@@ -215,12 +214,9 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	return m, nil
 }
 
-// inProcess reports whether b says it decides in process, without I/O
-// (algorithms.InProcess): its releases and refunds are made at once.
-func inProcess(b algorithms.Backend) bool {
-	p, ok := b.(algorithms.InProcess)
-	return ok && p.InProcess()
-}
+// inProcess reports whether b decides in process, without I/O
+// (memstore): its releases and refunds are made at once.
+func inProcess(b algorithms.Backend) bool { return contract.TraitsOf(b).InProcess }
 
 // newMiddleware returns the Middleware of e, whose rules are cfg.Rules,
 // doing its work after responses on a.

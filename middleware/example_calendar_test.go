@@ -28,10 +28,14 @@ func ExampleNew_calendarQuota() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	apiKey, err := keyfunc.Header("X-API-Key")
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "daily",
-			Key:       keyfunc.Header("X-API-Key"),
+			Key:       apiKey,
 			Algorithm: algorithms.FixedWindow,
 			Limit:     algorithms.PerDayIn(10_000, berlin),
 			Cost: func(r *http.Request) int64 {

@@ -25,7 +25,10 @@ func ExampleNew_concurrency() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	user := keyfunc.Header("X-User")
+	user, err := keyfunc.Header("X-User")
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "exports",

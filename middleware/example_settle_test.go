@@ -22,10 +22,14 @@ func ExampleRule_responseCost() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	user, err := keyfunc.Header("X-User")
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "login",
-			Key:       keyfunc.Header("X-User"),
+			Key:       user,
 			Algorithm: algorithms.FixedWindow,
 			Limit:     algorithms.PerHour(3),
 			ResponseCost: func(status int, _ int64) int64 {

@@ -40,10 +40,14 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	key, err := keyfunc.Join(keyfunc.Route(), ip)
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "orders",
-			Key:       keyfunc.Join(keyfunc.Route(), ip),
+			Key:       key,
 			Algorithm: algorithms.GCRA,
 			Limit:     algorithms.PerMinute(3),
 		}},
@@ -82,7 +86,7 @@ func ExampleNew() {
 func ExampleMiddleware_With() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
-	user := keyfunc.User(func(r *http.Request) (string, bool) {
+	user, _ := keyfunc.User(func(r *http.Request) (string, bool) {
 		id := r.Header.Get("X-User") // in a real service: the authenticated user
 		return id, id != ""
 	})
@@ -97,8 +101,9 @@ func ExampleMiddleware_With() {
 		log.Fatal(err)
 	}
 	defer api.Close()
+	routeUser, _ := keyfunc.Join(keyfunc.Route(), user)
 	payments, err := api.With(middleware.Rule{
-		Name: "payments", Key: keyfunc.Join(keyfunc.Route(), user),
+		Name: "payments", Key: routeUser,
 		Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
 	})
 	if err != nil {
@@ -136,9 +141,10 @@ func ExampleMiddleware_With() {
 // reach an expensive branch.
 func ExampleMiddleware_Check() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
+	apiKey, _ := keyfunc.Header("X-API-Key")
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
-			Name: "export", Key: keyfunc.Header("X-API-Key"),
+			Name: "export", Key: apiKey,
 			Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(2),
 		}},
 		Headers: headers.Writer{Reset: headers.DeltaSeconds},
@@ -203,7 +209,10 @@ func ExampleMiddleware_Handler_chi() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	user := keyfunc.Header("X-User-ID") // use keyfunc.User with your authentication
+	user, err := keyfunc.Header("X-User-ID") // use keyfunc.User with your authentication
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
@@ -243,8 +252,12 @@ func ExampleMiddleware_Limiter() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	user, err := keyfunc.Header("X-User")
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}},
+		Rules: []middleware.Rule{{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}},
 		Now:   clock,
 	})
 	if err != nil {
@@ -383,9 +396,10 @@ func ExampleExemptCIDRs() {
 func ExampleRule_limitFunc() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	plans := map[string]algorithms.Limit{"free": algorithms.PerMinute(1), "pro": algorithms.PerMinute(100)}
+	customer, _ := keyfunc.Header("X-Customer")
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
-			Name: "plan", Key: keyfunc.Header("X-Customer"), Algorithm: algorithms.FixedWindow,
+			Name: "plan", Key: customer, Algorithm: algorithms.FixedWindow,
 			LimitFunc: func(r *http.Request) (algorithms.Limit, error) {
 				l, ok := plans[r.Header.Get("X-Plan")]
 				if !ok {

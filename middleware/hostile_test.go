@@ -105,9 +105,9 @@ func TestHugeHeaders(t *testing.T) {
 			func(i int) []string {
 				return []string{"X-Forwarded-For", strings.Repeat("10.2.3.4, ", 1<<20/10) + "10.2.3.5"}
 			}, ""},
-		{"1 MB X-User-ID", "user", keyfunc.Header("X-User-ID"), "203.0.113.7:1",
+		{"1 MB X-User-ID", "user", mustKey(keyfunc.Header("X-User-ID")), "203.0.113.7:1",
 			func(i int) []string { return []string{"X-User-ID", mb("u")} }, ""},
-		{"1 MB X-User-ID of braces", "user", keyfunc.Header("X-User-ID"), "203.0.113.7:1",
+		{"1 MB X-User-ID of braces", "user", mustKey(keyfunc.Header("X-User-ID")), "203.0.113.7:1",
 			func(i int) []string { return []string{"X-User-ID", mb("{")} }, ""},
 	}
 	for _, tt := range tests {
@@ -130,7 +130,7 @@ func TestHugeHeaders(t *testing.T) {
 		})
 	}
 	// Two different huge values are two buckets.
-	h, rec := hostileMW(t, "user", keyfunc.Header("X-User-ID"), redlimit.DenyMissingKey)
+	h, rec := hostileMW(t, "user", mustKey(keyfunc.Header("X-User-ID")), redlimit.DenyMissingKey)
 	serve(h, req("GET", "/", "203.0.113.7:1", "X-User-ID", mb("a")))
 	k1 := rec.last(t).Rules[0].Key
 	serve(h, req("GET", "/", "203.0.113.7:1", "X-User-ID", mb("a")+"b"))
@@ -161,7 +161,7 @@ func checkKeyShape(t *testing.T, key, prefix string) {
 // material never appear unescaped in the storage key, and distinct values
 // stay distinct.
 func TestHostileKeyMaterial(t *testing.T) {
-	h, rec := hostileMW(t, "user", keyfunc.Header("X-User-ID"), redlimit.DenyMissingKey)
+	h, rec := hostileMW(t, "user", mustKey(keyfunc.Header("X-User-ID")), redlimit.DenyMissingKey)
 	values := []string{
 		"}", "{", "{tag}", "}{", "a}:{b", "x}\r\nSet-Cookie: a=b", "\x00", "\x7f", "a b", "\t",
 		"é", "\xff\xfe", "h:abc", "%7B", "%", "{" + strings.Repeat("z", 200) + "}",
@@ -264,8 +264,8 @@ func TestRouteMethodChosenByClient(t *testing.T) {
 		{"ServeMux, 9 standard methods", serveMux, keyfunc.Route(), standard, 3},
 		{"chi, 9 standard methods", chiRouter, keyfunc.Route(), standard, 3},
 		{"chi, 100 made-up methods (405 before the limiter)", chiRouter, keyfunc.Route(), madeUp, 0},
-		{"ServeMux, Join(Route, Method), 100 made-up methods", serveMux, keyfunc.Join(keyfunc.Route(), keyfunc.Method()), madeUp, 3},
-		{"ServeMux, Join(Route, Method), 9 standard methods", serveMux, keyfunc.Join(keyfunc.Route(), keyfunc.Method()), standard, 27},
+		{"ServeMux, Join(Route, Method), 100 made-up methods", serveMux, mustKey(keyfunc.Join(keyfunc.Route(), keyfunc.Method())), madeUp, 3},
+		{"ServeMux, Join(Route, Method), 9 standard methods", serveMux, mustKey(keyfunc.Join(keyfunc.Route(), keyfunc.Method())), standard, 27},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func TestKeyFirstSharesBuckets(t *testing.T) {
 			b := newBackend(t)
 			prefix := strings.NewReplacer("/", ".", ":", "").Replace(strings.TrimSuffix(redistest.Prefix(t), ":")) // unique per run
 			mw := newMW(t, b, middleware.Config{Prefix: prefix, Rules: []middleware.Rule{
-				{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: gcra3},
+				{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: gcra3},
 			}})
 			e, err := redlimit.New(b, redlimit.Config{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), Rules: []redlimit.Rule{
 				{Name: "user", Algorithm: algorithms.GCRA, Limit: gcra3},

@@ -100,10 +100,10 @@ func ipFunc(t testing.TB) keyfunc.Func {
 
 // userFunc keys a request by the X-User header an authentication layer
 // would have checked; anonymous without it.
-var userFunc = keyfunc.User(func(r *http.Request) (string, bool) {
+var userFunc = mustKey(keyfunc.User(func(r *http.Request) (string, bool) {
 	u := r.Header.Get("X-User")
 	return u, u != ""
-})
+}))
 
 // ok is the next handler: 200 with body "ok".
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })

@@ -60,7 +60,7 @@ func TestChi(t *testing.T) {
 			t.Parallel()
 			var rec recorder
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules:      []middleware.Rule{{Name: "route", Key: keyfunc.Join(keyfunc.Route(), ipFunc(t)), Algorithm: algorithms.GCRA, Limit: gcra3}},
+				Rules:      []middleware.Rule{{Name: "route", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}},
 				OnDecision: rec.hook,
 			})
 			r := chi.NewRouter()
@@ -82,7 +82,7 @@ func TestChi(t *testing.T) {
 // top-level r.Use runs before routing, keyfunc.Route finds no pattern, and
 // the rule's MissingKey policy applies.
 func TestChiTopLevelUse(t *testing.T) {
-	route := middleware.Rule{Name: "route", Key: keyfunc.Join(keyfunc.Route(), ipFunc(t)), Algorithm: algorithms.GCRA, Limit: gcra3}
+	route := middleware.Rule{Name: "route", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}
 	ip := middleware.Rule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}
 
 	t.Run("deny", func(t *testing.T) {
@@ -192,7 +192,7 @@ func TestServeMuxStyles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules:   []middleware.Rule{{Name: "orders", Key: keyfunc.Join(keyfunc.Route(), ipFunc(t)), Algorithm: algorithms.GCRA, Limit: gcra3}},
+				Rules:   []middleware.Rule{{Name: "orders", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}},
 				Headers: tt.writer,
 			})
 			mux := http.NewServeMux()
@@ -231,7 +231,7 @@ func TestLayered(t *testing.T) {
 		Headers:    headers.Writer{Style: headers.Both},
 		OnDecision: rec.hook,
 	})
-	payments, err := base.With(middleware.Rule{Name: "payments", Key: keyfunc.Join(keyfunc.Route(), userFunc), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(5)})
+	payments, err := base.With(middleware.Rule{Name: "payments", Key: mustKey(keyfunc.Join(keyfunc.Route(), userFunc)), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(5)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func defaultDenied(w http.ResponseWriter, r *http.Request) {
 		for _, rd := range d.Rules {
 			if rd.MissingKey || rd.InvalidCost && !rd.Shadow || rd.Evaluated && !rd.Shadow && !rd.Result.Allowed {
 				names = append(names, rd.Name)
-				never = never || rd.MissingKey || rd.InvalidCost || rd.Result.Never()
+				never = never || rd.MissingKey || rd.InvalidCost || (!rd.Result.Allowed && rd.Result.RetryAfter == 0)
 			}
 		}
 	}

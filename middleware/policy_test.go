@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/headers"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -336,17 +337,19 @@ func TestClientGone(t *testing.T) {
 	}
 }
 
-// honest is a ctxBackend that says it honours deadlines.
-type honest struct{ ctxBackend }
-
-func (honest) HonoursDeadline() bool { return true }
+// honest is a ctxBackend that honours deadlines, as a redisstore on a
+// client that does.
+type honest struct {
+	contract.Carrier
+	ctxBackend
+}
 
 // TestHonoursDeadline: a backend that promises to return by its context's
 // deadline is called directly (nothing is abandoned) and still bounded by
 // Timeout.
 func TestHonoursDeadline(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, honest{ctxBackend{newMemory(t, fixed)}}, middleware.Config{
+	mw := newMW(t, honest{contract.Carry(contract.Traits{HonoursDeadline: true}), ctxBackend{newMemory(t, fixed)}}, middleware.Config{
 		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnError:    redlimit.FailOpen,
 		Timeout:    20 * time.Millisecond,

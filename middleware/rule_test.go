@@ -202,7 +202,7 @@ func TestMissingKey(t *testing.T) {
 	})
 	t.Run("or", func(t *testing.T) {
 		var rec recorder
-		client := keyfunc.Or(keyfunc.Join(keyfunc.Const("user"), userFunc), keyfunc.Join(keyfunc.Const("ip"), ipFunc(t)))
+		client := mustKey(keyfunc.Or(mustKey(keyfunc.Join(keyfunc.Const("user"), userFunc)), mustKey(keyfunc.Join(keyfunc.Const("ip"), ipFunc(t)))))
 		mw := newMW(t, newMemory(t, fixed), middleware.Config{
 			Rules:      []middleware.Rule{{Name: "client", Key: client, Algorithm: algorithms.GCRA, Limit: gcra3}},
 			OnDecision: rec.hook,

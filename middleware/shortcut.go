@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/rulename"
 	"github.com/redlimit/redlimit/keyfunc"
 )
@@ -30,7 +31,7 @@ func PerIP(backend algorithms.Backend, alg algorithms.Algorithm, limit algorithm
 	}
 	ip, err := keyfunc.IP(s.ip)
 	if err != nil {
-		return nil, algorithms.WithRule(err, s.name)
+		return nil, contract.WithRule(err, s.name)
 	}
 	return s.build(backend, ip, alg, limit)
 }
@@ -77,7 +78,11 @@ func PerUser(backend algorithms.Backend, user func(*http.Request) (string, bool)
 	if err != nil {
 		return nil, err
 	}
-	return s.build(backend, keyfunc.User(user), alg, limit)
+	key, err := keyfunc.User(user)
+	if err != nil {
+		return nil, err
+	}
+	return s.build(backend, key, alg, limit)
 }
 
 // PerKey returns a Middleware with one rule, named "key", that limits each
@@ -161,17 +166,12 @@ func (s *shortcut) build(backend algorithms.Backend, key keyfunc.Func, alg algor
 // header returns keyfunc.Header(name), or the *algorithms.ConfigError with
 // which keyfunc.Header refuses a name that can never be a header's, naming
 // PerHeader's argument.
-func header(name string) (f keyfunc.Func, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			ce, ok := v.(*algorithms.ConfigError)
-			if !ok {
-				panic(v)
-			}
-			c := *ce
-			c.Field = "PerHeader name"
-			err = &c
-		}
-	}()
-	return keyfunc.Header(name), nil
+func header(name string) (keyfunc.Func, error) {
+	f, err := keyfunc.Header(name)
+	if ce, ok := err.(*algorithms.ConfigError); ok {
+		c := *ce
+		c.Field = "PerHeader name"
+		return nil, &c
+	}
+	return f, err
 }

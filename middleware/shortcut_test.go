@@ -113,7 +113,7 @@ func TestPerUserAndKey(t *testing.T) {
 		t.Errorf("anonymous: %d, want 429 for the missing user", w.Code)
 	}
 
-	mw = built(t)(middleware.PerKey(newMemory(t, fixed), keyfunc.Join(keyfunc.Method(), keyfunc.Const("x")), algorithms.SlidingWindow, gcra3,
+	mw = built(t)(middleware.PerKey(newMemory(t, fixed), mustKey(keyfunc.Join(keyfunc.Method(), keyfunc.Const("x"))), algorithms.SlidingWindow, gcra3,
 		middleware.WithConfig(middleware.Config{OnDecision: rec.hook, Logger: quiet})))
 	serve(mw.Handler(ok), req("POST", "/", "192.0.2.1:1"))
 	if key := rec.last(t).Rules[0].Key; key != "rate:key:sw:{POST:x}" {

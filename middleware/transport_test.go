@@ -189,7 +189,7 @@ func TestTransportKeys(t *testing.T) {
 
 	// A key func reporting ErrNoKey: DenyMissingKey can never be allowed.
 	var sent atomic.Int64
-	noKey := keyfunc.Header("X-Tenant")
+	noKey := mustKey(keyfunc.Header("X-Tenant"))
 	tr2, err := middleware.NewTransport(e, middleware.TransportConfig{Key: noKey, Next: roundTripFunc(func(*http.Request) (*http.Response, error) {
 		sent.Add(1)
 		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 const (
@@ -45,8 +46,8 @@ type Config struct {
 //
 // # Entries
 //
-// When the wrapped Backend denies a check with a RetryAfter d > 0 (not
-// [algorithms.Result.Never]) and not Provisional, the cache records for its
+// When the wrapped Backend denies a check with a RetryAfter d > 0 (not a
+// cost above capacity, denied with a zero RetryAfter) and not Provisional, the cache records for its
 // Key: the Algorithm and Limit, the denied cost (0 counting as 1), and the
 // denial's Limit, Remaining and reset instant t+ResetAfter, valid from t
 // until t+d. t is the local time at which the call to the wrapped Backend
@@ -66,7 +67,7 @@ type Config struct {
 // evaluated"; callers writing headers skip it). Nothing is consumed
 // anywhere, as when the wrapped Backend denies a call. A call answered
 // locally does not look at its context; it is validated with
-// [algorithms.ValidateCall], as every backend validates one. Any other call
+// [contract.ValidateCall], as every backend validates one. Any other call
 // goes to the wrapped Backend unchanged, which validates it.
 //
 // When the wrapped Backend returns an error, Allow returns it and records
@@ -136,6 +137,7 @@ type Config struct {
 // none to the wrapped Backend's; a call of up to 4 checks answered locally
 // makes none; recording a new denial may allocate.
 type Cache struct {
+	carrier  // CachesDenials; HonoursDeadline as next
 	next     algorithms.Backend
 	now      func() time.Time
 	epoch    time.Time // instants are kept as durations since epoch
@@ -177,10 +179,11 @@ type probe struct {
 	done chan struct{}
 }
 
-var (
-	_ algorithms.DeadlineHonourer = (*Cache)(nil)
-	_ algorithms.DenialCacher     = (*Cache)(nil)
-)
+// carrier holds what a Cache tells the limiter about itself: it caches
+// denials (no second deny cache in front), and returns by its context's
+// deadline when the Backend behind it does (local answers never wait; a
+// call waiting for another call's probe returns when its context ends).
+type carrier = contract.Carrier
 
 // New returns a Cache in front of next, configured by cfg.
 func New(next algorithms.Backend, cfg Config) (*Cache, error) {
@@ -201,6 +204,7 @@ func New(next algorithms.Backend, cfg Config) (*Cache, error) {
 		n /= 2
 	}
 	d := &Cache{
+		carrier:  contract.Carry(contract.Traits{CachesDenials: true, HonoursDeadline: contract.TraitsOf(next).HonoursDeadline}),
 		next:     next,
 		now:      cfg.Now,
 		epoch:    cfg.Now(),
@@ -317,7 +321,7 @@ func (s *scan) watch(d *Cache, e *denial, c *algorithms.Check, now time.Duration
 // 1..capacity. Other calls are validated in full.
 func validateHit(checks []algorithms.Check, results []algorithms.Result) error {
 	if len(checks) > 1 || len(results) == 0 {
-		return algorithms.ValidateCall(checks, results)
+		return contract.ValidateCall(checks, results)
 	}
 	return nil
 }
@@ -569,16 +573,3 @@ func (sh *denyShard) evict() {
 // expired but not yet swept (see the package doc, "Memory and
 // concurrency"). A gauge for an admin page or metrics.
 func (d *Cache) Len() int { return int(d.held.Load()) }
-
-// HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
-// what the Backend behind d reports (false when it does not say). Local
-// answers never wait; a call waiting for another call's probe returns when
-// its context ends.
-func (d *Cache) HonoursDeadline() bool {
-	h, ok := d.next.(algorithms.DeadlineHonourer)
-	return ok && h.HonoursDeadline()
-}
-
-// CachesDenials implements [algorithms.DenialCacher]: it reports true, so
-// that a caller puts no second deny cache in front of d.
-func (d *Cache) CachesDenials() bool { return true }

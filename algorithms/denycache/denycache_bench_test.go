@@ -11,6 +11,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // BenchmarkDenyCache measures the cache's own cost on a fixed clock: hit is
@@ -33,7 +34,7 @@ func BenchmarkDenyCache(b *testing.B) {
 	if res[0].Allowed {
 		b.Fatal("hot key allowed; want it denied and cached")
 	}
-	miss, _ := denycache.New(algorithms.AllowAll{}, denycache.Config{Now: now})
+	miss, _ := denycache.New(contract.AllowAll{}, denycache.Config{Now: now})
 
 	b.Run("hit/serial", func(b *testing.B) {
 		benchDenyCacheSerial(b, hit, hot)

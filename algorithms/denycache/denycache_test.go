@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -99,7 +100,7 @@ func TestNewDenyCacheErrors(t *testing.T) {
 		want string
 	}{
 		{"nil next", nil, denycache.Config{}, "redlimit: next must not be nil"},
-		{"negative MaxKeys", algorithms.AllowAll{}, denycache.Config{MaxKeys: -1}, "redlimit: denycache.Config.MaxKeys must be >= 0, got -1"},
+		{"negative MaxKeys", contract.AllowAll{}, denycache.Config{MaxKeys: -1}, "redlimit: denycache.Config.MaxKeys must be >= 0, got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := denycache.New(tc.next, tc.cfg)
@@ -130,7 +131,7 @@ func TestDenyCacheLocalAnswer(t *testing.T) {
 			}
 			const deniedAt = 100 * time.Millisecond
 			res, called := f.allow(t, deniedAt, check)
-			if res[0].Allowed || res[0].Never() || !called {
+			if res[0].Allowed || res[0].RetryAfter == 0 || !called {
 				t.Fatalf("Allow(t0+%v) = %+v, called next %v; want a finite denial by next", deniedAt, res[0], called)
 			}
 			until := deniedAt + res[0].RetryAfter
@@ -222,7 +223,7 @@ func TestDenyCacheNeverNotCached(t *testing.T) {
 	check := algorithms.Check{Key: "k", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2), Cost: 3}
 	for i := range 3 {
 		res, called := f.allow(t, time.Duration(i)*time.Second, check)
-		if !res[0].Never() || !called {
+		if res[0].Allowed || res[0].RetryAfter != 0 || !called {
 			t.Fatalf("call %d: %+v, called next %v; want Never from next", i, res[0], called)
 		}
 	}
@@ -239,7 +240,7 @@ func TestDenyCacheLayered(t *testing.T) {
 	f := newDenyFixture(t)
 	f.allow(t, 0, user)
 	res, _ := f.allow(t, 0, ip, user, route) // denied by next: user is out
-	if res[0].Allowed != true || res[1].Allowed || res[1].Never() || !res[2].Allowed {
+	if res[0].Allowed != true || res[1].Allowed || res[1].RetryAfter == 0 || !res[2].Allowed {
 		t.Fatalf("setup: %+v", res)
 	}
 	res, called := f.allow(t, time.Second, ip, user, route)
@@ -560,7 +561,7 @@ func TestDenyCacheAllocs(t *testing.T) {
 	c := &backendtest.Clock{T: backendtest.T0}
 	mem, _ := memstore.New(memstore.Config{Now: c.Now})
 	hit, _ := denycache.New(mem, denycache.Config{Now: c.Now})
-	miss, _ := denycache.New(algorithms.AllowAll{}, denycache.Config{Now: c.Now})
+	miss, _ := denycache.New(contract.AllowAll{}, denycache.Config{Now: c.Now})
 	checks := backendtest.LayeredChecks("allocs:", 3, benchLimit)
 	denied := algorithms.Check{Key: "allocs:denied", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}
 	res := make([]algorithms.Result, 3)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 var _ algorithms.Leaser = (*Store)(nil)
@@ -15,7 +16,7 @@ var _ algorithms.Leaser = (*Store)(nil)
 // Redis: it drops each lease's slots (and the expired ones of its key).
 // It never fails but for an invalid lease or a context that has ended.
 func (m *Store) Release(ctx context.Context, leases []algorithms.Lease) error {
-	if err := algorithms.ValidateLeases(leases, nil); err != nil {
+	if err := contract.ValidateLeases(leases, nil); err != nil {
 		return err
 	}
 	return m.leases(ctx, leases, func(st *slot, l *algorithms.Lease, now int64, exists bool) (bool, int64) {
@@ -26,7 +27,7 @@ func (m *Store) Release(ctx context.Context, leases []algorithms.Lease) error {
 
 // Renew implements [algorithms.Leaser], as lua/renew.lua does on Redis.
 func (m *Store) Renew(ctx context.Context, leases []algorithms.Lease, held []bool) error {
-	if err := algorithms.ValidateLeases(leases, held); err != nil {
+	if err := contract.ValidateLeases(leases, held); err != nil {
 		return err
 	}
 	clear(held[:len(leases)])

@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 const (
@@ -48,7 +49,7 @@ type Config struct {
 // Keys are spread over 64 shards, each with its own mutex; a call locks the
 // shards of its keys in a fixed order, so the checks of one call are
 // decided in one critical section, all-or-nothing. A call never waits for
-// I/O ([Store.InProcess]).
+// I/O: the limiter puts no timeout and no deny cache in front of a Store.
 //
 // # Time and expiry
 //
@@ -79,6 +80,7 @@ type Config struct {
 //
 // A check on an existing key does not allocate.
 type Store struct {
+	carrier   // InProcess: no timeout, no deny cache in front
 	now       func() time.Time
 	highWater atomic.Int64 // the latest now seen, µs: expiry never goes back
 	perShard  int
@@ -86,6 +88,10 @@ type Store struct {
 	shards    [memoryShards]memoryShard
 	book      commitBook // the commit markers of refundable calls (refund.go)
 }
+
+// carrier holds what a Store tells the limiter about itself (in process:
+// every call decided under the shards' locks, never waiting for I/O).
+type carrier = contract.Carrier
 
 // memoryShard holds its keys' states in a dense slice of slots, indexed by
 // the key's 64-bit hash. Two keys with the same hash share one entry: the
@@ -110,8 +116,6 @@ type slot struct {
 	pending int64 // µs; until then a refundable commit may be given back (refund.go)
 }
 
-var _ algorithms.InProcess = (*Store)(nil)
-
 // New returns a Store configured by cfg.
 func New(cfg Config) (*Store, error) {
 	if cfg.MaxKeys < 0 {
@@ -124,7 +128,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.Now = time.Now
 	}
 	perShard := min(max(cfg.MaxKeys/memoryShards, 1), math.MaxInt32-1)
-	m := &Store{now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
+	m := &Store{carrier: contract.Carry(contract.Traits{InProcess: true}), now: cfg.Now, perShard: perShard, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].index = make(map[uint64]int32)
 		m.shards[i].seed = m.seed
@@ -134,7 +138,7 @@ func New(cfg Config) (*Store, error) {
 
 // Allow implements [algorithms.Backend].
 func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
-	if err := algorithms.ValidateCall(checks, results); err != nil {
+	if err := contract.ValidateCall(checks, results); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -148,7 +152,7 @@ func (m *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		if c.Algorithm == algorithms.Concurrency {
 			ps[i].R = int64(c.Lease) // as redisstore sends it
 			if c.Lease == 0 {
-				ps[i].R = int64(algorithms.NewLease())
+				ps[i].R = int64(contract.NewLease())
 			}
 		}
 	}
@@ -402,16 +406,12 @@ func (m *Store) Len() int {
 	return n
 }
 
-// InProcess implements [algorithms.InProcess]: every call is decided in
-// process, under the shards' locks, and never waits for I/O.
-func (m *Store) InProcess() bool { return true }
-
 var _ algorithms.Blocker = (*Store)(nil)
 
 // TakeBlock implements [algorithms.Blocker] with the arithmetic of
 // lua/block.lua (calc.State.Block).
 func (m *Store) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Duration) (algorithms.Result, error) {
-	if err := algorithms.ValidateBlock(c, hold); err != nil {
+	if err := contract.ValidateBlock(c, hold); err != nil {
 		return algorithms.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {

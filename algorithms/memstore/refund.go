@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 var _ algorithms.Refunder = (*Store)(nil)
@@ -158,7 +159,7 @@ func (m *Store) commitRefundable(checks []algorithms.Check, hashes []uint64, sha
 // expired gives nothing back. It never fails but for a context that has
 // ended.
 func (m *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
-	if err := algorithms.ValidateRefunds(refunds); err != nil {
+	if err := contract.ValidateRefunds(refunds); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

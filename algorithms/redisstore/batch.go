@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
 )
 
 // Batched decisions. When calls queue behind the round trips in flight,
@@ -318,7 +319,7 @@ func noScript(err error) bool {
 // on NOSCRIPT: the server did not run the EVALSHA, so the EVAL is the
 // script's first run), reading the reply as evalCmd does.
 func runScript(ctx context.Context, c processor, s *redis.Script, keys []string, args []any) ([]int64, error) {
-	if r, ok := c.(ScriptRunner); ok {
+	if r, ok := c.(batching.ScriptRunner); ok {
 		vals, err := r.RunScript(ctx, false, s.Hash(), keys, args)
 		if noScript(err) {
 			vals, err = r.RunScript(ctx, true, sources[s], keys, args)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 var _ algorithms.Blocker = (*Store)(nil)
@@ -23,7 +24,7 @@ func init() { sources[blockScript] = luaScript("block") }
 // followed by WAIT in the exact mode (Config.Replicas) as every decide
 // call is.
 func (b *Store) TakeBlock(ctx context.Context, c algorithms.Check, hold time.Duration) (algorithms.Result, error) {
-	if err := algorithms.ValidateBlock(c, hold); err != nil {
+	if err := contract.ValidateBlock(c, hold); err != nil {
 		return algorithms.Result{}, err
 	}
 	p := calc.Prepare(uint8(c.Algorithm), c.Limit.Rate, c.Limit.Period, c.Limit.Burst, c.Cost)

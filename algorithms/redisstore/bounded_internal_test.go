@@ -12,9 +12,10 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
 )
 
-// stalled is a Batcher whose round trips wait until release is closed,
+// stalled is a batching.Batcher whose round trips wait until release is closed,
 // as on a Redis that stopped answering, then answer every script as a
 // GCRA check allowed. It records the scripts it was given and the context
 // of each round trip.
@@ -57,7 +58,7 @@ func (s *stalled) Process(ctx context.Context, cmd redis.Cmder) error {
 	return nil
 }
 
-func (s *stalled) Batch() Batch { return &stalledBatch{s: s} }
+func (s *stalled) Batch() batching.Batch { return &stalledBatch{s: s} }
 
 type stalledBatch struct {
 	s    *stalled

@@ -14,6 +14,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/hashslot"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -218,7 +219,7 @@ func TestCalendarCluster(t *testing.T) {
 					step.At = last
 				}
 				last = step.At
-				if len(step.Checks) > 1 && redisstore.HashSlot(step.Checks[0].Key) != redisstore.HashSlot(step.Checks[len(step.Checks)-1].Key) {
+				if len(step.Checks) > 1 && hashslot.Of(step.Checks[0].Key) != hashslot.Of(step.Checks[len(step.Checks)-1].Key) {
 					crossSlot++
 				}
 				got := backendtest.Run(t, onCluster, cc, prefix, step)

@@ -15,41 +15,8 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
-
-// HashSlot returns the Redis Cluster hash slot of key, 0 to 16383: CRC16
-// (XMODEM) of the key modulo 16384, where only the part between the first
-// '{' and the next '}' is hashed when that part is not empty (the hash
-// tag). It is what CLUSTER KEYSLOT answers; keys with equal slots can be
-// evaluated by one script.
-func HashSlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
-	}
-	return int(crc % 16384)
-}
-
-// crc16Table is CRC16-CCITT (polynomial 0x1021), one entry per byte value.
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
-		for range 8 {
-			if c&0x8000 != 0 {
-				c = c<<1 ^ 0x1021
-			} else {
-				c <<= 1
-			}
-		}
-		t[i] = c
-	}
-	return t
-}()
 
 // RefundWindow is how long after its commit a refund may give units back
 // on Redis Cluster or a Ring (see the package doc, "Redis Cluster"). A
@@ -85,7 +52,7 @@ func sibling(key, suffix string) string {
 	if key != "" && !strings.ContainsAny(key, "{}") {
 		return "{" + key + "}" + suffix
 	}
-	return "{" + slotTag(HashSlot(key)) + "}" + key + suffix
+	return "{" + slotTag(hashslot.Of(key)) + "}" + key + suffix
 }
 
 // slotTags caches slotTag's answers.
@@ -99,7 +66,7 @@ func slotTag(slot int) string {
 	}
 	for i := 0; ; i++ {
 		t := strconv.Itoa(i)
-		if HashSlot(t) == slot {
+		if hashslot.Of(t) == slot {
 			slotTags.Store(slot, t)
 			return t
 		}
@@ -133,7 +100,9 @@ type ringClient interface {
 
 type clusterSharder struct{ cluster clusterClient }
 
-func (clusterSharder) shard(key string) (int, *redis.Client, error) { return HashSlot(key), nil, nil }
+func (clusterSharder) shard(key string) (int, *redis.Client, error) {
+	return hashslot.Of(key), nil, nil
+}
 
 // failed asks for the slot map to be reloaded in the background (go-redis
 // coalesces these requests). A master that crashed sends no MOVED, and

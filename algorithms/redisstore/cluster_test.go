@@ -21,44 +21,9 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/hashslot"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
-
-// TestHashSlot checks HashSlot against values CLUSTER KEYSLOT answered
-// (redis-server 7.0); TestCluster/HashSlot compares more keys live.
-func TestHashSlot(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		key  string
-		slot int
-	}{
-		{"", 0},
-		{"123456789", 12739},
-		{"foo", 12182},
-		{"bar", 5061},
-		{"{user1000}.following", 3443},
-		{"{user1000}.followers", 3443},
-		{"foo{}{bar}", 8363}, // empty tag: the whole key
-		{"foo{{bar}}zap", 4015},
-		{"foo{bar}{zap}", 5061}, // the first tag only
-		{"{", 4092},
-		{"}", 12090},
-		{"{}", 15257},
-		{"a{b", 13340},
-		{"a}b{c}", 7365},
-		{"rate:ip:{203.0.113.7}", 8508},
-		{"rate:user:{alice}", 749},
-		{"rate:route:{POST /pay}", 940},
-		{"rate:ip:{2001:db8::1}", 3621},
-		{"ключ", 10303},
-		{"{\x00\xff}", 7920},
-		{"rate:login:{héllo wörld}", 7849},
-	} {
-		if got := redisstore.HashSlot(tc.key); got != tc.slot {
-			t.Errorf("HashSlot(%q) = %d, want %d", tc.key, got, tc.slot)
-		}
-	}
-}
 
 // TestMarkerKeys: the marker keys of a storage key (see Redis, "Redis
 // Cluster") live in its hash slot, whatever its braces.
@@ -69,7 +34,7 @@ func TestMarkerKeys(t *testing.T) {
 		"{", "}", "{}", "a{b", "a}b{c}", "}{", "x}", "{}{}", "ключ", "{\x00\xff}",
 	} {
 		for _, m := range redisstore.MarkerKeys(key) {
-			if got, want := redisstore.HashSlot(m), redisstore.HashSlot(key); got != want {
+			if got, want := hashslot.Of(m), hashslot.Of(key); got != want {
 				t.Errorf("HashSlot(%q) = %d, want %d, the slot of its storage key %q", m, got, want, key)
 			}
 			if !strings.Contains(m, key) {
@@ -92,7 +57,7 @@ func requireSlots(t *testing.T, keys ...string) {
 	t.Helper()
 	seen := map[int]string{}
 	for _, k := range keys {
-		s := redisstore.HashSlot(k)
+		s := hashslot.Of(k)
 		if other, ok := seen[s]; ok {
 			t.Fatalf("%q and %q share slot %d; the test needs them apart", k, other, s)
 		}
@@ -210,7 +175,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := redisstore.HashSlot(key); int64(got) != want {
+			if got := hashslot.Of(key); int64(got) != want {
 				t.Fatalf("HashSlot(%q) = %d, CLUSTER KEYSLOT %d", key, got, want)
 			}
 			for _, m := range redisstore.MarkerKeys(key) {
@@ -265,7 +230,7 @@ func TestCluster(t *testing.T) {
 						step.At = last
 					}
 					last = step.At
-					if len(step.Checks) > 1 && redisstore.HashSlot(step.Checks[0].Key) != redisstore.HashSlot(step.Checks[len(step.Checks)-1].Key) {
+					if len(step.Checks) > 1 && hashslot.Of(step.Checks[0].Key) != hashslot.Of(step.Checks[len(step.Checks)-1].Key) {
 						crossSlot.Add(1)
 					}
 					got := backendtest.Run(t, onCluster, cc, prefix, step)
@@ -305,7 +270,7 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Key = prefix + c.Key
-			slots[int(redisstore.HashSlot(c.Key))] = true
+			slots[int(hashslot.Of(c.Key))] = true
 			got, err := onCluster.(algorithms.Blocker).TakeBlock(ctx, c, hold)
 			if err != nil {
 				t.Fatal(err)

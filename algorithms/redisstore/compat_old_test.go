@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // The previous release's store, as its instances run during a rolling
@@ -36,7 +36,7 @@ import (
 // decide a call it goes to; the numbers of a calendar check's refund), it
 // draws among the choices the header allows, the one the release's own Go
 // code made among them. From the current code it uses the model's types
-// (a Check, a Result, the errors) and redisstore.HashSlot, which is Redis
+// (a Check, a Result, the errors) and hashslot.Of, which is Redis
 // Cluster's CRC16 rule, not the release's format.
 
 // oldLayouts lists the fixture versions whose scripts oldStore can call. A
@@ -761,7 +761,7 @@ func (o *oldStore) allowSharded(ctx context.Context, checks []algorithms.Check, 
 	var parts []oldPart
 	slots := map[int]int{}
 	for i := range checks {
-		s := redisstore.HashSlot(checks[i].Key)
+		s := hashslot.Of(checks[i].Key)
 		j, ok := slots[s]
 		if !ok {
 			j = len(parts)

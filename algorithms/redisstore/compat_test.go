@@ -22,6 +22,8 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
+	"github.com/redlimit/redlimit/internal/hashslot"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -333,7 +335,7 @@ func newWorld(t *testing.T, fx *fixture, f compatFeature, leg compatLeg, i int) 
 	w.k, w.c = "compat:"+tag+":k:{"+tag+"}", "compat:"+tag+":c:{"+tag+"}"
 	for x := "x"; ; x += "x" {
 		w.x = "compat:" + tag + ":x:{" + tag + x + "}"
-		if redisstore.HashSlot(w.x) != redisstore.HashSlot(w.k) {
+		if hashslot.Of(w.x) != hashslot.Of(w.k) {
 			break
 		}
 	}
@@ -656,7 +658,7 @@ func (w *world) check(key string, l algorithms.Limit) algorithms.Check {
 		c.Cost = w.rng.Int64N(l.Capacity(w.f.alg) + 2)
 	}
 	if w.f.alg == algorithms.Concurrency {
-		c.Lease = 1 + w.rng.Uint64N(algorithms.MaxLease)
+		c.Lease = 1 + w.rng.Uint64N(contract.MaxLease)
 		if w.rng.IntN(8) == 0 {
 			for _, l := range w.leases {
 				if l.Key == key {
@@ -687,7 +689,7 @@ func (w *world) fresh(c algorithms.Check) algorithms.Check {
 	if c.Algorithm == algorithms.Concurrency {
 		for _, l := range w.leases {
 			if l.Key == c.Key && l.ID == c.Lease {
-				c.Lease, c.Cost = 1+w.rng.Uint64N(algorithms.MaxLease), max(c.Cost, 1)
+				c.Lease, c.Cost = 1+w.rng.Uint64N(contract.MaxLease), max(c.Cost, 1)
 			}
 		}
 	}
@@ -812,7 +814,7 @@ func (w *world) keep(s side, checks []algorithms.Check, got, want []algorithms.R
 	if refundWindow(checks) > 0 {
 		slots := map[int]bool{}
 		for _, c := range checks {
-			slots[redisstore.HashSlot(c.Key)] = true
+			slots[hashslot.Of(c.Key)] = true
 		}
 		w.pending[s] = append(w.pending[s], pendingRefund{checks: checks, got: got, want: want, slots: len(slots)})
 	}
@@ -951,7 +953,7 @@ func (w *world) batch(s side) {
 			if i > 0 && len(calls[i-1]) == 1 && calls[i-1][0].RefundWindow == 0 {
 				c[0] = calls[i-1][0]
 				if w.f.alg == algorithms.Concurrency {
-					c[0].Lease = 1 + w.rng.Uint64N(algorithms.MaxLease)
+					c[0].Lease = 1 + w.rng.Uint64N(contract.MaxLease)
 				}
 			}
 		}
@@ -998,7 +1000,7 @@ func (w *world) batch(s side) {
 // block takes a quota block of the key under test.
 func (w *world) block(s side) {
 	c := w.check(w.k, w.leg.limit)
-	hold := w.between(time.Microsecond, min(algorithms.MaxBlockHold, w.f.scale/2))
+	hold := w.between(time.Microsecond, min(contract.MaxBlockHold, w.f.scale/2))
 	w.note(s, "block %s for %v", w.describe([]algorithms.Check{c}), hold)
 	got, err := w.store(s).TakeBlock(w.ctx, c, hold)
 	if err != nil {

@@ -40,11 +40,11 @@
 // caller pays nothing); the others queue and go as one pipeline, in which
 // the calls of one server (on a cluster, of one hash slot) are decided by
 // one batch script, each exactly as its own script would. The store
-// pipelines on a *redis.Client, a *redis.ClusterClient, and a client of
-// another library that implements [Batcher] (rueidisclient, a module of its
-// own, adapts rueidis). Such a client may also implement [ScriptRunner]:
-// the calls sent at once then go through it, as the library's own
-// command, without go-redis's command types.
+// pipelines on a *redis.Client, a *redis.ClusterClient, and a
+// rueidisclient.Client (a module of its own, which adapts rueidis through
+// an internal seam): on rueidis, the calls sent at once go as the
+// library's own command, without go-redis's command types. A client of
+// another library plugs in as a [redis.Scripter] and is not pipelined.
 //
 // The queue is bounded: at most 4096 calls wait (per Ring shard on a
 // Ring), and a call that finds that many fails at once with a
@@ -68,19 +68,20 @@
 // keep its retries. A [redis.Scripter] of another type (a type of your
 // own, one that embeds a client included) is called through its EvalSha
 // and Eval, whose retries are its own: give its client MaxRetries -1. A
-// [Batcher] sends the commands of its own library (rueidis sends a script
-// once).
+// rueidisclient.Client sends the commands of its own library (rueidis
+// sends a script once).
 //
 // Set ContextTimeoutEnabled, so that a call returns by its context's
-// deadline ([Store.HonoursDeadline]) and the engine calls the store
-// directly. Without it, a call that sends its own script waits for its
+// deadline and the limiter calls the store directly (a rueidisclient
+// Client always does). Without it, a call that sends its own script waits for its
 // reply up to the client's ReadTimeout, and the engine bounds it with a
 // goroutine of its own. A queued call returns by its deadline whatever the
 // options. docs/redis.md says what each costs.
 //
 // # Redis Cluster
 //
-// A script may only touch keys of one hash slot ([HashSlot]). The checks of
+// A script may only touch keys of one hash slot (CLUSTER KEYSLOT: CRC16
+// of the key, or of its hash tag, modulo 16384). The checks of
 // a call are grouped by slot (on a Ring, by shard); each slot decides its
 // own checks atomically, and when one slot denies, the slots that
 // committed are refunded, at most once and within [RefundWindow]. A denial

@@ -29,7 +29,7 @@ func ExampleStore_Release() {
 		panic(err)
 	}
 	ctx := context.Background()
-	id := algorithms.NewLease()
+	id := uint64(1) // unique per acquisition: draw it at random in real code
 	check := []algorithms.Check{{Key: "exports:{alice}", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, time.Minute), Cost: 2, Lease: id}}
 	res := make([]algorithms.Result, 1)
 	if err := backend.Allow(ctx, check, res); err != nil {

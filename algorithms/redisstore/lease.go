@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 var _ algorithms.Leaser = (*Store)(nil)
@@ -29,7 +30,7 @@ func init() {
 // cluster or a Ring (each in its key's hash slot). It returns the first
 // error after trying every lease.
 func (b *Store) Release(ctx context.Context, leases []algorithms.Lease) error {
-	if err := algorithms.ValidateLeases(leases, nil); err != nil {
+	if err := contract.ValidateLeases(leases, nil); err != nil {
 		return err
 	}
 	return b.leases(ctx, releaseScript, leases, func(l *algorithms.Lease) []any {
@@ -40,7 +41,7 @@ func (b *Store) Release(ctx context.Context, leases []algorithms.Lease) error {
 // Renew implements [algorithms.Leaser], as Release calls lua/renew.lua.
 // A lease on a store that failed is reported not held.
 func (b *Store) Renew(ctx context.Context, leases []algorithms.Lease, held []bool) error {
-	if err := algorithms.ValidateLeases(leases, held); err != nil {
+	if err := contract.ValidateLeases(leases, held); err != nil {
 		return err
 	}
 	clear(held[:len(leases)])

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
 )
 
 // Scripts sent once. go-redis sends a command again after an error that
@@ -25,7 +27,7 @@ import (
 // This covers the clients the store knows ([*redis.Client], Sentinel's
 // failover client, [*redis.ClusterClient], [*redis.Ring],
 // [*redis.AutoPipeliner], and a [redis.UniversalClient] holding one) and
-// a [Batcher], which sends the commands of its own library (rueidis sends
+// a batching.Batcher (rueidisclient), which sends the commands of its own library (rueidis sends
 // none twice). Another [redis.Scripter] (a type of the caller's, one that
 // embeds a client included) is called through its EvalSha and Eval, which
 // may add to what they send (tests inject faults so) and build go-redis's
@@ -49,7 +51,7 @@ func once(cmd redis.Cmder) redis.Cmder {
 	return cmd
 }
 
-// processor sends one command: every go-redis client, and a [Batcher].
+// processor sends one command: every go-redis client, and a batching.Batcher.
 type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
@@ -63,14 +65,14 @@ func (g goRedisProcessor) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // processorFor returns how the store sends a script to client outside a
-// pipeline: through a [Batcher] as it is, through a go-redis client it
+// pipeline: through a batching.Batcher as it is, through a go-redis client it
 // knows with every script sent once, or nil for another [redis.Scripter],
 // which is called through its EvalSha and Eval.
 func processorFor(client redis.Scripter) processor {
 	switch c := client.(type) {
 	case *redis.Client, *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner:
 		return goRedisProcessor{c.(processor)}
-	case Batcher:
+	case batching.Batcher:
 		return c
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -245,7 +246,7 @@ func TestScriptsNeverRetried(t *testing.T) {
 		if _, err := b.TakeBlock(ctx, algorithms.Check{Key: prefix + "{a}:blk", Algorithm: algorithms.GCRA, Limit: limit}, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		lease := algorithms.Check{Key: prefix + "{a}:cc", Algorithm: algorithms.Concurrency, Limit: algorithms.Limit{Rate: 5, Period: time.Minute}, Lease: algorithms.NewLease()}
+		lease := algorithms.Check{Key: prefix + "{a}:cc", Algorithm: algorithms.Concurrency, Limit: algorithms.Limit{Rate: 5, Period: time.Minute}, Lease: contract.NewLease()}
 		if err := b.Allow(ctx, []algorithms.Check{lease}, res[:1]); err != nil {
 			t.Fatal(err)
 		}

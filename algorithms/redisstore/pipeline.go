@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // DefaultPipelines is how many round trips a [Store] has in flight at most
@@ -36,7 +39,7 @@ var errQueueFull = fmt.Errorf("redlimit: %d calls already wait for a round trip 
 // empty only while inflight is max, and whoever ends a round trip hands
 // its place to a goroutine that sends the queue, if there is one.
 type pipeline struct {
-	client  Batcher
+	client  batching.Batcher
 	max     int
 	cluster bool // calls are batched per hash slot
 
@@ -45,41 +48,7 @@ type pipeline struct {
 	inflight int
 }
 
-// A Batcher is a client on which the store pipelines (see the package
-// doc, "Pipelining") as it does on a *redis.Client: a client of another
-// Redis library, such as rueidisclient.Client, implements it to be batched
-// too. The store gives Process and Batch EVALSHA and EVAL commands as
-// *redis.IntSliceCmd.
-type Batcher interface {
-	// Process sends cmd and sets its reply or error.
-	Process(ctx context.Context, cmd redis.Cmder) error
-	// Batch returns an empty Batch.
-	Batch() Batch
-}
-
-// A ScriptRunner is a Batcher that also runs one script call itself:
-// the store sends a call that finds a round trip free (at low
-// concurrency, most calls), and every call when it does not pipeline
-// ([Config].Pipelines -1), through RunScript, without go-redis's command
-// types, and batches the others through Batch as before.
-type ScriptRunner interface {
-	Batcher
-	// RunScript sends EVALSHA of the digest script, or EVAL of the
-	// source script when eval is set, with keys and args (strings,
-	// int64 and int), and returns its reply, an array of integers. A
-	// server's error reply (NOSCRIPT included) is returned as a
-	// redis.Error, a nil reply as redis.Nil.
-	RunScript(ctx context.Context, eval bool, script string, keys []string, args []any) ([]int64, error)
-}
-
-// A Batch is commands sent in one round trip: Exec sends those given to
-// Process, in order, and sets each one's reply or error.
-type Batch interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-	Exec(ctx context.Context) ([]redis.Cmder, error)
-}
-
-// goRedisBatcher is a go-redis client that pipelines as a Batcher:
+// goRedisBatcher is a go-redis client that pipelines as a batching.Batcher:
 // *redis.Client, and *redis.ClusterClient, whose pipelines send each node
 // its commands, concurrently, following MOVED and ASK. It sends every
 // script of the store at most once, alone or in a pipeline (see once).
@@ -94,7 +63,7 @@ func (g goRedisBatcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	return g.c.Process(ctx, once(cmd))
 }
 
-func (g goRedisBatcher) Batch() Batch { return goRedisBatch{g.c.Pipeline()} }
+func (g goRedisBatcher) Batch() batching.Batch { return goRedisBatch{g.c.Pipeline()} }
 
 // goRedisBatch is a go-redis pipeline whose scripts go-redis sends at
 // most once: a pipeline holding one is never sent again.
@@ -140,7 +109,7 @@ func (p *pipeline) run(ctx context.Context, script *redis.Script, keys []string,
 	c.ctx, c.script, c.keys, c.args = ctx, script, keys, args
 	c.batch, c.n = batchKind(script, keys, args)
 	if p.cluster && c.batch != 0 {
-		c.slot = HashSlot(keys[0])
+		c.slot = hashslot.Of(keys[0])
 	}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
@@ -283,7 +252,7 @@ func (p *pipeline) send(batch []*call) {
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	// After SCRIPT FLUSH or a restart: send the scripts themselves, which
 	// loads them, in a second pipeline.
-	var retry Batch
+	var retry batching.Batch
 	for i := range us {
 		u := &us[i]
 		if noScript(u.cmd.Err()) {

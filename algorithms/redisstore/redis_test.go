@@ -17,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -339,8 +340,9 @@ func TestHonoursDeadline(t *testing.T) {
 		} {
 			b, _ := redisstore.New(tc.client, tc.cfg)
 			dc, _ := denycache.New(b, denycache.Config{})
-			if b.HonoursDeadline() != tc.want || dc.HonoursDeadline() != tc.want {
-				t.Errorf("%s, ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v, want %v", tc.name, enabled, b.HonoursDeadline(), dc.HonoursDeadline(), tc.want)
+			got, through := contract.TraitsOf(b).HonoursDeadline, contract.TraitsOf(dc).HonoursDeadline
+			if got != tc.want || through != tc.want {
+				t.Errorf("%s, ContextTimeoutEnabled %v: HonoursDeadline %v, through DenyCache %v, want %v", tc.name, enabled, got, through, tc.want)
 			}
 		}
 		c.Close()

@@ -14,6 +14,8 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/lua"
 )
 
@@ -93,6 +95,7 @@ type Config struct {
 //
 // A Store is safe for concurrent use.
 type Store struct {
+	carrier        // HonoursDeadline when the client does (honoursDeadline)
 	client         redis.Scripter
 	now            func() time.Time
 	onRefundError  func(error)
@@ -116,7 +119,9 @@ type Store struct {
 	dropped  atomic.Int64 // refunds and cancels not started, maxDetached running
 }
 
-var _ algorithms.DeadlineHonourer = (*Store)(nil)
+// carrier holds what a Store tells the limiter about itself: whether a call
+// returns by its context's deadline.
+type carrier = contract.Carrier
 
 // script (several checks, refunds) and the one-check scripts, indexed by
 // Algorithm, are shared by every Store: their SHA1s are computed once.
@@ -160,7 +165,7 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 	if err := validReplicas(client, &cfg); err != nil {
 		return nil, err
 	}
-	b := &Store{client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
+	b := &Store{carrier: contract.Carry(contract.Traits{HonoursDeadline: honoursDeadline(client)}), client: client, now: cfg.Now, onRefundError: cfg.OnRefundError, shards: sharderFor(client)}
 	max := cfg.Pipelines
 	if cfg.Replicas > 0 {
 		b.replicas, b.replicaTimeout = cfg.Replicas, cfg.ReplicaTimeout
@@ -189,7 +194,7 @@ func New(client redis.Scripter, cfg Config) (*Store, error) {
 // per hash slot of the checks' keys, plus one per committed slot when
 // another slot denies.
 func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []algorithms.Result) error {
-	if err := algorithms.ValidateCall(checks, results); err != nil {
+	if err := contract.ValidateCall(checks, results); err != nil {
 		return err
 	}
 	var pbuf [4]calc.Params
@@ -200,7 +205,7 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 		if c.Algorithm == algorithms.Concurrency {
 			ps[i].R = int64(c.Lease) // the script's r (see lua/concurrency.lua)
 			if c.Lease == 0 {
-				ps[i].R = int64(algorithms.NewLease())
+				ps[i].R = int64(contract.NewLease())
 			}
 		}
 	}
@@ -220,18 +225,18 @@ func (b *Store) Allow(ctx context.Context, checks []algorithms.Check, results []
 	return err
 }
 
-// pipelinable returns client as a Batcher if the backend pipelines on
+// pipelinable returns client as a batching.Batcher if the backend pipelines on
 // it: a *redis.Client (Sentinel included), a cluster client, or a client
-// of another library that is a Batcher. Not a Ring (scripts go to each
+// of another library that is a batching.Batcher (rueidisclient). Not a Ring (scripts go to each
 // shard's own client, which has a pipeline of its own), nor a client that
 // batches already (an AutoPipeliner), nor a Pipeliner or a Tx.
-func pipelinable(client redis.Scripter) (Batcher, bool) {
+func pipelinable(client redis.Scripter) (batching.Batcher, bool) {
 	switch c := client.(type) {
 	case *redis.Client:
 		return goRedisBatcher{c}, true
 	case *redis.ClusterClient:
 		return goRedisBatcher{c}, true
-	case Batcher:
+	case batching.Batcher:
 		return c, true
 	}
 	return nil, false
@@ -509,15 +514,15 @@ func decode(vals []int64, ps []calc.Params, results []algorithms.Result) (int64,
 	return now, nil
 }
 
-// HonoursDeadline implements [algorithms.DeadlineHonourer]: it reports
-// whether the client returns by its context's deadline, which go-redis does
-// only with ContextTimeoutEnabled set in its options. A client of another
-// library says so itself, with a HonoursDeadline method of its own (as
-// rueidisclient.Client does).
-func (b *Store) HonoursDeadline() bool {
-	switch c := b.client.(type) {
-	case interface{ HonoursDeadline() bool }:
-		return c.HonoursDeadline()
+// honoursDeadline reports whether client returns by its context's
+// deadline, which go-redis does only with ContextTimeoutEnabled set in its
+// options. A client of another library of this module says so itself, with
+// the contract.Traits it carries (rueidisclient.Client does).
+func honoursDeadline(client redis.Scripter) bool {
+	if contract.TraitsOf(client).HonoursDeadline {
+		return true
+	}
+	switch c := client.(type) {
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:

@@ -11,6 +11,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/calc"
 	"github.com/redlimit/redlimit/algorithms/internal/receipt"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 var _ algorithms.Refunder = (*Store)(nil)
@@ -69,7 +70,7 @@ func receipts(results []algorithms.Result, marker string, at int64) {
 // *[algorithms.BackendError] naming those keys, which matches
 // [algorithms.ErrKeyState], after every other refund was made.
 func (b *Store) Refund(ctx context.Context, refunds []algorithms.Refund) error {
-	if err := algorithms.ValidateRefunds(refunds); err != nil {
+	if err := contract.ValidateRefunds(refunds); err != nil {
 		return err
 	}
 	var now int64

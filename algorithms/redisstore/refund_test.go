@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -101,7 +102,7 @@ func TestConcurrencyResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := algorithms.InFlight(3, time.Minute)
-	check := algorithms.Check{Key: redistest.Prefix(t) + "slots:{k}", Algorithm: algorithms.Concurrency, Limit: limit, Cost: 2, Lease: algorithms.NewLease()}
+	check := algorithms.Check{Key: redistest.Prefix(t) + "slots:{k}", Algorithm: algorithms.Concurrency, Limit: limit, Cost: 2, Lease: contract.NewLease()}
 	res := make([]algorithms.Result, 1)
 	if err := b.Allow(ctx, []algorithms.Check{check}, res); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
 		t.Fatalf("an acquisition of 2 of 3 slots run twice: %+v, %v; want allowed, 1 slot left", res[0], err)

@@ -48,7 +48,7 @@ func BenchmarkMount(b *testing.B) {
 				}
 				mw := newMW(b, mem, middleware.Config{Now: time.Now, Rules: []middleware.Rule{
 					{Name: "ip", Key: ipFunc(b), Algorithm: algorithms.GCRA, Limit: huge},
-					{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: huge},
+					{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 					{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge, MissingKey: redlimit.SkipMissingKey},
 				}})
 				mws = append(mws, mount(mw))

@@ -32,10 +32,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	key, err := keyfunc.Join(keyfunc.Route(), ip)
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "orders",
-			Key:       keyfunc.Join(keyfunc.Route(), ip),
+			Key:       key,
 			Algorithm: algorithms.GCRA,
 			Limit:     algorithms.PerMinute(3),
 		}},
@@ -77,10 +81,14 @@ func Example_failedLogins() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	user, err := keyfunc.Header("X-User")
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "login",
-			Key:       keyfunc.Header("X-User"),
+			Key:       user,
 			Algorithm: algorithms.FixedWindow,
 			Limit:     algorithms.PerHour(3),
 			ResponseCost: func(status int, _ int64) int64 {

@@ -251,7 +251,7 @@ func TestRouteKey(t *testing.T) {
 		// matched: a 404 has no route, a 405 the route of its path.
 		var rec decisions
 		mw := newMW(t, backends[0].new(t), middleware.Config{
-			Rules:      []middleware.Rule{{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
+			Rules:      []middleware.Rule{{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
 			OnDecision: rec.hook,
 		})
 		e := echo.New()
@@ -386,7 +386,7 @@ func TestResponseCost(t *testing.T) {
 			for _, a := range answers {
 				t.Run(b.name+"/"+m.name+"/"+a.name, func(t *testing.T) {
 					mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
-						Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
+						Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
 						ResponseCost: failedLogins,
 					}}})
 					ch := newChain(m.of(mw), a.h)
@@ -426,7 +426,7 @@ func TestConcurrencyRelease(t *testing.T) {
 		for _, m := range mounts {
 			t.Run(b.name+"/"+m.name, func(t *testing.T) {
 				mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
-					Name: "exports", Key: keyfunc.Header("X-User"), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
+					Name: "exports", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
 				}}})
 				inFlight := func() int64 {
 					return 1 - mw.Limiter().Peek(context.Background(), "alice").Rules[0].Result.Remaining
@@ -495,8 +495,8 @@ func TestHostileRequests(t *testing.T) {
 	mw := newMW(t, backends[0].new(t), middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)},
-			{Name: "key", Key: keyfunc.Header("X-API-Key"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
-			{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},
+			{Name: "key", Key: mustKey(keyfunc.Header("X-API-Key")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
+			{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},
 		},
 		OnDecision: rec.hook,
 	})

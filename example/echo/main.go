@@ -63,10 +63,14 @@ func newServer(backend algorithms.Backend) (*echo.Echo, *middleware.Middleware, 
 	if err != nil {
 		return nil, nil, err
 	}
+	key, err := keyfunc.Join(keyfunc.Route(), ip)
+	if err != nil {
+		return nil, nil, err
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "orders",
-			Key:       keyfunc.Join(keyfunc.Route(), ip),
+			Key:       key,
 			Algorithm: algorithms.GCRA,
 			Limit:     algorithms.PerMinute(3),
 		}},

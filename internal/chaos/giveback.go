@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/chaos/world"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // VRefundLost is a refund, a cancel or a compensation that was sent without
@@ -287,7 +287,7 @@ func lostGiveBacks(base int64, recs []Record, faults, lossFaults []Record, kille
 		// may lose a give-back made from a little before them to their
 		// end (not yet replicated, or not yet in the append-only file):
 		// such a give-back is not counted as given back.
-		slot := redisstore.HashSlot(key)
+		slot := hashslot.Of(key)
 		var clocks []Record
 		for _, f := range lossFaults {
 			if !touches(f, slot) {

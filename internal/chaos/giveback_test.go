@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/chaos/world"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // A worker's own fixed window key, as the late compensations use them:
@@ -237,7 +237,7 @@ func TestCheckRefundLost(t *testing.T) {
 		{"a failover of the key's shard may lose its refund", func(b *hist) {
 			id := b.dec(100, 102, "", late(sec, true))
 			b.refund(id, 120, 121, ResOK)
-			s := redisstore.HashSlot("late")
+			s := hashslot.Of("late")
 			b.h.Add(Record{Kind: KindFault, Start: ms(200), End: ms(300), Fault: &FaultRec{Kind: world.KillMaster, Slots: [][2]int{{s, s}}}})
 			b.peek(400, 401, sec, 998)
 		}, 0},
@@ -296,7 +296,7 @@ func TestCheckRefundLost(t *testing.T) {
 
 // otherSlots are every hash slot but key's.
 func otherSlots(key string) [][2]int {
-	s := redisstore.HashSlot(key)
+	s := hashslot.Of(key)
 	var r [][2]int
 	if s > 0 {
 		r = append(r, [2]int{0, s - 1})

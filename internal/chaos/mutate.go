@@ -115,7 +115,7 @@ func (o *overadmit) Allow(ctx context.Context, checks []algorithms.Check, result
 	}
 	denied := false
 	for i := range checks {
-		if results[i].Never() {
+		if !results[i].Allowed && results[i].RetryAfter == 0 {
 			return nil // a peek, or a cost that can never fit
 		}
 		if results[i].Limit != 0 && !results[i].Allowed {
@@ -172,7 +172,7 @@ func (l *lockout) Allow(ctx context.Context, checks []algorithms.Check, results 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, c := range checks {
-		if results[i].Limit != 0 && !results[i].Allowed && !results[i].Never() {
+		if results[i].Limit != 0 && !results[i].Allowed && results[i].RetryAfter != 0 {
 			l.locked[c.Key] = true
 		}
 	}

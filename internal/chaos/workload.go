@@ -18,6 +18,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/bridge"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // The workload's key materials: few, so that limits are hit.
@@ -236,7 +237,7 @@ func (in *instance) onRefundError(err error) {
 func slotsOf(rules []RuleRec) int {
 	var slots []int
 	for _, rr := range rules {
-		if s := redisstore.HashSlot(rr.Key); !slices.Contains(slots, s) {
+		if s := hashslot.Of(rr.Key); !slices.Contains(slots, s) {
 			slots = append(slots, s)
 		}
 	}

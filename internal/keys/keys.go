@@ -1,6 +1,7 @@
 // Package keys turns untrusted key material into text that is safe inside
-// a storage key. It is the implementation of keyfunc.Sanitize, shared with
-// the engine, which builds storage keys without importing keyfunc.
+// a storage key (Sanitize), and joins parts of key material unambiguously
+// (JoinKeys). The limiter builds storage keys with Sanitize; keyfunc.Join
+// and grpclimit join parts with JoinKeys, so that they share buckets.
 package keys
 
 import (
@@ -15,9 +16,30 @@ const MaxMaterialLen = 128
 // hashPrefix starts the result of Sanitize for material too long to keep.
 const hashPrefix = "h:"
 
-// Sanitize is keyfunc.Sanitize, documented there: printable ASCII without
-// braces, at most MaxMaterialLen bytes, injective, and no allocation for
-// material that needs no change.
+// Sanitize turns untrusted key material into text that is safe inside a
+// Redis key such as `<prefix>:<rule>:<algorithm>:{<material>}`:
+//
+//   - it holds only printable ASCII (0x21 to 0x7E) and never "{" or "}", so
+//     a client cannot choose the Redis Cluster hash slot of its key nor break
+//     out of the braces; no space, control character or non-ASCII byte
+//     survives;
+//   - it is at most [MaxMaterialLen] (128) bytes long;
+//   - it is injective: different materials give different results, so
+//     neutralising a value never lets a client land in someone else's bucket.
+//
+// To that end, each byte that is not printable ASCII, each "{", "}", and "%"
+// (the escape character itself) is percent-encoded as "%" and two uppercase
+// hex digits: "a b{c}%" becomes "a%20b%7Bc%7D%25", and UTF-8 "é" becomes
+// "%C3%A9". Material that starts with "h:" has its "h" encoded ("%68:..."),
+// because "h:" marks hashed results: when the encoded text would be longer
+// than 128 bytes, the result is instead "h:" followed by the 32 lowercase hex
+// digits of the first 16 bytes of the SHA-256 of the raw material (34 bytes
+// in all), which keeps distinct long values distinct.
+//
+// Material that needs no change (printable ASCII without "{", "}" or "%",
+// not starting with "h:", at most 128 bytes) is returned as it is, without
+// allocating. Sanitize is not idempotent: sanitising a result again encodes
+// its "%" signs.
 func Sanitize(material string) string {
 	if len(material) > MaxMaterialLen {
 		return hashed(material)

@@ -18,6 +18,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/middleware"
 )
@@ -37,15 +38,17 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// remote hides a memstore's capabilities: the engine treats it as a
-// remote backend, with a deny cache in front of it.
-type remote struct{ mem *memstore.Store }
+// remote hides a memstore's traits: the engine treats it as a remote
+// backend that honours deadlines, with a deny cache in front of it.
+type remote struct {
+	contract.Carrier
+	mem *memstore.Store
+}
 
 func (r remote) Allow(ctx context.Context, c []algorithms.Check, res []algorithms.Result) error {
 	return r.mem.Allow(ctx, c, res)
 }
 func (r remote) Reset(ctx context.Context, keys []string) error { return r.mem.Reset(ctx, keys) }
-func (r remote) HonoursDeadline() bool                          { return true }
 
 // fixture is a service: a middleware with an "ip" rule (3 per minute,
 // fixed window) and a "user" rule (X-User header, skipped when absent),
@@ -90,7 +93,7 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 	mw, err := middleware.New(b, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)},
-			{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
+			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
 				MissingKey: redlimit.SkipMissingKey, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)},
 				Tier: func(*http.Request) string { return "" }},
 		},
@@ -470,7 +473,7 @@ func TestDenyCacheAndFallback(t *testing.T) {
 	var fail failing
 	f := newFixture(t, Config{}, func(now func() time.Time) algorithms.Backend {
 		mem, _ := memstore.New(memstore.Config{Now: now})
-		fail.remote = remote{mem}
+		fail.remote = remote{contract.Carry(contract.Traits{HonoursDeadline: true}), mem}
 		return &fail
 	})
 	for range 6 {

@@ -45,7 +45,7 @@ var huge = algorithms.PerSecond(1 << 30)
 func benchMW(tb testing.TB, settle bool) *middleware.Middleware {
 	rules := []middleware.Rule{
 		{Name: "ip", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: huge},
-		{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: huge},
+		{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge},
 	}
 	if settle {

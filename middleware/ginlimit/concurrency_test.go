@@ -23,7 +23,7 @@ func TestConcurrencyRelease(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
-				Name: "exports", Key: keyfunc.Header("X-User"), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
+				Name: "exports", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
 			}}})
 			inFlight := func() int64 {
 				return 1 - mw.Limiter().Peek(context.Background(), "alice").Rules[0].Result.Remaining

@@ -45,7 +45,7 @@
 //     method. A request no route matched has no route: Route reports
 //     keyfunc.ErrNoKey and the rule's MissingKey applies, which by default
 //     (engine.DenyMissingKey) answers 429 where Gin would answer 404. Key
-//     such a rule with keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))
+//     such a rule with keyfunc.Or of keyfunc.Route() and keyfunc.Const("no-route")
 //     to count every unmatched request in one bucket and let Gin answer.
 //     The gin Context's Request is left as it was.
 //   - With Config.DecisionInContext the later handlers find the Decision

@@ -32,10 +32,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	key, err := keyfunc.Join(keyfunc.Route(), ip) // Route: the Gin route, "/api/orders"
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := middleware.New(backend, middleware.Config{
 		Rules: []middleware.Rule{{
 			Name:      "orders",
-			Key:       keyfunc.Join(keyfunc.Route(), ip), // Route: the Gin route, "/api/orders"
+			Key:       key,
 			Algorithm: algorithms.GCRA,
 			Limit:     algorithms.PerMinute(3),
 		}},

@@ -25,7 +25,7 @@ import (
 // the fixed clock the resets are t0+20s, +40s, +60s and the fourth
 // request waits 20s.
 func ordersRule(t testing.TB) middleware.Rule {
-	return middleware.Rule{Name: "orders", Key: keyfunc.Join(keyfunc.Route(), ipFunc(t)), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}
+	return middleware.Rule{Name: "orders", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}
 }
 
 // TestSameAsNetHTTP: on every backend and in every header style, the
@@ -169,7 +169,7 @@ func TestAbort(t *testing.T) {
 // Config.MissingKeyDenied.
 func TestKeyFuncError(t *testing.T) {
 	broken := keyfunc.Func(func(*http.Request) (string, error) { return "", errors.New("session store down") })
-	missing := keyfunc.Header("X-API-Key")
+	missing := mustKey(keyfunc.Header("X-API-Key"))
 	tests := []struct {
 		name     string
 		key      keyfunc.Func
@@ -242,8 +242,8 @@ func TestRouteKey(t *testing.T) {
 	pfx := prefix(t)
 	mw := newMW(t, backends[0].new(t), middleware.Config{
 		Rules: []middleware.Rule{
-			{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
-			{Name: "method", Key: keyfunc.Join(keyfunc.Route(), keyfunc.Method()), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
+			{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
+			{Name: "method", Key: mustKey(keyfunc.Join(keyfunc.Route(), keyfunc.Method())), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
 		OnDecision: rec.hook,
 	})

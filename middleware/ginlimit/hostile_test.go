@@ -33,8 +33,8 @@ func hostileEngine(t *testing.T) (*gin.Engine, *decisions) {
 	mw := newMW(t, backends[0].new(t), middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)},
-			{Name: "key", Key: keyfunc.Header("X-API-Key"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
-			{Name: "route", Key: keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},
+			{Name: "key", Key: mustKey(keyfunc.Header("X-API-Key")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
+			{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},
 		},
 		OnDecision: rec.hook,
 	})

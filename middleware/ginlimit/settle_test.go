@@ -33,7 +33,7 @@ func failedLogins(status int, _ int64) int64 {
 // response.
 func loginMW(t *testing.T, b algorithms.Backend) *middleware.Middleware {
 	return newMW(t, b, middleware.Config{Rules: []middleware.Rule{{
-		Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
+		Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
 		ResponseCost: failedLogins,
 	}}})
 }
@@ -160,7 +160,7 @@ func TestResponseCostBytes(t *testing.T) {
 	for _, wr := range writes {
 		t.Run(wr.name, func(t *testing.T) {
 			mw := newMW(t, backends[0].new(t), middleware.Config{Rules: []middleware.Rule{{
-				Name: "bytes", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10_000),
+				Name: "bytes", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10_000),
 				Cost:         func(*http.Request) int64 { return 1000 },
 				ResponseCost: func(_ int, written int64) int64 { return written },
 			}}})
@@ -244,7 +244,7 @@ func TestResponseCostParallel(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
-				Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10_000),
+				Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10_000),
 				ResponseCost: failedLogins,
 			}}})
 			r := gin.New()

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/keys"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -182,7 +183,7 @@ func Join(fns ...Func) Func {
 			}
 			parts = append(parts, k)
 		}
-		return keyfunc.JoinKeys(parts...), nil
+		return keys.JoinKeys(parts...), nil
 	}
 }
 

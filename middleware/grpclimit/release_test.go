@@ -155,7 +155,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // slowLeaser is a backend the Interceptor must treat as remote: it forwards
-// to a memstore Store but reports no algorithms.InProcess. Its releases
+// to a memstore Store but carries no traits (not in process). Its releases
 // wait at gate (or fail with err), and it counts each lease released.
 type slowLeaser struct {
 	mem  *memstore.Store

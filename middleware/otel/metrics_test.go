@@ -291,7 +291,7 @@ func TestSettleErrors(t *testing.T) {
 		Logger:        quiet,
 		Now:           clock,
 		Rules: []middleware.Rule{{
-			Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
+			Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
 			ResponseCost: func(status int, _ int64) int64 {
 				switch status {
 				case http.StatusUnauthorized:

@@ -37,10 +37,14 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	user, err := keyfunc.Header("X-User-ID")
+	if err != nil {
+		panic(err)
+	}
 	mw, err := middleware.New(mem, middleware.Config{
 		OnDecision: metrics.HTTP,
 		Rules: []middleware.Rule{{
-			Name: "user", Key: keyfunc.Header("X-User-ID"),
+			Name: "user", Key: user,
 			Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
 		}},
 	})
@@ -138,12 +142,16 @@ func ExampleMetrics_SettleError() {
 	if err != nil {
 		panic(err)
 	}
+	user, err := keyfunc.Header("X-User")
+	if err != nil {
+		panic(err)
+	}
 	mw, err := middleware.New(mem, middleware.Config{
 		OnDecision:    metrics.HTTP,
 		OnSettleError: metrics.SettleError,
 		Logger:        slog.New(slog.DiscardHandler), // it hears of settle errors too
 		Rules: []middleware.Rule{{
-			Name: "login", Key: keyfunc.Header("X-User"),
+			Name: "login", Key: user,
 			Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
 			// A bug: 2 units where the rule reserved 1. The settle fails
 			// and the reservation stays charged.

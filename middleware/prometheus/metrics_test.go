@@ -288,7 +288,7 @@ func TestMiddleware(t *testing.T) {
 		OnDecision: m.HTTP,
 		Exempt:     func(r *http.Request) bool { return r.Header.Get("X-Internal") != "" },
 		Rules: []middleware.Rule{{
-			Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(100),
+			Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(100),
 			MissingKey: redlimit.SkipMissingKey,
 		}},
 	})
@@ -297,7 +297,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	defer mw.Close()
 	orders, err := mw.With(middleware.Rule{
-		Name: "orders", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2),
+		Name: "orders", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +362,7 @@ func TestSettleErrors(t *testing.T) {
 		Logger:        quiet,
 		Now:           clock,
 		Rules: []middleware.Rule{{
-			Name: "login", Key: keyfunc.Header("X-User"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
+			Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
 			ResponseCost: func(status int, _ int64) int64 {
 				switch status {
 				case http.StatusUnauthorized:

@@ -3,12 +3,12 @@
 //
 // It lives in a module of its own: a service that limits with go-redis
 // compiles no rueidis. A [Client] adapts a rueidis.Client to what
-// [redisstore.New] takes (redis.Scripter, DEL for Reset, and
-// [redisstore.Batcher]), so the store sends the same scripts, pipelines and
-// batches concurrent checks as it does on a *redis.Client, and decides
-// exactly as it does there. A check sent at once goes through
-// [Client.RunScript] ([redisstore.ScriptRunner]), a rueidis command built
-// directly, with no go-redis command made for it:
+// redisstore.New takes (redis.Scripter, and DEL for Reset) and to the
+// store's internal pipelining seam, so the store sends the same scripts,
+// pipelines and batches concurrent checks as it does on a *redis.Client,
+// and decides exactly as it does there. A check sent at once goes
+// through [Client.RunScript], a rueidis command built directly, with no
+// go-redis command made for it:
 //
 //	rc, err := rueidis.NewClient(rueidis.ClientOption{
 //		InitAddress:           []string{"127.0.0.1:6379"},
@@ -39,8 +39,8 @@
 // rueidis retries only read-only commands after a broken connection, and
 // EVALSHA and EVAL are not (their builders mark no command read-only, nor
 // does the store's), so a script is never sent twice, as the store sends
-// none twice through go-redis. A call returns by its context's deadline ([Client.HonoursDeadline]
-// reports true); as on any client, a check whose deadline passed after it
+// none twice through go-redis. A call returns by its context's deadline (the
+// limiter calls the store directly, without a guard goroutine); as on any client, a check whose deadline passed after it
 // was sent may still have been counted.
 //
 // # What it does not do
@@ -63,16 +63,21 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // Client adapts a rueidis.Client to the store: pass it to redisstore.New.
-// It implements redis.Scripter, DEL, redisstore.Batcher and
-// redisstore.ScriptRunner; closing the rueidis client is the
+// It implements redis.Scripter, DEL and the store's pipelining seam
+// (Process, Batch, RunScript); closing the rueidis client is the
 // caller's.
 type Client struct {
-	c rueidis.Client
+	carrier // HonoursDeadline: a rueidis call returns by its context's deadline
+	c       rueidis.Client
 }
+
+// carrier holds what a Client tells the store about itself.
+type carrier = contract.Carrier
 
 var _ redis.Scripter = (*Client)(nil)
 
@@ -84,14 +89,14 @@ func New(c rueidis.Client) (*Client, error) {
 	case c.Mode() == rueidis.ClientModeCluster:
 		return nil, &algorithms.ConfigError{Field: "client", Reason: "a rueidis cluster client is not supported: use go-redis's *redis.ClusterClient"}
 	}
-	return &Client{c: c}, nil
+	return &Client{carrier: contract.Carry(contract.Traits{HonoursDeadline: true}), c: c}, nil
 }
 
-var _ redisstore.Batcher = (*Client)(nil)
+var _ batching.Batcher = (*Client)(nil)
 
 // Process sends cmd, a command of the store (EVALSHA or EVAL, as a
 // *redis.IntSliceCmd or a *redis.Cmd), and sets its reply or error: with
-// Batch, it makes c a redisstore.Batcher, on which the store pipelines
+// Batch, it makes c a batching.Batcher, on which the store pipelines
 // and batches as on a *redis.Client.
 func (c *Client) Process(ctx context.Context, cmd redis.Cmder) error {
 	m, err := c.c.Do(ctx, c.build(cmd)).ToMessage()
@@ -99,7 +104,7 @@ func (c *Client) Process(ctx context.Context, cmd redis.Cmder) error {
 	return cmd.Err()
 }
 
-var _ redisstore.ScriptRunner = (*Client)(nil)
+var _ batching.ScriptRunner = (*Client)(nil)
 
 // RunScript sends one script call, EVALSHA of the digest script or EVAL
 // of its source, and reads its reply, an array of integers, as the store
@@ -128,7 +133,7 @@ func (c *Client) RunScript(ctx context.Context, eval bool, script string, keys [
 
 // Batch returns an empty batch of commands, sent in one round trip by
 // its Exec (rueidis's DoMulti).
-func (c *Client) Batch() redisstore.Batch { return &batch{c: c} }
+func (c *Client) Batch() batching.Batch { return &batch{c: c} }
 
 // batch is the commands of one round trip.
 type batch struct {
@@ -208,10 +213,6 @@ func setReply(cmd redis.Cmder, m rueidis.RedisMessage, err error) {
 		cmd.SetErr(fmt.Errorf("rueidisclient: %T is not a command of the store", cmd))
 	}
 }
-
-// HonoursDeadline reports true: a rueidis call returns by its context's
-// deadline.
-func (c *Client) HonoursDeadline() bool { return true }
 
 // EvalSha runs the script of digest sha1 (EVALSHA).
 func (c *Client) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {

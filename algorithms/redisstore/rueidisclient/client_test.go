@@ -18,7 +18,9 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/internal/backendtest"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
 	"github.com/redlimit/redlimit/algorithms/redisstore/rueidisclient"
+	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -229,7 +231,7 @@ func TestDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !b.HonoursDeadline() {
+	if !contract.TraitsOf(b).HonoursDeadline {
 		t.Fatal("HonoursDeadline false on rueidis")
 	}
 	check := []algorithms.Check{{Key: "{k}", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10)}}
@@ -289,10 +291,10 @@ type counting struct {
 	batches, batched atomic.Int64 // batches sent, commands in them
 }
 
-func (c *counting) Batch() redisstore.Batch { return &countingBatch{Batch: c.Client.Batch(), c: c} }
+func (c *counting) Batch() batching.Batch { return &countingBatch{Batch: c.Client.Batch(), c: c} }
 
 type countingBatch struct {
-	redisstore.Batch
+	batching.Batch
 	c *counting
 	n int64
 }
@@ -487,7 +489,7 @@ func TestScripter(t *testing.T) {
 	}
 }
 
-// TestRunScript: the store's own call (redisstore.ScriptRunner) sends
+// TestRunScript: the store's own call (batching.ScriptRunner) sends
 // EVALSHA or EVAL with keys and string and integer arguments, reads an
 // array of integers, and answers a missing script with a NOSCRIPT
 // redis.Error (which the store follows with EVAL), a nil reply with

@@ -6,17 +6,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/algorithms/redisstore/internal/batching"
 )
 
 // Persisting returns c with every script run in MULTI/EXEC followed by
 // PERSIST of its keys, as backendtest.Persisting does on go-redis: a
 // workload on a clock of its own must not see the server's clock expire
-// its keys between steps. It is a redisstore.Batcher as c is, so the
+// its keys between steps. It is a batching.Batcher as c is, so the
 // store pipelines on it as on c.
 func Persisting(c *Client) interface {
 	redis.Scripter
-	redisstore.Batcher
+	batching.Batcher
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 } {
 	return persisting{c}
@@ -43,7 +43,7 @@ func (p persisting) Process(ctx context.Context, cmd redis.Cmder) error {
 	return err
 }
 
-func (p persisting) Batch() redisstore.Batch { return &persistingBatch{c: p.Client} }
+func (p persisting) Batch() batching.Batch { return &persistingBatch{c: p.Client} }
 
 // persistingBatch sends each command in MULTI/EXEC with PERSIST of its
 // keys, all in one round trip.

@@ -4,12 +4,12 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/redlimit/redlimit/algorithms/redisstore"
+	"github.com/redlimit/redlimit/internal/hashslot"
 )
 
 // keySlot returns the Redis Cluster hash slot of key (as CLUSTER KEYSLOT
 // answers it).
-func keySlot(key string) int { return redisstore.HashSlot(key) }
+func keySlot(key string) int { return hashslot.Of(key) }
 
 var (
 	tagsOnce sync.Once

@@ -83,10 +83,10 @@ func newService(t *testing.T) *service {
 	mw, err := middleware.New(mem, middleware.Config{
 		Rules: []middleware.Rule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(5)},
-			{Name: "user", Key: keyfunc.Header("X-User"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100).WithBurst(20),
+			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100).WithBurst(20),
 				MissingKey: redlimit.SkipMissingKey, Tier: func(r *http.Request) string { return r.Header.Get("X-Plan") },
 				Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000).WithBurst(100)}},
-			{Name: "search", Key: keyfunc.Header("X-User"), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(2),
+			{Name: "search", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(2),
 				MissingKey: redlimit.SkipMissingKey, Shadow: true},
 		},
 		OnDecision: src.OnHTTP,

@@ -132,7 +132,10 @@ func newService(client redis.UniversalClient, timeout time.Duration) (*service, 
 	if err != nil {
 		return nil, err
 	}
-	user := keyfunc.Header("X-User-ID")
+	user, err := keyfunc.Header("X-User-ID")
+	if err != nil {
+		return nil, err
+	}
 	base, err := middleware.New(backend, middleware.Config{
 		Timeout:       timeout,
 		OnDecision:    metrics.HTTP,

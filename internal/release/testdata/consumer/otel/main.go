@@ -31,10 +31,14 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	user, err := keyfunc.Header("X-User-ID")
+	if err != nil {
+		fail(err)
+	}
 	mw, err := middleware.New(mem, middleware.Config{
 		OnDecision: metrics.HTTP,
 		Rules: []middleware.Rule{{
-			Name: "user", Key: keyfunc.Header("X-User-ID"),
+			Name: "user", Key: user,
 			Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
 		}},
 	})

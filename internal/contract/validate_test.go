@@ -1,4 +1,4 @@
-package algorithms_test
+package contract_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/algorithms"
+	"github.com/redlimit/redlimit/internal/contract"
 )
 
 // TestValidateRefunds: refunds a Refunder must refuse, before it changes
@@ -32,7 +33,7 @@ func TestValidateRefunds(t *testing.T) {
 		{"negative window", []algorithms.Refund{{Check: algorithms.Check{Key: "k", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), RefundWindow: -1}, Result: ok}}, "Check.RefundWindow must be >= 0"},
 	}
 	for _, c := range cases {
-		err := algorithms.ValidateRefunds(c.refunds)
+		err := contract.ValidateRefunds(c.refunds)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: ValidateRefunds = %v, want nil", c.name, err)

@@ -1,8 +1,9 @@
-package keyfunc
+package keys
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -160,4 +161,13 @@ func isClean(s string) bool {
 		}
 	}
 	return true
+}
+
+// quoteTrunc quotes s for a failure message, cut to a readable length.
+func quoteTrunc(s string) string {
+	const maxLen = 64
+	if len(s) > maxLen {
+		return strconv.Quote(s[:maxLen]) + "..."
+	}
+	return strconv.Quote(s)
 }
