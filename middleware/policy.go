@@ -15,7 +15,7 @@ import (
 // otherwise; both say which rules denied and when to retry.
 var DefaultDenied http.Handler = http.HandlerFunc(defaultDenied)
 
-// DefaultError answers the requests refused undecided (engine.Decision.Failed):
+// DefaultError answers the requests refused undecided (redlimit.Decision.Failed):
 // 500 Internal Server Error for a programmer error (Decision.Err matches
 // [algorithms.ErrInvalidConfig]: a negative cost, an invalid limit; no
 // retry can succeed, and a 429 would blame the client for the server's

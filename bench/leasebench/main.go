@@ -1,4 +1,4 @@
-// Leasebench measures quota blocks (engine.Rule.Blocks, docs/leasing.md)
+// Leasebench measures quota blocks (redlimit.Rule.Blocks, docs/leasing.md)
 // on a fresh redis-server it starts itself: see package lease, which make
 // peerbench runs too.
 //

@@ -180,7 +180,7 @@ func run() error {
 	if *leasing > 0 {
 		// the leasing scenario: quota blocks, 1 and 4 instances with their
 		// own clients on one hot key, and their exactness
-		fmt.Print("\n## Quota leasing (engine.Rule.Blocks)\n\n```\n")
+		fmt.Print("\n## Quota leasing (redlimit.Rule.Blocks)\n\n```\n")
 		lease.Run(os.Stdout, e.addr, lease.Config{Duration: *duration, Rounds: *rounds, Window: 500 * time.Millisecond, Windows: *leasing, Limit: 20_000})
 		fmt.Print("```\n")
 	}

@@ -12,7 +12,7 @@
 //	               cluster is detected (INFO cluster) and every master scanned;
 //	               more seed nodes: redis://host:port?addr=host2:port2
 //	-cluster       the Redis is a cluster (detected without it)
-//	-prefix P      the services' key prefix (default "rate", engine.Config.Prefix)
+//	-prefix P      the services' key prefix (default "rate", redlimit.Config.Prefix)
 //	-admin URLS    admin endpoints (middleware/admin), comma-separated: the rules'
 //	               algorithms and limits for peek, reset and top; what watch polls
 //	-token T       the admin endpoints' token (default $REDLIMIT_ADMIN_TOKEN)
@@ -108,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var admins string
 	fs.StringVar(&g.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL, else redis://127.0.0.1:6379/0)")
 	fs.BoolVar(&g.cluster, "cluster", false, "the Redis is a cluster (detected without it; seeds: -redis redis://host:port?addr=host2:port2)")
-	fs.StringVar(&g.prefix, "prefix", "rate", "the key prefix of the services (engine.Config.Prefix)")
+	fs.StringVar(&g.prefix, "prefix", "rate", "the key prefix of the services (redlimit.Config.Prefix)")
 	fs.StringVar(&admins, "admin", "", "admin endpoint URLs, comma-separated: rule definitions, and what watch polls")
 	fs.StringVar(&g.token, "token", os.Getenv("REDLIMIT_ADMIN_TOKEN"), "token of the admin endpoints (default $REDLIMIT_ADMIN_TOKEN)")
 	fs.BoolVar(&g.json, "json", false, "JSON output")

@@ -21,7 +21,7 @@ type ruleDef struct {
 	Limit     algorithms.Limit // zero when unknown (a reset needs none)
 	Prefix    string           // from the admin endpoint, else -prefix
 
-	// Blocks says whether the rule has quota blocks (engine.Rule.Blocks),
+	// Blocks says whether the rule has quota blocks (redlimit.Rule.Blocks),
 	// when BlocksKnown: a reset of a fixed window key with blocks goes
 	// through the engine's epochs, never a DEL (see docs/leasing.md).
 	Blocks, BlocksKnown bool
@@ -39,7 +39,7 @@ func (f *ruleFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.alg, "alg", "", "the rule's algorithm: fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency")
 	fs.StringVar(&f.limit, "limit", "", `the rule's limit, "RATE/PERIOD": 100/1m, 10/1s, 5000/1h; a calendar quota "RATE/UNIT@ZONE": 5000/day@Europe/Berlin (day, week, month, year; UTC without @ZONE)`)
 	fs.Int64Var(&f.burst, "burst", 0, "the rule's burst (token_bucket, gcra)")
-	fs.Var(&f.blocks, "blocks", "the rule has quota blocks (engine.Rule.Blocks): -blocks, or -blocks=false")
+	fs.Var(&f.blocks, "blocks", "the rule has quota blocks (redlimit.Rule.Blocks): -blocks, or -blocks=false")
 }
 
 // optBool is a boolean flag that knows whether it was given.

@@ -18,7 +18,7 @@ import (
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 )
 
-// tags are the algorithm tags of storage keys (see engine.Rule.Name).
+// tags are the algorithm tags of storage keys (see redlimit.Rule.Name).
 var tags = map[string]algorithms.Algorithm{
 	"fw": algorithms.FixedWindow, "sl": algorithms.SlidingLog, "sw": algorithms.SlidingWindow,
 	"tb": algorithms.TokenBucket, "gcra": algorithms.GCRA, "cc": algorithms.Concurrency,

@@ -1,6 +1,6 @@
 // Package chaos is redlimit's fault-schedule harness, shaped the way Jepsen
 // shapes one: a workload (the generator and the clients: several
-// application instances, each an engine.Engine over its own
+// application instances, each an redlimit.Limiter over its own
 // redisstore.Store and go-redis client, driving every algorithm, layered
 // rules in two hash slots, concurrency slots, refunds settled after the
 // response, late compensations on keys of each worker's own, Wait, Peek and

@@ -13,7 +13,7 @@ const VFallbackShare = "fallback-share"
 
 // fallbackAdmissions compares what each instance's fallback admitted of
 // each key with the bound docs/failure-policies.md states: with instances
-// sharing the limit (engine.Config.Instances; 0, unknown, counts as 1),
+// sharing the limit (redlimit.Config.Instances; 0, unknown, counts as 1),
 // the fallback enforces its share, the rate and the burst divided by
 // instances, rounded down, at least 1. Any set of its admissions of a key
 // whose calls lie within an interval of t (plus margin either side) holds

@@ -115,7 +115,7 @@ type RuleRec struct {
 	ResetIn   int64  `json:"reset,omitempty"` // µs: Result.ResetAfter
 	Refund    bool   `json:"rf,omitempty"`    // the rule is refundable
 	Block     bool   `json:"blk,omitempty"`   // answered from a quota block
-	Blocks    bool   `json:"blks,omitempty"`  // the rule takes quota blocks (engine.Rule.Blocks)
+	Blocks    bool   `json:"blks,omitempty"`  // the rule takes quota blocks (redlimit.Rule.Blocks)
 }
 
 // FaultRec is a world.Event on the history's clock.

@@ -35,7 +35,7 @@
 // # What Gin adds
 //
 //   - A request the Middleware does not let through (denied, or refused
-//     under engine.FailClosed) is aborted with c.Abort(): the later
+//     under redlimit.FailClosed) is aborted with c.Abort(): the later
 //     handlers of the chain do not run. One it lets through runs them
 //     with c.Next(), inside the Middleware.
 //   - [keyfunc.Route] keys a request by its Gin route, c.FullPath()
@@ -44,7 +44,7 @@
 //     of a path shares one bucket; join [keyfunc.Method] for a bucket per
 //     method. A request no route matched has no route: Route reports
 //     keyfunc.ErrNoKey and the rule's MissingKey applies, which by default
-//     (engine.DenyMissingKey) answers 429 where Gin would answer 404. Key
+//     (redlimit.DenyMissingKey) answers 429 where Gin would answer 404. Key
 //     such a rule with keyfunc.Or of keyfunc.Route() and keyfunc.Const("no-route")
 //     to count every unmatched request in one bucket and let Gin answer.
 //     The gin Context's Request is left as it was.

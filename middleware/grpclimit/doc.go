@@ -1,5 +1,5 @@
 // Package grpclimit limits the rate of gRPC calls on a server: unary and
-// stream server interceptors over a redlimit [engine.Engine], keyed per
+// stream server interceptors over a redlimit [redlimit.Limiter], keyed per
 // rule by the method, the client's address or a metadata value. It is a
 // module of its own (github.com/redlimit/redlimit/middleware/grpclimit),
 // so that the redlimit module does not require gRPC.
@@ -46,11 +46,11 @@
 //     out when the call can never pass), is sent as trailer metadata: a
 //     refused call is a trailers-only response, one frame. A client reads
 //     it with grpc.Trailer.
-//   - Denied for a missing key (engine.DenyMissingKey):
+//   - Denied for a missing key (redlimit.DenyMissingKey):
 //     Config.MissingKeyCode, codes.ResourceExhausted by default; set
 //     codes.Unauthenticated for rules keyed by a credential. No metadata:
 //     no rule was decided.
-//   - Not decided under engine.FailClosed (the backend failed):
+//   - Not decided under redlimit.FailClosed (the backend failed):
 //     codes.Unavailable, no metadata. The backend's error is not sent to
 //     the client; the engine logs it and passes it to its hook.
 //

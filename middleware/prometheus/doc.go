@@ -4,7 +4,7 @@
 // redlimit compiles no Prometheus client unless it imports this package.
 // A [Metrics] is fed by the decision hooks: give [Metrics.HTTP] to
 // middleware.Config.OnDecision, or [Metrics.Engine] to
-// engine.Config.OnDecision, [Metrics.SettleError] to
+// redlimit.Config.OnDecision, [Metrics.SettleError] to
 // middleware.Config.OnSettleError and [Metrics.RefundError] to
 // redisstore.Config.OnRefundError; then register it:
 //
