@@ -192,3 +192,57 @@ func TestREADMEShape(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureHops: docs/architecture.md follows one GET from
+// Middleware.Handler to the EVALSHA in at most 8 numbered hops, the last
+// of which sends the EVALSHA, and every Go file a hop names exists.
+func TestArchitectureHops(t *testing.T) {
+	b, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "## One request, hop by hop")
+	if i < 0 {
+		t.Fatal(`docs/architecture.md has no section "## One request, hop by hop"`)
+	}
+	sec := doc[i:]
+	if j := strings.Index(sec, "\nAnd back:"); j >= 0 {
+		sec = sec[:j]
+	}
+	var hops []string
+	for _, l := range strings.Split(sec, "\n") {
+		if n, _, ok := strings.Cut(l, ". "); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			hops = append(hops, l)
+		} else if len(hops) > 0 && strings.HasPrefix(l, "   ") {
+			hops[len(hops)-1] += " " + strings.TrimSpace(l)
+		}
+	}
+	if len(hops) == 0 || len(hops) > 8 {
+		t.Fatalf("%d hops from the handler to the EVALSHA, want 1 to 8", len(hops))
+	}
+	if !strings.Contains(hops[len(hops)-1], "EVALSHA") {
+		t.Errorf("the last hop does not send the EVALSHA: %s", hops[len(hops)-1])
+	}
+	if !strings.Contains(hops[0], "Middleware.Handler") {
+		t.Errorf("the first hop is not Middleware.Handler: %s", hops[0])
+	}
+	dirs := []string{"..", "../middleware", "../keyfunc", "../headers", "../algorithms/denycache", "../algorithms/redisstore"}
+	for _, h := range hops {
+		for _, f := range strings.Split(h, "`") {
+			if !strings.HasSuffix(f, ".go") || strings.ContainsAny(f, " (") {
+				continue
+			}
+			found := false
+			for _, d := range dirs {
+				if _, err := os.Stat(d + "/" + f); err == nil {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("a hop names %s, which is no file of the module", f)
+			}
+		}
+	}
+}
