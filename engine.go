@@ -154,6 +154,7 @@ type shared struct {
 	stalled       atomic.Int64       // abandoned backend calls still running (see bounded)
 	abandoned     atomic.Int64       // releases of failed calls' leases running (releaseAbandoned)
 	leaser        bool               // the backend given to New can release leases
+	refunder      bool               // the backend given to New can make refunds
 	settleLog     throttle           // of the lines of settle errors
 	primary       algorithms.Backend // the backend given to New, unwrapped
 	blocks        *blocks            // quota blocks of the rules with Rule.Blocks
@@ -230,6 +231,7 @@ func New(backend algorithms.Backend, cfg Config) (*Limiter, error) {
 	}
 	primary := backend
 	_, leaser := backend.(algorithms.Leaser)
+	_, refunder := backend.(algorithms.Refunder)
 	local := inProcess(backend)
 	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
 		dc, err := denycache.New(backend, cfg.DenyCache)
@@ -254,6 +256,7 @@ func New(backend algorithms.Backend, cfg Config) (*Limiter, error) {
 		refundWindow:  cfg.RefundWindow,
 		logger:        cfg.Logger,
 		leaser:        leaser,
+		refunder:      refunder,
 		primary:       primary,
 	}
 	s.blocks = newBlocks(s, cfg.Now, injectedNow)
@@ -293,6 +296,9 @@ func (s *shared) engine(base []compiled, rules []Rule) (*Limiter, error) {
 			return nil, err
 		}
 		if err := s.checkLeaser(r); err != nil {
+			return nil, err
+		}
+		if err := s.checkRefunder(r); err != nil {
 			return nil, err
 		}
 		if r.Blocks != nil {

@@ -54,6 +54,14 @@ func (f *flaky) Allow(ctx context.Context, checks []algorithms.Check, results []
 	return f.mem.Allow(ctx, checks, results)
 }
 
+// Refund gives back on f's memstore, or fails like Allow while f fails.
+func (f *flaky) Refund(ctx context.Context, refunds []algorithms.Refund) error {
+	if f.fail.Load() {
+		return errFlaky
+	}
+	return f.mem.Refund(ctx, refunds)
+}
+
 // gcra100 is one rule, GCRA 100 per minute.
 var gcra100 = []redlimit.Rule{{Name: "api", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}}
 

@@ -159,3 +159,17 @@ func (s *shared) refund(ctx context.Context, src Source, refunds []algorithms.Re
 	}
 	return s.sideCall(ctx, b, func(ctx context.Context) error { return r.Refund(ctx, refunds) })
 }
+
+// checkRefunder refuses a Refundable rule whose backend, or fallback,
+// cannot make refunds: without it every Settle of the rule would fail
+// and the charges would stay, found only at request time.
+func (s *shared) checkRefunder(r Rule) error {
+	if !r.Refundable {
+		return nil
+	}
+	_, fb := s.fallback.(algorithms.Refunder)
+	if s.refunder && (s.fallback == nil || fb) {
+		return nil
+	}
+	return &algorithms.ConfigError{Rule: r.Name, Field: "Refundable", Reason: "needs a backend (and a fallback) that can give charges back: an algorithms.Refunder"}
+}

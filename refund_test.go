@@ -453,3 +453,40 @@ func refund(e *redlimit.Limiter, ctx context.Context, d *redlimit.Decision, n in
 	}
 	return e.Settle(ctx, d, costs...)
 }
+
+// TestRefundableNeedsRefunder: a Refundable rule on a backend, or a
+// fallback, that cannot give charges back is refused when the limiter is
+// built, naming the rule and the field (every Settle would fail, and the
+// charges stay, found only at request time); on one that can, it is built.
+func TestRefundableNeedsRefunder(t *testing.T) {
+	rule := redlimit.Rule{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(5), Refundable: true}
+	for _, tt := range []struct {
+		name     string
+		backend  algorithms.Backend
+		fallback algorithms.Backend
+		policy   redlimit.ErrorPolicy
+	}{
+		{"backend", &remote{next: newMemory(t)}, nil, redlimit.FailClosed},
+		{"backend, the default fallback", &remote{next: newMemory(t)}, nil, redlimit.Fallback},
+		{"fallback", newMemory(t), &remote{next: newMemory(t)}, redlimit.Fallback},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := redlimit.New(tt.backend, redlimit.Config{OnError: tt.policy, FallbackBackend: tt.fallback, Rules: []redlimit.Rule{rule}})
+			var ce *algorithms.ConfigError
+			if !errors.As(err, &ce) || ce.Rule != "login" || ce.Field != "Refundable" {
+				t.Fatalf("New = %v, want a *ConfigError naming rule login, field Refundable", err)
+			}
+		})
+	}
+	e, err := redlimit.New(newMemory(t), redlimit.Config{Rules: []redlimit.Rule{rule}})
+	if err != nil {
+		t.Fatalf("New on memstore: %v", err)
+	}
+	e.Close()
+	rule.Refundable = false
+	e, err = redlimit.New(&remote{next: newMemory(t)}, redlimit.Config{Rules: []redlimit.Rule{rule}})
+	if err != nil {
+		t.Fatalf("New of a rule that is not Refundable on a backend that cannot refund: %v", err)
+	}
+	e.Close()
+}
