@@ -123,7 +123,7 @@ func measure(n, pairs int, slice time.Duration, goroutines int) result {
 	}
 	defer e.Close()
 	engineChecker := func() func(i int) bool {
-		in := []redlimit.Input{{}}
+		in := []redlimit.Input{{Rule: "ip"}}
 		d := new(redlimit.Decision)
 		return func(i int) bool {
 			in[0].Material = materials[i]

@@ -77,6 +77,10 @@ func Run(w io.Writer, addr string, cfg Config) string {
 	fmt.Fprintf(w, "gcra: hot c=1 %.2f× bare EVALSHA (median of %d rounds)\n", median(hotGCRA), cfg.Rounds)
 
 	ex := b.exactness(w, cfg.Window, cfg.Windows, cfg.Limit)
+	if ex.admitted == 0 {
+		// every check refused: the bench no longer measures the limiter
+		log.Fatalf("leasebench: the exactness run admitted nothing in %d windows (%d checks not decided)", ex.windows, failed.Load())
+	}
 	if n := failed.Load(); n > 0 {
 		fmt.Fprintf(w, "%d checks were not decided (the store failed or timed out: denied)\n", n)
 	}
@@ -167,7 +171,7 @@ func (b *bench) throughput(prefix string, alg algorithms.Algorithm, n, callers i
 	defer done()
 	return rateOn(len(es)*callers, d, func(g int) func() {
 		e := es[g%len(es)]
-		in := []redlimit.Input{{Material: "hot"}}
+		in := []redlimit.Input{{Rule: "hot", Material: "hot"}}
 		var dec redlimit.Decision
 		return func() {
 			e.Decide(context.Background(), in, &dec)
@@ -224,7 +228,7 @@ func (b *bench) exactness(out io.Writer, window time.Duration, windows int, limi
 		t.admitted, t.offered = make([]int64, n), make([]int64, n)
 		e := es[g%len(es)]
 		wg.Go(func() {
-			in := []redlimit.Input{{Material: "hot"}}
+			in := []redlimit.Input{{Rule: "hot", Material: "hot"}}
 			var d redlimit.Decision
 			for {
 				t0 := time.Now()
