@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -133,16 +132,6 @@ func with(mw *middleware.Middleware, rules ...specRule) (*middleware.Middleware,
 		return nil, err
 	}
 	return mw.With(lim, mr...)
-}
-
-// mustWith is with, failing t on an error.
-func mustWith(t testing.TB, mw *middleware.Middleware, rules ...specRule) *middleware.Middleware {
-	t.Helper()
-	d, err := with(mw, rules...)
-	if err != nil {
-		t.Fatalf("With: %v", err)
-	}
-	return d
 }
 
 // specOpts returns the Options of a shortcut that set s's two Configs.
