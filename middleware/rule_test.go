@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"errors"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -184,38 +185,50 @@ func TestNewPairing(t *testing.T) {
 // shortcut is the Middleware's, and its Close closes it.
 func TestCloseOwnership(t *testing.T) {
 	blocks := redlimit.Rule{Name: "hot", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000), Blocks: &redlimit.BlockConfig{}}
-	mem := newMemory(t, fixed)
-	base := runtimeGoroutines()
-	lim, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{blocks}})
+	base := sweepers()
+	lim, err := redlimit.New(newMemory(t, fixed), redlimit.Config{Rules: []redlimit.Rule{blocks}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { lim.Close() }) // again, when a check below fails
 	mw, err := middleware.New(lim, middleware.Config{Rules: []middleware.Rule{{Name: "hot", Key: keyfunc.Const("x")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if runtimeGoroutines() <= base {
-		t.Fatalf("%d goroutines, %d before: want the blocks' sweeper", runtimeGoroutines(), base)
-	}
+	waitFor(t, "the Limiter's sweeper to start", func() bool { return sweepers() == base+1 })
 	mw.Close()
 	time.Sleep(20 * time.Millisecond) // Limiter.Close waits for its sweeper's end; let the goroutine exit too
-	if runtimeGoroutines() <= base {
-		t.Errorf("Middleware.Close closed the Limiter given to New: %d goroutines, %d before", runtimeGoroutines(), base)
+	if n := sweepers(); n != base+1 {
+		t.Errorf("Middleware.Close closed the Limiter given to New: %d sweepers, %d before", n, base)
 	}
 	lim.Close()
-	waitGoroutines(t, base)
+	waitFor(t, "the Limiter's sweeper to end", func() bool { return sweepers() == base })
 
-	mw, err = middleware.PerIP(mem, algorithms.GCRA, gcra3,
+	mw, err = middleware.PerIP(newMemory(t, fixed), algorithms.GCRA, gcra3,
 		middleware.WithLimiterConfig(redlimit.Config{Rules: []redlimit.Rule{blocks}}),
 		middleware.WithConfig(middleware.Config{Rules: []middleware.Rule{{Name: "hot", Key: keyfunc.Const("x")}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if runtimeGoroutines() <= base {
-		t.Fatalf("shortcut: %d goroutines, %d before: want the blocks' sweeper", runtimeGoroutines(), base)
-	}
+	t.Cleanup(func() { mw.Limiter().Close() })
+	waitFor(t, "the shortcut's Limiter's sweeper to start", func() bool { return sweepers() == base+1 })
 	mw.Close()
-	waitGoroutines(t, base)
+	waitFor(t, "the shortcut's Limiter's sweeper to end", func() bool { return sweepers() == base })
+}
+
+// sweepers counts the goroutines sweeping quota blocks: one per Limiter
+// with blocks (and those derived from it) until it is closed. A sweeper
+// just started may not have reached its func yet (its stack shows the
+// go statement's wrapper): wait for the count.
+func sweepers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "redlimit.(*blocks).sweeper(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // TestWithInvalid: rules added by With are validated like New's, against
