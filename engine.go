@@ -104,7 +104,9 @@ type Config struct {
 
 	// Now is the clock of quota blocks (Rule.Blocks): their holding time
 	// and their window's end, measured from the instant a block was
-	// taken. Default time.Now, whose monotonic reading ignores steps of
+	// taken. The HTTP middleware reads it too, as the wall clock of its
+	// epoch X-RateLimit-Reset header (decisions use the backend's
+	// clock). Default time.Now, whose monotonic reading ignores steps of
 	// the wall clock. An injected clock that steps back makes the blocks
 	// and epochs taken before the step unusable (their rest goes back):
 	// no block is used past its window (docs/leasing.md, "A clock that
@@ -113,7 +115,9 @@ type Config struct {
 	Now func() time.Time
 
 	// Logger receives backend errors (Warn, at most one line a second),
-	// fallback switches (Warn/Info) and, at Debug, every decision. Default
+	// fallback switches (Warn/Info) and, at Debug, every decision; and the
+	// HTTP middleware's on this Limiter (a full queue of work after
+	// responses, errors after responses, a hook's panic). Default
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -150,6 +154,8 @@ type shared struct {
 	sleep         func(context.Context, time.Duration) error
 	refundWindow  time.Duration // of the checks of refundable rules
 	logger        *slog.Logger
+	now           func() time.Time   // Config.Now after defaults
+	injectedNow   bool               // Config.Now was given
 	errLog        throttle           // of the lines of undecided requests
 	stalled       atomic.Int64       // abandoned backend calls still running (see bounded)
 	abandoned     atomic.Int64       // releases of failed calls' leases running (releaseAbandoned)
@@ -255,6 +261,8 @@ func New(backend algorithms.Backend, cfg Config) (*Limiter, error) {
 		sleep:         cfg.Sleep,
 		refundWindow:  cfg.RefundWindow,
 		logger:        cfg.Logger,
+		now:           cfg.Now,
+		injectedNow:   injectedNow,
 		leaser:        leaser,
 		refunder:      refunder,
 		primary:       primary,

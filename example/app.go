@@ -19,12 +19,13 @@ import (
 // API route, and two layered ones adding a per-user endpoint rule. Each
 // route's rules are decided together: one Redis round trip per request.
 type app struct {
+	lim                    *redlimit.Limiter // base's; orders' and payments' derive from it
 	base, orders, payments *middleware.Middleware
 }
 
 // newApp builds the limiters on backend. src, when not nil, is the admin
 // page's view of them: it hears every decision
-// (middleware.Config.OnDecision) and gets their engines.
+// (middleware.Config.OnDecision) and gets their limiters.
 func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Logger, src *admin.Source) (*app, error) {
 	ip, err := keyfunc.IP(keyfunc.IPConfig{TrustedProxies: trusted})
 	if err != nil {
@@ -38,45 +39,61 @@ func newApp(backend algorithms.Backend, trusted []netip.Prefix, logger *slog.Log
 	if src != nil {
 		onDecision = src.OnHTTP
 	}
-	base, err := middleware.New(backend, middleware.Config{
-		Logger:     logger,
-		OnDecision: onDecision,
-		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Logger: logger,
+		Rules: []redlimit.Rule{
+			{Name: "ip", Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
 			// Anonymous requests have no user: this rule skips them.
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
+			{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	orders, err := base.With(middleware.Rule{
-		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey,
+	base, err := middleware.New(lim, middleware.Config{
+		OnDecision: onDecision,
+		Rules:      []middleware.Rule{{Name: "ip", Key: ip}, {Name: "user", Key: user}},
 	})
 	if err != nil {
+		lim.Close()
+		return nil, err
+	}
+	orderLim, err := lim.With(redlimit.Rule{Name: "orders", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey})
+	if err != nil {
+		lim.Close()
+		return nil, err
+	}
+	orders, err := base.With(orderLim, middleware.Rule{Name: "orders", Key: user})
+	if err != nil {
+		lim.Close()
 		return nil, err
 	}
 	// The seed's compound key "rate:api:payment:user:{id}" is this rule:
 	// stored as "rate:payments:sl:{<id>}", in the same hash slot as the user
 	// rule, so a user's rules share one Redis Cluster node.
-	payments, err := base.With(middleware.Rule{
-		Name: "payments", Key: user, Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: redlimit.SkipMissingKey,
-	})
+	payLim, err := lim.With(redlimit.Rule{Name: "payments", Algorithm: algorithms.SlidingLog, Limit: algorithms.PerMinute(5), MissingKey: redlimit.SkipMissingKey})
 	if err != nil {
+		lim.Close()
+		return nil, err
+	}
+	payments, err := base.With(payLim, middleware.Rule{Name: "payments", Key: user})
+	if err != nil {
+		lim.Close()
 		return nil, err
 	}
 	if src != nil {
 		src.Attach(base.Limiter(), orders.Limiter(), payments.Limiter())
 		src.DescribeKeys(map[string]string{"ip": "client IP", "user": "X-User-ID header", "orders": "X-User-ID header", "payments": "X-User-ID header"})
 	}
-	return &app{base: base, orders: orders, payments: payments}, nil
+	return &app{lim: lim, base: base, orders: orders, payments: payments}, nil
 }
 
-// Close stops the limiters' background fallback probes.
+// Close waits for the middlewares' work after responses, then stops the
+// limiter's background fallback probe (shared with the limiters derived
+// from it).
 func (a *app) Close() {
-	a.base.Close()
-	a.orders.Close()
-	a.payments.Close()
+	a.base.Close() // and orders and payments, which share its queue
+	a.lim.Close()
 }
 
 // chiRouter mounts the limiters per route with r.With, after routing, so

@@ -26,10 +26,10 @@ import (
 // after.Workers (16) workers, started when work arrives and gone after a
 // second without any; at most after.Size (1024) requests' calls
 // waiting. A job waits for about after.Size/after.Workers (64) jobs
-// ahead of it, each two calls bounded by Config.Timeout. When the queue
+// ahead of it, each two calls bounded by redlimit.Config.Timeout. When the queue
 // is full, or after Close, the request's own goroutine makes the calls
 // after its handler, as without a queue: nothing is dropped, and the
-// client of that request waits for them (Config.Timeout per call). A
+// client of that request waits for them (redlimit.Config.Timeout per call). A
 // backend that runs in process (memstore) has no
 // round trip to save: its calls are made at once on the request's
 // goroutine.
@@ -52,13 +52,13 @@ func newAfter(workers, size int) *after.Queue[job] {
 
 // owes reports whether the allowed decision d owes work after its
 // response: slots to release, or a ResponseCost rule's reservation to
-// settle (the rules the engine settles: evaluated, allowed, with a
+// settle (the rules the Limiter settles: evaluated, allowed, with a
 // Receipt).
 func (m *Middleware) owes(d *redlimit.Decision) (release, settle bool) {
 	release = m.holds && holds(d)
 	if m.settles {
-		for i := range m.cfg.Rules {
-			if m.cfg.Rules[i].ResponseCost == nil || i >= len(d.Rules) {
+		for i := range m.rules {
+			if m.rules[i].ResponseCost == nil || i >= len(d.Rules) {
 				continue
 			}
 			if rd := &d.Rules[i]; rd.Key != "" && rd.Evaluated && rd.Result.Allowed && rd.Result.Receipt != (algorithms.Receipt{}) {
@@ -116,7 +116,7 @@ func (m *Middleware) done(r *http.Request, s *scratch) {
 // finish releases the slots of s.dec, settles its ResponseCost rules
 // when s.settle, reports what failed to Config.OnSettleError, and puts s
 // back in the pool. The client may be gone: the calls are the service's,
-// not the request's; Config.Timeout bounds each.
+// not the request's; redlimit.Config.Timeout bounds each.
 func (m *Middleware) finish(r *http.Request, s *scratch) {
 	d := &s.dec
 	ctx := r.Context() // Settle releases the slots whatever it says
@@ -143,10 +143,10 @@ func (m *Middleware) reportSettle(r *http.Request, err error) {
 	}
 }
 
-// logger is Config.Logger, or slog.Default.
+// logger is the Limiter's Logger.
 func (m *Middleware) logger() *slog.Logger {
-	if m.cfg.Logger != nil {
-		return m.cfg.Logger
+	if m.log != nil {
+		return m.log
 	}
 	return slog.Default()
 }

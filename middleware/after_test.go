@@ -38,10 +38,10 @@ func TestWorkAfterResponseOffPath(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		script string
-		rule   middleware.Rule
+		rule   specRule
 	}{
-		{"release", luaScript("release"), middleware.Rule{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second)}},
-		{"refund", luaScript("refund"), middleware.Rule{Name: "logins", Key: userFunc, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1), ResponseCost: failedLogins}},
+		{"release", luaScript("release"), specRule{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second)}},
+		{"refund", luaScript("refund"), specRule{Name: "logins", Key: userFunc, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1), ResponseCost: failedLogins}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Loaded before, so that the store sends it by its SHA.
@@ -56,7 +56,7 @@ func TestWorkAfterResponseOffPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: []middleware.Rule{tc.rule}})
+			mw := newMW(t, b, spec{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: []specRule{tc.rule}})
 			hs := httptest.NewServer(mw.Handler(ok))
 			defer hs.Close()
 			get := func() (int, string) {
@@ -188,8 +188,8 @@ func (b *slowBackend) once(t *testing.T) (leases, refunds int) {
 
 // afterRules are a concurrency rule of 10 slots per user and a rule that
 // charges failed logins only (a 200 gives its unit back), 1000 an hour.
-func afterRules(t testing.TB) []middleware.Rule {
-	return []middleware.Rule{
+func afterRules(t testing.TB) []specRule {
+	return []specRule{
 		{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10, 30*time.Second)},
 		{Name: "logins", Key: ipFunc(t), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(1000), ResponseCost: failedLogins},
 	}
@@ -199,7 +199,7 @@ func afterRules(t testing.TB) []middleware.Rule {
 // left to the IP's logins, read from the store.
 func free(t *testing.T, b *slowBackend) (slots, units int64) {
 	t.Helper()
-	mw := newMW(t, b.mem, middleware.Config{Rules: afterRules(t)})
+	mw := newMW(t, b.mem, spec{Rules: afterRules(t)})
 	for _, rd := range mw.Limiter().Peek(t.Context(), "alice").Rules {
 		if rd.Name == "exports" {
 			slots = rd.Result.Remaining
@@ -220,7 +220,7 @@ func free(t *testing.T, b *slowBackend) (slots, units int64) {
 // every unit refunded exactly once. Before, every request made its own.
 func TestWorkAfterResponseQueueFull(t *testing.T) {
 	b := newSlowBackend(t)
-	mw := newMW(t, b, middleware.Config{Timeout: 10 * time.Second, Rules: afterRules(t)})
+	mw := newMW(t, b, spec{Timeout: 10 * time.Second, Rules: afterRules(t)})
 	middleware.LimitAfter(mw, 1, 1)
 	h := mw.Handler(ok)
 	serveAsync := func() chan int {
@@ -271,7 +271,7 @@ func TestWorkAfterResponseQueueFull(t *testing.T) {
 // makes its own release and refund before its ServeHTTP returns.
 func TestWorkAfterResponseClose(t *testing.T) {
 	b := newSlowBackend(t)
-	mw := newMW(t, b, middleware.Config{Timeout: 10 * time.Second, Rules: afterRules(t)})
+	mw := newMW(t, b, spec{Timeout: 10 * time.Second, Rules: afterRules(t)})
 	middleware.LimitAfter(mw, 1, 8)
 	h := mw.Handler(ok)
 	for range 5 {
@@ -321,7 +321,7 @@ func TestWorkAfterResponseErrors(t *testing.T) {
 	var mu sync.Mutex
 	var paths []string
 	var errs []error
-	mw := newMW(t, b, middleware.Config{Timeout: 10 * time.Second, Rules: afterRules(t), OnSettleError: func(r *http.Request, err error) {
+	mw := newMW(t, b, spec{Timeout: 10 * time.Second, Rules: afterRules(t), OnSettleError: func(r *http.Request, err error) {
 		mu.Lock()
 		paths = append(paths, r.URL.Path)
 		errs = append(errs, err)
@@ -356,7 +356,7 @@ func TestWorkAfterResponseErrors(t *testing.T) {
 func TestWorkAfterResponseExact(t *testing.T) {
 	b := newSlowBackend(t)
 	close(b.gate)
-	mw := newMW(t, b, middleware.Config{Timeout: 10 * time.Second, Rules: afterRules(t)})
+	mw := newMW(t, b, spec{Timeout: 10 * time.Second, Rules: afterRules(t)})
 	middleware.LimitAfter(mw, 2, 4)
 	var entered atomic.Int64
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -16,7 +16,6 @@ import (
 	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/admin"
 )
 
@@ -51,8 +50,8 @@ var huge = algorithms.PerSecond(1 << 30)
 
 // benchRules returns n (1 or 3) rules: per IP, per user (a header), per
 // endpoint (the ServeMux pattern, which Route returns without allocating).
-func benchRules(tb testing.TB, n int) []middleware.Rule {
-	rules := []middleware.Rule{
+func benchRules(tb testing.TB, n int) []specRule {
+	rules := []specRule{
 		{Name: "ip", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "endpoint", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge},
@@ -71,7 +70,7 @@ func benchRequest(remote string) *http.Request {
 // middleware's wall clock (for X-RateLimit-Reset) is the real one, as in
 // production: one clock read per request.
 func benchHandler(tb testing.TB, b algorithms.Backend, rules int, prefix string) http.Handler {
-	mw := newMW(tb, b, middleware.Config{Rules: benchRules(tb, rules), Prefix: prefix, Now: time.Now})
+	mw := newMW(tb, b, spec{Rules: benchRules(tb, rules), Prefix: prefix, Now: time.Now})
 	return mw.Handler(ok)
 }
 
@@ -90,7 +89,7 @@ func adminHandler(tb testing.TB, b algorithms.Backend, rules int) http.Handler {
 	// the clock once more for Decision.Latency (monotonic only), and reuses
 	// its second reading for the headers, which it cannot do with a Now of
 	// the caller's.
-	mw := newMW(tb, b, middleware.Config{Rules: benchRules(tb, rules), OnDecision: src.OnHTTP})
+	mw := newMW(tb, b, spec{Rules: benchRules(tb, rules), OnDecision: src.OnHTTP})
 	src.Attach(mw.Limiter())
 	return mw.Handler(ok)
 }
@@ -186,17 +185,17 @@ func TestHandlerAllocs(t *testing.T) {
 	tests := []struct {
 		name   string
 		rules  int
-		cfg    middleware.Config
+		cfg    spec
 		budget float64
 	}{
-		{"rules=1", 1, middleware.Config{}, 2},
-		{"rules=3", 3, middleware.Config{}, 2},
-		{"rules=1/ietf", 1, middleware.Config{Headers: headers.Writer{Style: headers.Both}}, 2},
-		{"rules=1/none", 1, middleware.Config{Headers: headers.Writer{Style: headers.None}}, 0},
-		{"rules=1/in context", 1, middleware.Config{DecisionInContext: true}, 6},
-		{"rules=3/admin", 3, middleware.Config{}, 2},
-		{"rules=1/concurrency", 1, middleware.Config{}, 17},
-		{"rules=1/response cost", 1, middleware.Config{}, 14},
+		{"rules=1", 1, spec{}, 2},
+		{"rules=3", 3, spec{}, 2},
+		{"rules=1/ietf", 1, spec{Headers: headers.Writer{Style: headers.Both}}, 2},
+		{"rules=1/none", 1, spec{Headers: headers.Writer{Style: headers.None}}, 0},
+		{"rules=1/in context", 1, spec{DecisionInContext: true}, 6},
+		{"rules=3/admin", 3, spec{}, 2},
+		{"rules=1/concurrency", 1, spec{}, 17},
+		{"rules=1/response cost", 1, spec{}, 14},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

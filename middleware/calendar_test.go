@@ -7,7 +7,6 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
-	"github.com/redlimit/redlimit/middleware"
 )
 
 // A calendar quota's headers: X-RateLimit-Reset is the next midnight in the
@@ -28,8 +27,8 @@ func TestCalendarHeaders(t *testing.T) {
 		t.Fatalf("the day of 2028-03-26 in Berlin lasts %ds, want 23h", next-midnight)
 	}
 	clock := &settable{T: start}
-	mw := newMW(t, newMemory(t, clock.Now), middleware.Config{
-		Rules: []middleware.Rule{{
+	mw := newMW(t, newMemory(t, clock.Now), spec{
+		Rules: []specRule{{
 			Name:      "daily",
 			Key:       ipFunc(t),
 			Algorithm: algorithms.FixedWindow,

@@ -21,13 +21,13 @@ import (
 )
 
 // exportRule is "3 concurrent exports per user", leases of 30s.
-var exportRule = middleware.Rule{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, 30*time.Second)}
+var exportRule = specRule{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, 30*time.Second)}
 
 // TestConcurrencyHeaders: a concurrency rule's headers are its slots: the
 // limit, the free slots after this request's, and on a 429 a Retry-After
 // (and reset) of when the earliest lease expires, rounded up to 1s.
 func TestConcurrencyHeaders(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{exportRule}})
 	ctx := context.Background()
 	held := mw.Limiter().Allow(ctx, "alice") // a slot taken elsewhere (same rule, same bucket)
 	defer mw.Limiter().Settle(ctx, held)
@@ -59,7 +59,7 @@ func TestConcurrencyHeaders(t *testing.T) {
 
 // TestConcurrencyReleaseOnPanic: a handler that panics frees its slot.
 func TestConcurrencyReleaseOnPanic(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{exportRule}})
 	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("export failed") }))
 	for range 5 {
 		func() {
@@ -117,7 +117,7 @@ func exactInFlight(t *testing.T, client func() redis.Scripter) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mws[i] = newMW(t, b, middleware.Config{Prefix: prefix, Timeout: 5 * time.Second, Rules: []middleware.Rule{
+		mws[i] = newMW(t, b, spec{Prefix: prefix, Timeout: 5 * time.Second, Rules: []specRule{
 			{Name: "exports", Key: userFunc, Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(n, 10*time.Second)},
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1_000_000)},
 		}})
@@ -161,7 +161,7 @@ func exactInFlight(t *testing.T, client func() redis.Scripter) {
 // TestConcurrencyTransportRefused: a Transport only waits and could never
 // release a slot: an engine with a concurrency rule is refused.
 func TestConcurrencyTransportRefused(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{exportRule}})
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{exportRule}})
 	_, err := middleware.NewTransport(mw.Limiter(), middleware.TransportConfig{})
 	var ce *algorithms.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "engine" {
@@ -174,11 +174,11 @@ func TestConcurrencyTransportRefused(t *testing.T) {
 // the memory backend and, when a redis-server is available, on the shared
 // real one.
 func BenchmarkHandlerConcurrency(b *testing.B) {
-	rules := func(tb testing.TB) []middleware.Rule {
-		return []middleware.Rule{{Name: "exports", Key: ipFunc(tb), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}
+	rules := func(tb testing.TB) []specRule {
+		return []specRule{{Name: "exports", Key: ipFunc(tb), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(10_000, 30*time.Second)}}
 	}
 	b.Run("memory", func(b *testing.B) {
-		benchSerial(b, newMW(b, newMemory(b, fixed), middleware.Config{Rules: rules(b), Now: time.Now}).Handler(ok))
+		benchSerial(b, newMW(b, newMemory(b, fixed), spec{Rules: rules(b), Now: time.Now}).Handler(ok))
 	})
 	b.Run("redis", func(b *testing.B) {
 		srv := redistest.Require(b)
@@ -186,6 +186,6 @@ func BenchmarkHandlerConcurrency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchSerial(b, newMW(b, rb, middleware.Config{Rules: rules(b), Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Now: time.Now}).Handler(ok))
+		benchSerial(b, newMW(b, rb, spec{Rules: rules(b), Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Now: time.Now}).Handler(ok))
 	})
 }

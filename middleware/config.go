@@ -1,92 +1,31 @@
 package middleware
 
 import (
-	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/algorithms/denycache"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/internal/after"
-	"github.com/redlimit/redlimit/internal/contract"
+	"github.com/redlimit/redlimit/internal/bridge"
 )
 
-// Config configures a [Middleware]. Only Rules is required.
+// Config configures a [Middleware]: what only HTTP needs. The limits, the
+// storage prefix, the timeout, the error policy, the fallback, shadow
+// mode, the clock and the logger are the [redlimit.Limiter]'s
+// ([redlimit.Config]). Only Rules is required.
 type Config struct {
-	// Rules are decided together for every request, in one backend call.
+	// Rules gives the request's funcs of each rule of the Limiter: one
+	// Rule per rule, named after it (Rule.Name), in any order.
 	Rules []Rule
 
-	// Prefix starts every storage key:
-	// "<Prefix>:<rule>:<algorithm tag>:{<key material>}" (see Rule.Name).
-	// Default "rate". No braces, no spaces.
-	Prefix string
-
 	// Headers selects the response headers (default X-RateLimit-* with an
-	// epoch reset, and Retry-After on 429).
+	// epoch reset, and Retry-After on 429). The epoch reset is read on the
+	// Limiter's clock (redlimit.Config.Now).
 	Headers headers.Writer
-
-	// Timeout bounds each backend call (default 100ms; negative disables).
-	// The call gets a context with this deadline, and the request stops
-	// waiting at the deadline even when the backend's client ignores it
-	// (go-redis honours context deadlines only with
-	// Options.ContextTimeoutEnabled; otherwise its ReadTimeout, 5s by
-	// default, applies): the call then runs in a goroutine of its own, and
-	// a late one finishes in the background, its answer dropped. Give the
-	// client timeouts no longer than this one anyway, so abandoned calls do
-	// not pile up; past 1024 of them still running (per Middleware and
-	// those derived from it), calls fail at once. A redisstore whose
-	// client honours deadlines is called directly, without the goroutine;
-	// a memstore is never given a timeout: it cannot block. See [redlimit.Config].
-	Timeout time.Duration
-
-	// NoDenyCache turns off the local deny cache. By default a backend
-	// other than a memstore or a [denycache.Cache] is wrapped in a [denycache.Cache]: a key
-	// denied with RetryAfter d is denied locally, without a backend call,
-	// until d has passed (other instances can only consume more, never
-	// give capacity back). Middlewares derived with With share it.
-	NoDenyCache bool
-
-	// DenyCache sizes the deny cache (default 65,536 denied keys).
-	DenyCache denycache.Config
-
-	// OnError is the error policy (default redlimit.Fallback). Under
-	// redlimit.FailOpen the request goes through without rate-limit headers;
-	// under redlimit.FailClosed ErrorHandler answers (503), and so it does
-	// under redlimit.Fallback for a failed backend call until the instance
-	// switches to its fallback (see FallbackAfter). A failing key func
-	// (an error other than keyfunc.ErrNoKey) goes to the policy too, and
-	// passes under redlimit.Fallback. A programmer error (a negative Cost,
-	// an invalid limit from LimitFunc) is refused under every policy:
-	// ErrorHandler answers (DefaultError: 500). See
-	// docs/failure-policies.md.
-	OnError redlimit.ErrorPolicy
-
-	// FallbackBackend decides while the primary is down under the Fallback
-	// policy. Default: a memstore.Store shared by every Middleware and
-	// Engine of the process built on the same backend value (and those
-	// derived with With), so that a key several of them decide is held to
-	// the instance's share once (see docs/failure-policies.md).
-	FallbackBackend algorithms.Backend
-
-	// FallbackAfter is how long, under the Fallback policy, the primary
-	// must fail every call before this instance switches to its fallback
-	// (default 1s); until then a request whose call failed is refused
-	// (ErrorHandler, 503). See [redlimit.Config].
-	FallbackAfter time.Duration
-
-	// ProbeInterval is how often, under the Fallback policy, a background
-	// probe checks whether the primary is back once on the fallback
-	// (default 1s).
-	ProbeInterval time.Duration
-
-	// Instances is how many instances (processes) share the limits: on
-	// its fallback, each enforces 1/Instances of every limit, so the
-	// fleet's fallbacks admit at most the limit. 0 (default): unknown,
-	// each fallback enforces the whole limit (N instances: up to N times
-	// the limit during an outage). See [redlimit.Config].
-	Instances int
 
 	// Denied answers denied requests (default DefaultDenied). The Decision
 	// is in the request context (FromContext); the rate-limit headers are
@@ -103,10 +42,11 @@ type Config struct {
 
 	// ErrorHandler answers the requests refused undecided
 	// (redlimit.Decision.Failed): a backend failure under FailClosed, or
-	// under Fallback before the instance switched to its fallback; and a
-	// programmer error under every policy. Default DefaultError: 500 for a
-	// programmer error, 503 otherwise. The Decision, with Err, is in the
-	// context.
+	// under Fallback before the instance switched to its fallback; a key
+	// func's error under FailClosed; and a programmer error under every
+	// policy (redlimit.Config.OnError, docs/failure-policies.md). Default
+	// DefaultError: 500 for a programmer error, 503 otherwise. The
+	// Decision, with Err, is in the context.
 	ErrorHandler http.Handler
 
 	// Exempt, when set, reports whether the request is exempt from every
@@ -115,88 +55,64 @@ type Config struct {
 	// without rate-limit headers, and with no rule's funcs called; every
 	// RuleDecision reports Exempt. See [ExemptCIDRs], and Rule.Exempt to
 	// exempt a request from one rule. It must be safe for concurrent use
-	// and must not modify the request. Middlewares derived with With
-	// keep it.
+	// and must not modify the request.
 	Exempt func(*http.Request) bool
-
-	// Shadow puts every rule in shadow mode: decide, write headers, report,
-	// never deny.
-	Shadow bool
 
 	// DecisionInContext stores the Decision in the context of requests that
 	// go through too, for handlers that read it with FromContext. Off by
 	// default: it costs two allocations per request.
 	DecisionInContext bool
 
-	// OnDecision, when set, is called with every decision, after it is made
-	// and before the response is written. The Decision and its Rules are
-	// valid only during the call (copy what you keep). Wire metrics here
-	// (Prometheus, OpenTelemetry, ...).
+	// OnDecision, when set, is called with every decision of an HTTP
+	// request, after it is made and before the response is written (the
+	// Limiter's own redlimit.Config.OnDecision hears of it too, without
+	// the request). The Decision and its Rules are valid only during the
+	// call (copy what you keep). Wire metrics here (Prometheus,
+	// OpenTelemetry, ...).
 	OnDecision func(*http.Request, *redlimit.Decision)
-
-	// RefundWindow is how long after a request's decision its
-	// ResponseCost rules can still give back what the response did not
-	// use (default 1 minute, at most 24 hours; see
-	// redlimit.Config.RefundWindow).
-	RefundWindow time.Duration
 
 	// OnSettleError, when set, hears of every error of the work done
 	// after a request's response: settling its ResponseCost rules (a
 	// cost out of range, a refund that failed or came after
-	// RefundWindow: the reservation then stays charged) and releasing
-	// the slots of its concurrency rules (a release that failed or timed
-	// out: the slots then come back when their leases expire). The
-	// Logger hears of them too. It is called once the handler has
-	// returned, usually from a worker goroutine after the response (see
-	// Middleware.Handler), when the request's context is done already;
-	// it must be safe for concurrent use. A panic in it is logged.
+	// redlimit.Config.RefundWindow: the reservation then stays charged)
+	// and releasing the slots of its concurrency rules (a release that
+	// failed or timed out: the slots then come back when their leases
+	// expire). The Limiter's Logger hears of them too. It is called once
+	// the handler has returned, usually from a worker goroutine after the
+	// response (see Middleware.Handler), when the request's context is
+	// done already; it must be safe for concurrent use. A panic in it is
+	// logged.
 	OnSettleError func(*http.Request, error)
-
-	// Logger receives backend errors (Warn), fallback switches (Warn/Info)
-	// and, at Debug, every decision. Default slog.Default().
-	Logger *slog.Logger
-
-	// Now is the wall clock for the epoch X-RateLimit-Reset header (default
-	// time.Now). It does not affect decisions: those use the backend's clock.
-	Now func() time.Time
 }
 
-// New returns a Middleware deciding with backend, configured by cfg.
-// Invalid configuration is an *[algorithms.ConfigError] naming the rule and
-// field, for example
+// New returns a Middleware that decides requests with lim, configured by
+// cfg: every rule of lim needs a Rule in cfg.Rules, naming it, to find
+// its key material in a request. Invalid configuration is an
+// *[algorithms.ConfigError] naming the rule and field, for example
 //
-//	redlimit: rule "login": Limit.Burst must be >= 0, got -1
-func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
-	if backend == nil {
-		return nil, &algorithms.ConfigError{Field: "backend", Reason: "must not be nil"}
+//	redlimit: rule "login": Name names no rule of the Limiter (its rules: "ip")
+//
+// The Middleware does not own lim: Close the Limiter yourself, after the
+// Middleware.
+func New(lim *redlimit.Limiter, cfg Config) (*Middleware, error) {
+	return build(lim, cfg, nil)
+}
+
+// build returns the Middleware of lim and cfg, doing its work after
+// responses on a (a new queue when nil).
+func build(lim *redlimit.Limiter, cfg Config, a *after.Queue[job]) (*Middleware, error) {
+	if lim == nil {
+		return nil, &algorithms.ConfigError{Field: "lim", Reason: "must not be nil"}
 	}
 	if err := cfg.Headers.Validate(); err != nil {
 		return nil, err
 	}
-	rules, err := engineRules(cfg.Rules)
-	if err != nil {
-		return nil, err
-	}
-	e, err := redlimit.New(backend, redlimit.Config{
-		Rules:           rules,
-		Prefix:          cfg.Prefix,
-		Timeout:         cfg.Timeout,
-		NoDenyCache:     cfg.NoDenyCache,
-		DenyCache:       cfg.DenyCache,
-		OnError:         cfg.OnError,
-		FallbackBackend: cfg.FallbackBackend,
-		FallbackAfter:   cfg.FallbackAfter,
-		ProbeInterval:   cfg.ProbeInterval,
-		Instances:       cfg.Instances,
-		Shadow:          cfg.Shadow,
-		RefundWindow:    cfg.RefundWindow,
-		Logger:          cfg.Logger,
-	})
+	rules, err := pair(lim.Rules(), cfg.Rules)
 	if err != nil {
 		return nil, err
 	}
 	// Latency costs two clock reads a request; measure it only when
-	// something can read it (debug logging is the engine's affair).
+	// something can read it (debug logging is the limiter's affair).
 	timed := cfg.OnDecision != nil || cfg.DecisionInContext || cfg.Denied != nil || cfg.ErrorHandler != nil || cfg.MissingKeyDenied != nil
 	if cfg.Denied == nil {
 		cfg.Denied = DefaultDenied
@@ -204,29 +120,30 @@ func New(backend algorithms.Backend, cfg Config) (*Middleware, error) {
 	if cfg.ErrorHandler == nil {
 		cfg.ErrorHandler = DefaultError
 	}
-	wallNow := cfg.Now == nil
-	if wallNow {
-		cfg.Now = time.Now
+	if a == nil {
+		a = newAfter(after.Workers, after.Size)
 	}
-	m := newMiddleware(e, cfg, timed, wallNow, newAfter(after.Workers, after.Size))
-	m.localPrimary = inProcess(backend)
-	m.localFallback = cfg.FallbackBackend == nil || inProcess(cfg.FallbackBackend)
-	return m, nil
-}
-
-// inProcess reports whether b decides in process, without I/O
-// (memstore): its releases and refunds are made at once.
-func inProcess(b algorithms.Backend) bool { return contract.TraitsOf(b).InProcess }
-
-// newMiddleware returns the Middleware of e, whose rules are cfg.Rules,
-// doing its work after responses on a.
-func newMiddleware(e *redlimit.Limiter, cfg Config, timed, wallNow bool, a *after.Queue[job]) *Middleware {
-	m := &Middleware{engine: e, cfg: cfg, timed: timed, wallNow: wallNow, settles: settles(cfg.Rules), after: a}
-	for _, r := range e.Rules() { // Shadow set on every rule under Config.Shadow
-		m.holds = m.holds || r.Algorithm == algorithms.Concurrency
-		m.stopsMissing = append(m.stopsMissing, r.MissingKey == redlimit.DenyMissingKey && !r.Shadow)
+	tr := bridge.LimiterTraits.(func(*redlimit.Limiter) bridge.Traits)(lim)
+	m := &Middleware{
+		lim:           lim,
+		cfg:           cfg,
+		rules:         rules,
+		timed:         timed,
+		now:           tr.Now,
+		wallNow:       !tr.Injected,
+		log:           tr.Logger,
+		after:         a,
+		localPrimary:  lim.Status().InProcess,
+		localFallback: tr.LocalFallback,
 	}
-	n := len(cfg.Rules)
+	for i := range rules {
+		m.holds = m.holds || rules[i].alg == algorithms.Concurrency
+		m.settles = m.settles || rules[i].ResponseCost != nil
+	}
+	if m.now == nil { // a Limiter always has a clock; keep the headers safe anyway
+		m.now, m.wallNow = time.Now, true
+	}
+	n := len(rules)
 	m.pool.New = func() any {
 		return &scratch{
 			in:       make([]redlimit.Input, n),
@@ -234,25 +151,59 @@ func newMiddleware(e *redlimit.Limiter, cfg Config, timed, wallNow bool, a *afte
 			dec:      redlimit.Decision{Rules: make([]redlimit.RuleDecision, n)},
 		}
 	}
-	return m
+	return m, nil
 }
 
-// With returns a new Middleware with the same backend and configuration
-// and the given rules added after m's: per-route rules layered on shared
-// ones, decided together in one call. It shares m's deny cache, fallback
-// and probe; only the new rules are validated.
-func (m *Middleware) With(rules ...Rule) (*Middleware, error) {
-	er, err := engineRules(rules)
-	if err != nil {
-		return nil, err
+// pair returns the HTTP rule of each of the limiter's rules lr, in the
+// limiter's order, from the Rules of a Config, checking that each names
+// a rule of the limiter, once, with the funcs that rule takes.
+func pair(lr []redlimit.Rule, rules []Rule) ([]rule, error) {
+	out := make([]rule, len(lr))
+	seen := make([]bool, len(lr))
+	for _, r := range rules {
+		fail := func(field, reason string) ([]rule, error) {
+			return nil, &algorithms.ConfigError{Rule: r.Name, Field: field, Reason: reason}
+		}
+		i := slices.IndexFunc(lr, func(l redlimit.Rule) bool { return l.Name == r.Name })
+		if i < 0 {
+			return fail("Name", "names no rule of the Limiter (its rules: "+names(lr)+")")
+		}
+		l := &lr[i]
+		switch {
+		case seen[i]:
+			return fail("Name", "is used by two rules")
+		case r.Key == nil:
+			return fail("Key", "must be set (a keyfunc.Func)")
+		case r.LimitFunc != nil && r.Tier != nil:
+			return fail("Tier", "must be nil when LimitFunc is set: a request's limit comes from its tier or from LimitFunc")
+		case r.LimitFunc != nil && l.Tiers != nil:
+			return fail("LimitFunc", "must be nil: the Limiter's rule has Tiers, chosen by Tier")
+		case r.Tier != nil && len(l.Tiers) == 0:
+			return fail("Tier", "must be nil: the Limiter's rule has no Tiers (redlimit.Rule.Tiers)")
+		case r.Tier == nil && r.LimitFunc == nil && len(l.Tiers) > 0:
+			return fail("Tier", "must be set: the Limiter's rule has Tiers (redlimit.Rule.Tiers)")
+		case r.ResponseCost != nil && !l.Refundable:
+			return fail("ResponseCost", "needs a refundable rule: set redlimit.Rule.Refundable on the Limiter's rule")
+		}
+		seen[i] = true
+		out[i] = rule{Rule: r, alg: l.Algorithm, stops: l.MissingKey == redlimit.DenyMissingKey && !l.Shadow}
 	}
-	e, err := m.engine.With(er...)
-	if err != nil {
-		return nil, err
+	for i, ok := range seen {
+		if !ok {
+			return nil, &algorithms.ConfigError{Rule: lr[i].Name, Field: "Config.Rules", Reason: "has no Rule for this rule of the Limiter: give it a Rule with its Key"}
+		}
 	}
-	cfg := m.cfg
-	cfg.Rules = append(append([]Rule(nil), m.cfg.Rules...), rules...)
-	d := newMiddleware(e, cfg, m.timed, m.wallNow, m.after)
-	d.localPrimary, d.localFallback = m.localPrimary, m.localFallback
-	return d, nil
+	return out, nil
+}
+
+// names lists the names of rules, quoted.
+func names(rules []redlimit.Rule) string {
+	var b strings.Builder
+	for i, r := range rules {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(`"` + r.Name + `"`)
+	}
+	return b.String()
 }

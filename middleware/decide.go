@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -22,7 +23,7 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 		start = time.Since(monoBase) // the monotonic clock alone
 	}
 	in := m.inputs(r, s.in[:0])
-	m.engine.Decide(r.Context(), in, &s.dec)
+	m.lim.Decide(r.Context(), in, &s.dec)
 	clear(in) // drop the key material: the pool must not keep it alive
 	s.now = time.Time{}
 	if timed {
@@ -46,13 +47,13 @@ func (m *Middleware) decide(r *http.Request, s *scratch, timed bool) {
 // rule all the same.
 func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) []redlimit.Input {
 	if m.cfg.Exempt != nil && m.cfg.Exempt(r) {
-		for i := range m.cfg.Rules {
-			in = append(in, redlimit.Input{Rule: m.cfg.Rules[i].Name, Exempt: true})
+		for i := range m.rules {
+			in = append(in, redlimit.Input{Rule: m.rules[i].Name, Exempt: true})
 		}
 		return in
 	}
-	for i := range m.cfg.Rules {
-		rule := &m.cfg.Rules[i]
+	for i := range m.rules {
+		rule := &m.rules[i]
 		in = append(in, redlimit.Input{Rule: rule.Name})
 		x := &in[len(in)-1]
 		if rule.Exempt != nil && rule.Exempt(r) {
@@ -66,7 +67,7 @@ func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) []redlimit.Inp
 				return in
 			}
 			x.Missing = true
-			if m.stopsMissing[i] {
+			if rule.stops {
 				return in
 			}
 			continue
@@ -80,6 +81,11 @@ func (m *Middleware) inputs(r *http.Request, in []redlimit.Input) []redlimit.Inp
 		}
 		if rule.LimitFunc != nil {
 			x.Limit, x.LimitErr = rule.LimitFunc(r)
+			if x.LimitErr == nil && x.Limit == (algorithms.Limit{}) {
+				// the zero Limit would let the Limiter's own limit decide:
+				// never a default limit in place of the request's
+				x.LimitErr = x.Limit.Validate(rule.alg)
+			}
 		}
 	}
 	return in

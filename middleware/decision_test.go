@@ -19,8 +19,8 @@ import (
 // TestCheck decides inside a handler: Check consumes like the Handler does,
 // WriteHeaders writes the same fields, and the handler answers itself.
 func TestCheck(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:   []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules:   []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		Headers: headers.Writer{Style: headers.Both},
 	})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -70,8 +70,8 @@ func TestCheck(t *testing.T) {
 func TestCheckError(t *testing.T) {
 	broken := keyfunc.Func(func(*http.Request) (string, error) { return "", errors.New("session store down") })
 	for _, policy := range []redlimit.ErrorPolicy{redlimit.Fallback, redlimit.FailOpen, redlimit.FailClosed} {
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{
-			Rules:   []middleware.Rule{{Name: "user", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}},
+		mw := newMW(t, newMemory(t, fixed), spec{
+			Rules:   []specRule{{Name: "user", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}},
 			OnError: policy,
 		})
 		d, err := mw.Check(req("GET", "/", "192.0.2.1:1"))
@@ -95,8 +95,8 @@ func TestDecisionInContext(t *testing.T) {
 	for _, in := range []bool{false, true} {
 		var got *redlimit.Decision
 		var found bool
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{
-			Rules:             []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+		mw := newMW(t, newMemory(t, fixed), spec{
+			Rules:             []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 			DecisionInContext: in,
 		})
 		h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -121,8 +121,8 @@ func TestDecisionInContext(t *testing.T) {
 // keys and results, whatever the outcome.
 func TestOnDecision(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
 			{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 		},
@@ -178,8 +178,8 @@ func TestOnDecision(t *testing.T) {
 // client's decision.
 func TestNoStaleRules(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3},
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 		},
@@ -202,8 +202,8 @@ func TestNoStaleRules(t *testing.T) {
 func TestSlog(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
 		var buf syncBuffer
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{
-			Rules: []middleware.Rule{
+		mw := newMW(t, newMemory(t, fixed), spec{
+			Rules: []specRule{
 				{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 				{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: redlimit.SkipMissingKey},
 			},
@@ -257,10 +257,10 @@ func TestMissingKeyStopsKeyFuncs(t *testing.T) {
 				return "k", nil
 			}
 			var rec recorder
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{
+			mw := newMW(t, newMemory(t, fixed), spec{
 				Shadow:     tt.shadow == "all",
 				OnDecision: rec.hook,
-				Rules: []middleware.Rule{
+				Rules: []specRule{
 					{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: tt.missing, Shadow: tt.shadow == "rule"},
 					{Name: "second", Key: second, Algorithm: algorithms.GCRA, Limit: gcra3},
 				},

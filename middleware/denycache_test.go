@@ -11,7 +11,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 )
 
 // countingBackend counts calls to a Memory backend; not being a *Memory
@@ -34,7 +33,7 @@ func TestDenyCacheDefault(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		mem, _ := memstore.New(memstore.Config{})
 		cb := &countingBackend{next: mem}
-		mw, err := middleware.New(cb, middleware.Config{NoDenyCache: off, Timeout: 10 * time.Second, Rules: []middleware.Rule{
+		mw, err := build(cb, spec{NoDenyCache: off, Timeout: 10 * time.Second, Rules: []specRule{
 			{Name: "k", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(2)},
 		}})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -32,18 +33,23 @@ func ExampleNew_calendarQuota() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "daily", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerDayIn(10_000, berlin)}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		Rules: []middleware.Rule{{
-			Name:      "daily",
-			Key:       apiKey,
-			Algorithm: algorithms.FixedWindow,
-			Limit:     algorithms.PerDayIn(10_000, berlin),
+			Name: "daily",
+			Key:  apiKey,
 			Cost: func(r *http.Request) int64 {
 				n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
 				return max(n, 1)
 			},
 		}},
-		Now: clock,
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -29,18 +30,19 @@ func ExampleNew_concurrency() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name:      "exports",
-			Key:       user,
-			Algorithm: algorithms.Concurrency,
-			Limit:     algorithms.InFlight(3, 30*time.Second),
-		}},
-		Now: clock,
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "exports", Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(3, 30*time.Second)}},
+		Now:   clock,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{Rules: []middleware.Rule{{Name: "exports", Key: user}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mw.Close()
 	var running sync.WaitGroup
 	done := make(chan struct{})
 	export := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
@@ -32,7 +33,7 @@ func ExamplePerHeader_chi() {
 		log.Fatal(err)
 	}
 	perKey, err := middleware.PerHeader(backend, "X-API-Key", algorithms.GCRA, algorithms.PerMinute(100),
-		middleware.WithConfig(middleware.Config{Timeout: 5 * time.Second})) // go test on a busy machine; a service keeps the default 100ms
+		middleware.WithLimiterConfig(redlimit.Config{Timeout: 5 * time.Second})) // go test on a busy machine; a service keeps the default 100ms
 	if err != nil {
 		log.Fatal(err)
 	}

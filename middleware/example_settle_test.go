@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -26,12 +27,18 @@ func ExampleRule_responseCost() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3), Refundable: true}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		Rules: []middleware.Rule{{
-			Name:      "login",
-			Key:       user,
-			Algorithm: algorithms.FixedWindow,
-			Limit:     algorithms.PerHour(3),
+			Name: "login",
+			Key:  user,
 			ResponseCost: func(status int, _ int64) int64 {
 				if status == http.StatusUnauthorized || status == http.StatusForbidden {
 					return 1
@@ -39,7 +46,6 @@ func ExampleRule_responseCost() {
 				return 0
 			},
 		}},
-		Now: clock,
 	})
 	if err != nil {
 		log.Fatal(err)

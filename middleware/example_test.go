@@ -26,7 +26,8 @@ import (
 )
 
 // clock is the fixed time of the examples, so that their output is
-// reproducible. A real service leaves both Now fields nil.
+// reproducible. A real service leaves both Now fields nil (the store's
+// and the Limiter's).
 func clock() time.Time { return time.Unix(1_700_000_000, 0) }
 
 // Limit POST /api/orders to 3 requests a minute per client IP and route,
@@ -44,14 +45,16 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name:      "orders",
-			Key:       key,
-			Algorithm: algorithms.GCRA,
-			Limit:     algorithms.PerMinute(3),
-		}},
-		Now: clock,
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "orders", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules: []middleware.Rule{{Name: "orders", Key: key}},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -90,22 +93,28 @@ func ExampleMiddleware_With() {
 		id := r.Header.Get("X-User") // in a real service: the authenticated user
 		return id, id != ""
 	})
-	api, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: redlimit.SkipMissingKey},
-		},
+	lim, err := redlimit.New(backend, redlimit.Config{Rules: []redlimit.Rule{
+		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
+		{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(60), MissingKey: redlimit.SkipMissingKey},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	api, err := middleware.New(lim, middleware.Config{
+		Rules:   []middleware.Rule{{Name: "ip", Key: ip}, {Name: "user", Key: user}},
 		Headers: headers.Writer{Style: headers.IETF},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer api.Close()
+	payLim, err := lim.With(redlimit.Rule{Name: "payments", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)})
+	if err != nil {
+		log.Fatal(err)
+	}
 	routeUser, _ := keyfunc.Join(keyfunc.Route(), user)
-	payments, err := api.With(middleware.Rule{
-		Name: "payments", Key: routeUser,
-		Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
-	})
+	payments, err := api.With(payLim, middleware.Rule{Name: "payments", Key: routeUser})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -142,11 +151,15 @@ func ExampleMiddleware_With() {
 func ExampleMiddleware_Check() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	apiKey, _ := keyfunc.Header("X-API-Key")
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name: "export", Key: apiKey,
-			Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(2),
-		}},
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "export", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerHour(2)}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules:   []middleware.Rule{{Name: "export", Key: apiKey}},
 		Headers: headers.Writer{Reset: headers.DeltaSeconds},
 	})
 	if err != nil {
@@ -213,13 +226,20 @@ func ExampleMiddleware_Handler_chi() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: redlimit.SkipMissingKey},
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{
+			{Name: "ip", Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
+			{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), MissingKey: redlimit.SkipMissingKey},
 		},
 		Now:     clock,
 		Timeout: 5 * time.Second, // miniredis under go test on a busy machine; a service keeps the default
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules: []middleware.Rule{{Name: "ip", Key: ip}, {Name: "user", Key: user}},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -244,9 +264,9 @@ func ExampleMiddleware_Handler_chi() {
 	// 429 remaining=0 retry-after="30"
 }
 
-// A support endpoint unblocks a client of the HTTP middleware: Engine
-// returns the middleware's engine, whose Reset forgets the client's keys
-// in the store and in the middleware's deny cache.
+// A support endpoint unblocks a client of the HTTP middleware: Limiter
+// returns the middleware's Limiter, whose Reset forgets the client's keys
+// in the store and in the Limiter's deny cache.
 func ExampleMiddleware_Limiter() {
 	backend, err := memstore.New(memstore.Config{Now: clock})
 	if err != nil {
@@ -256,10 +276,15 @@ func ExampleMiddleware_Limiter() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}},
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(1)}},
 		Now:   clock,
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{Rules: []middleware.Rule{{Name: "user", Key: user}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -351,10 +376,18 @@ func ExampleExemptCIDRs() {
 	admin := func(r *http.Request) bool {
 		return subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Admin-Key")), []byte("s3cret")) == 1
 	}
-	mw, err := middleware.New(backend, middleware.Config{
+	lim, err := redlimit.New(backend, redlimit.Config{Rules: []redlimit.Rule{
+		{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
+		{Name: "global", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000)},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), Exempt: admin},
-			{Name: "global", Key: keyfunc.Const("all"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(1000)},
+			{Name: "ip", Key: ip, Exempt: admin},
+			{Name: "global", Key: keyfunc.Const("all")},
 		},
 		Exempt: internal,
 	})
@@ -397,9 +430,19 @@ func ExampleRule_limitFunc() {
 	backend, _ := memstore.New(memstore.Config{Now: clock})
 	plans := map[string]algorithms.Limit{"free": algorithms.PerMinute(1), "pro": algorithms.PerMinute(100)}
 	customer, _ := keyfunc.Header("X-Customer")
-	mw, err := middleware.New(backend, middleware.Config{
+	lim, err := redlimit.New(backend, redlimit.Config{
+		// the free plan for callers without a request (lim.Allow); HTTP
+		// requests get the limit of their X-Plan
+		Rules:   []redlimit.Rule{{Name: "plan", Algorithm: algorithms.FixedWindow, Limit: plans["free"]}},
+		OnError: redlimit.FailClosed,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		Rules: []middleware.Rule{{
-			Name: "plan", Key: customer, Algorithm: algorithms.FixedWindow,
+			Name: "plan", Key: customer,
 			LimitFunc: func(r *http.Request) (algorithms.Limit, error) {
 				l, ok := plans[r.Header.Get("X-Plan")]
 				if !ok {
@@ -408,7 +451,6 @@ func ExampleRule_limitFunc() {
 				return l, nil
 			},
 		}},
-		OnError: redlimit.FailClosed,
 		OnDecision: func(r *http.Request, d *redlimit.Decision) {
 			if d.Err != nil {
 				fmt.Println("   ", d.Err)

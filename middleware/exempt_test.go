@@ -33,8 +33,8 @@ func TestConfigExempt(t *testing.T) {
 	key := &countingKey{key: ipFunc(t)}
 	var costs, limits atomic.Int64
 	var rec recorder
-	mw := newMW(t, cb, middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, cb, spec{
+		Rules: []specRule{
 			{Name: "ip", Key: key.fn, Algorithm: algorithms.GCRA, Limit: gcra3,
 				Cost: func(*http.Request) int64 { costs.Add(1); return 1 }},
 			{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, MissingKey: redlimit.DenyMissingKey,
@@ -80,8 +80,8 @@ func TestRuleExempt(t *testing.T) {
 	}
 	key := &countingKey{key: ipFunc(t)}
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: key.fn, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1), Exempt: internal},
 			{Name: "global", Key: keyfunc.Const("all"), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(5)},
 		},

@@ -73,14 +73,14 @@ func defaultClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	return c
 }
 
-func redisMW(t *testing.T, c redis.Scripter, cfg middleware.Config) (*middleware.Middleware, *recorder) {
+func redisMW(t *testing.T, c redis.Scripter, cfg spec) (*middleware.Middleware, *recorder) {
 	t.Helper()
 	b, err := redisstore.New(c, redisstore.Config{Now: fixed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rec recorder
-	cfg.Rules = []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}}
+	cfg.Rules = []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}}
 	cfg.Timeout = redisTimeout
 	cfg.OnDecision = rec.hook
 	return newMW(t, b, cfg), &rec
@@ -112,7 +112,7 @@ func untilPrimary(t *testing.T, h http.Handler, rec *recorder, remote string) ti
 
 func TestRedisFailOpen(t *testing.T) {
 	srv := ownRedis(t)
-	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{OnError: redlimit.FailOpen})
+	mw, rec := redisMW(t, fastClient(t, srv), spec{OnError: redlimit.FailOpen})
 	h := mw.Handler(ok)
 	checkResponse(t, "up", serve(h, req("GET", "/", "192.0.2.1:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
@@ -150,9 +150,9 @@ func TestRedisFailOpen(t *testing.T) {
 func TestRedisFailClosed(t *testing.T) {
 	srv := ownRedis(t)
 	c := fastClient(t, srv)
-	mw, rec := redisMW(t, c, middleware.Config{OnError: redlimit.FailClosed})
+	mw, rec := redisMW(t, c, spec{OnError: redlimit.FailClosed})
 	var seen error
-	custom, _ := redisMW(t, c, middleware.Config{OnError: redlimit.FailClosed,
+	custom, _ := redisMW(t, c, spec{OnError: redlimit.FailClosed,
 		ErrorHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d, _ := middleware.FromContext(r.Context())
 			seen = d.Err
@@ -190,7 +190,7 @@ func TestRedisFailClosed(t *testing.T) {
 func TestRedisFallback(t *testing.T) {
 	srv := ownRedis(t)
 	const probe = 50 * time.Millisecond
-	mw, rec := redisMW(t, fastClient(t, srv), middleware.Config{
+	mw, rec := redisMW(t, fastClient(t, srv), spec{
 		OnError:         redlimit.Fallback,
 		ProbeInterval:   probe,
 		FallbackAfter:   time.Millisecond,
@@ -257,7 +257,7 @@ func TestRedisPaused(t *testing.T) {
 		for _, policy := range []redlimit.ErrorPolicy{redlimit.FailOpen, redlimit.FailClosed, redlimit.Fallback} {
 			t.Run(cl.name+"/"+policy.String(), func(t *testing.T) {
 				srv := ownRedis(t)
-				mw, rec := redisMW(t, cl.new(t, srv), middleware.Config{OnError: policy, ProbeInterval: 50 * time.Millisecond})
+				mw, rec := redisMW(t, cl.new(t, srv), spec{OnError: policy, ProbeInterval: 50 * time.Millisecond})
 				h := mw.Handler(ok)
 				if w := serve(h, req("GET", "/", "192.0.2.1:1")); w.Code != 200 {
 					t.Fatalf("up: status %d", w.Code)
@@ -318,9 +318,9 @@ func TestWrongTypeKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rec recorder
-			mw := newMW(t, b, middleware.Config{
+			mw := newMW(t, b, spec{
 				Prefix:        strings.ReplaceAll(redistest.Prefix(t), "/", "."),
-				Rules:         []middleware.Rule{{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3}},
+				Rules:         []specRule{{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3}},
 				OnError:       tt.policy,
 				ProbeInterval: time.Hour, // no probe switches back within the test
 				OnDecision:    rec.hook,
@@ -377,9 +377,9 @@ func TestAlgorithmChange(t *testing.T) {
 			}
 			var rec recorder
 			deploy := func(alg algorithms.Algorithm) http.Handler {
-				return newMW(t, b, middleware.Config{
+				return newMW(t, b, spec{
 					Prefix:        prefix,
-					Rules:         []middleware.Rule{{Name: "api", Key: userFunc, Algorithm: alg, Limit: limit}},
+					Rules:         []specRule{{Name: "api", Key: userFunc, Algorithm: alg, Limit: limit}},
 					ProbeInterval: time.Hour,
 					OnDecision:    rec.hook,
 				}).Handler(ok)
@@ -430,13 +430,13 @@ func TestProbeKeyState(t *testing.T) {
 	b := &keyStateProbe{mem: newMemory(t, func() time.Time { return t0 })}
 	b.down.Store(true)
 	var last atomic.Int32
-	mw, err := middleware.New(b, middleware.Config{
+	mw, err := build(b, spec{
 		NoDenyCache:   true,
 		ProbeInterval: time.Millisecond,
 		FallbackAfter: time.Millisecond,
 		Logger:        quiet,
 		OnDecision:    func(_ *http.Request, d *redlimit.Decision) { last.Store(int32(d.Source)) },
-		Rules:         []middleware.Rule{{Name: "ip", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)}},
+		Rules:         []specRule{{Name: "ip", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,15 +11,14 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 )
 
 // hostileMW is one rule of 3 per minute keyed by key, recording decisions.
 func hostileMW(t *testing.T, name string, key keyfunc.Func, missing redlimit.MissingKey) (http.Handler, *recorder) {
 	t.Helper()
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:      []middleware.Rule{{Name: name, Key: key, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: missing}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules:      []specRule{{Name: name, Key: key, Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: missing}},
 		OnDecision: rec.hook,
 	})
 	return mw.Handler(ok), &rec
@@ -218,8 +217,8 @@ func TestRemoteAddr(t *testing.T) {
 
 	// With SkipMissingKey the other rules decide alone.
 	var rec2 recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3, MissingKey: redlimit.SkipMissingKey},
 			{Name: "global", Key: keyfunc.Const("all"), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
 		},
@@ -269,8 +268,8 @@ func TestRouteMethodChosenByClient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules: []middleware.Rule{{Name: "route", Key: tt.key, Algorithm: algorithms.GCRA, Limit: gcra3}},
+			mw := newMW(t, newMemory(t, fixed), spec{
+				Rules: []specRule{{Name: "route", Key: tt.key, Algorithm: algorithms.GCRA, Limit: gcra3}},
 			})
 			h := tt.router(mw.Handler)
 			allowed := 0

@@ -13,7 +13,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms/redisstore"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 )
 
 // TestKeyFirstSharesBuckets: an HTTP middleware and the engine's key-first
@@ -36,7 +35,7 @@ func TestKeyFirstSharesBuckets(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := newBackend(t)
 			prefix := strings.NewReplacer("/", ".", ":", "").Replace(strings.TrimSuffix(redistest.Prefix(t), ":")) // unique per run
-			mw := newMW(t, b, middleware.Config{Prefix: prefix, Rules: []middleware.Rule{
+			mw := newMW(t, b, spec{Prefix: prefix, Rules: []specRule{
 				{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: gcra3},
 			}})
 			e, err := redlimit.New(b, redlimit.Config{Prefix: prefix, Logger: slog.New(slog.DiscardHandler), Rules: []redlimit.Rule{

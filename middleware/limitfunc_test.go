@@ -1,12 +1,14 @@
 package middleware_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
@@ -39,8 +41,8 @@ func (p *planLimits) limit(r *http.Request) (algorithms.Limit, error) {
 func TestRuleLimitFunc(t *testing.T) {
 	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(2), "pro": algorithms.PerMinute(4)}}
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:      []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.FixedWindow, LimitFunc: p.limit}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules:      []specRule{{Name: "plan", Key: userFunc, Algorithm: algorithms.FixedWindow, LimitFunc: p.limit}},
 		OnDecision: rec.hook,
 	})
 	h := mw.Handler(ok)
@@ -90,8 +92,8 @@ func TestRuleLimitFuncErrors(t *testing.T) {
 	} {
 		for _, policy := range []redlimit.ErrorPolicy{redlimit.Fallback, redlimit.FailOpen, redlimit.FailClosed} {
 			var rec recorder
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules: []middleware.Rule{
+			mw := newMW(t, newMemory(t, fixed), spec{
+				Rules: []specRule{
 					{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 					{Name: "plan", Key: userFunc, Algorithm: algorithms.SlidingWindow, LimitFunc: p.limit},
 				},
@@ -126,8 +128,8 @@ func TestRuleLimitFuncErrors(t *testing.T) {
 // refuses the request before any rule is charged.
 func TestRuleLimitFuncNothingConsumed(t *testing.T) {
 	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(10)}}
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 			{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit},
 		},
@@ -144,31 +146,80 @@ func TestRuleLimitFuncNothingConsumed(t *testing.T) {
 	})
 }
 
-// TestRuleLimitFuncInvalid: a rule takes its limit from Limit (and Tiers)
-// or from LimitFunc, not both.
+// TestRuleLimitFuncInvalid: a request's limit comes from its tier or
+// from LimitFunc, not both; the Limiter's rule still needs a limit of its
+// own.
 func TestRuleLimitFuncInvalid(t *testing.T) {
 	fn := func(*http.Request) (algorithms.Limit, error) { return gcra3, nil }
 	tier := func(*http.Request) string { return "" }
+	tiers := map[string]algorithms.Limit{"pro": gcra3}
 	for _, tt := range []struct {
-		rule middleware.Rule
+		rule specRule
 		want string
 	}{
-		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Limit: gcra3},
-			`redlimit: rule "p": Limit must be the zero Limit when LimitFunc is set, got 3/1m0s`},
-		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tier: tier},
-			`redlimit: rule "p": Tier must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
-		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tier: tier, Tiers: map[string]algorithms.Limit{"pro": gcra3}},
-			`redlimit: rule "p": Tiers must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
-		{middleware.Rule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tiers: map[string]algorithms.Limit{"pro": gcra3}},
-			`redlimit: rule "p": Tiers must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc`},
-		{middleware.Rule{Name: "p", Key: userFunc, LimitFunc: fn},
+		{specRule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tier: tier, Limit: gcra3},
+			`redlimit: rule "p": Tier must be nil when LimitFunc is set: a request's limit comes from its tier or from LimitFunc`},
+		{specRule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Tier: tier, Limit: gcra3, Tiers: tiers},
+			`redlimit: rule "p": Tier must be nil when LimitFunc is set: a request's limit comes from its tier or from LimitFunc`},
+		{specRule{Name: "p", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: fn, Limit: gcra3, Tiers: tiers},
+			`redlimit: rule "p": LimitFunc must be nil: the Limiter's rule has Tiers, chosen by Tier`},
+		{specRule{Name: "p", Key: userFunc, LimitFunc: fn},
 			`redlimit: rule "p": Algorithm must be one of fixed_window, sliding_log, sliding_window, token_bucket, gcra, concurrency, got Algorithm(0)`},
 	} {
-		_, err := middleware.New(newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{tt.rule}})
+		_, err := build(newMemory(t, fixed), spec{Rules: []specRule{tt.rule}})
 		var ce *algorithms.ConfigError
 		if !errors.As(err, &ce) || err.Error() != tt.want {
 			t.Errorf("New = %v, want the *algorithms.ConfigError %q", err, tt.want)
 		}
+	}
+}
+
+// TestRuleLimitFuncOverLimiterLimit: on a Limiter rule with a Limit of
+// its own, an HTTP request's limit is its LimitFunc's; a LimitFunc that
+// returns the zero Limit refuses the rule (a *redlimit.LimitError),
+// never falling back to the Limiter's Limit, while the Limiter's callers
+// without a request keep that Limit.
+func TestRuleLimitFuncOverLimiterLimit(t *testing.T) {
+	plan := algorithms.PerMinute(5)
+	lim, err := redlimit.New(newMemory(t, fixed), redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "plan", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2)}},
+		Now:   fixed, Logger: quiet, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	var rec recorder
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules: []middleware.Rule{{Name: "plan", Key: userFunc, LimitFunc: func(r *http.Request) (algorithms.Limit, error) {
+			if r.Header.Get("X-Plan") == "none" {
+				return algorithms.Limit{}, nil
+			}
+			return plan, nil
+		}}},
+		OnDecision: rec.hook,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	h := mw.Handler(ok)
+	checkResponse(t, "planned", serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice")), 200, xHeaders("5", "4", epoch0+40, ""))
+	d := rec.last(t)
+	if d.Rules[0].Limit != plan {
+		t.Errorf("planned request: limit %v, want the LimitFunc's %v", d.Rules[0].Limit, plan)
+	}
+	serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "bob", "X-Plan", "none"))
+	d = rec.last(t)
+	var le *redlimit.LimitError
+	if !errors.As(d.Err, &le) || !d.Rules[0].LimitFailed || d.Rules[0].Evaluated {
+		t.Errorf("zero Limit: Err %v, rule %+v; want a *redlimit.LimitError, the rule not decided", d.Err, d.Rules[0])
+	}
+	if want := `redlimit: rule "plan": LimitFunc returned an invalid limit: Limit.Rate must be > 0, got 0`; d.Err == nil || d.Err.Error() != want {
+		t.Errorf("zero Limit: Err %v, want %q", d.Err, want)
+	}
+	if got := lim.Allow(context.Background(), "carol"); got.Rules[0].Limit != algorithms.PerMinute(2) {
+		t.Errorf("Limiter.Allow: limit %v, want the Limiter rule's %v", got.Rules[0].Limit, algorithms.PerMinute(2))
 	}
 }
 
@@ -184,9 +235,9 @@ func TestRuleLimitFuncDenyCacheRedis(t *testing.T) {
 	var limit atomic.Pointer[algorithms.Limit]
 	small, large := algorithms.PerHour(2), algorithms.PerHour(100)
 	limit.Store(&small)
-	mw := newMW(t, b, middleware.Config{
+	mw := newMW(t, b, spec{
 		Prefix: strings.ReplaceAll(redistest.Prefix(t), "/", "."),
-		Rules: []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.FixedWindow,
+		Rules: []specRule{{Name: "plan", Key: userFunc, Algorithm: algorithms.FixedWindow,
 			LimitFunc: func(*http.Request) (algorithms.Limit, error) { return *limit.Load(), nil }}},
 	})
 	h := mw.Handler(ok)
@@ -220,11 +271,11 @@ func TestRuleLimitFuncDenyCacheRedis(t *testing.T) {
 // their LimitFunc, and the base's Config.Exempt still exempts from all.
 func TestWithLimitFuncAndExempt(t *testing.T) {
 	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerMinute(1)}}
-	base := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:  []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	base := newMW(t, newMemory(t, fixed), spec{
+		Rules:  []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		Exempt: func(r *http.Request) bool { return r.Header.Get("X-Health") != "" },
 	})
-	mw, err := base.With(middleware.Rule{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit})
+	mw, err := with(base, specRule{Name: "plan", Key: userFunc, Algorithm: algorithms.GCRA, LimitFunc: p.limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,9 +306,9 @@ func TestRuleLimitFuncConcurrentRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &planLimits{plans: map[string]algorithms.Limit{"free": algorithms.PerHour(10), "pro": algorithms.PerHour(50)}}
-	mw := newMW(t, b, middleware.Config{
+	mw := newMW(t, b, spec{
 		Prefix: strings.ReplaceAll(redistest.Prefix(t), "/", "."),
-		Rules:  []middleware.Rule{{Name: "plan", Key: userFunc, Algorithm: algorithms.SlidingLog, LimitFunc: p.limit}},
+		Rules:  []specRule{{Name: "plan", Key: userFunc, Algorithm: algorithms.SlidingLog, LimitFunc: p.limit}},
 	})
 	h := mw.Handler(ok)
 	var allowed [2]atomic.Int64

@@ -62,25 +62,26 @@ func newMemory(t testing.TB, now func() time.Time) *memstore.Store {
 	return m
 }
 
-// newMW builds a Middleware, defaulting Now to the fixed clock, Logger to
-// quiet and Timeout to 10s, and closes it when t ends. The default 100ms
-// Timeout is a race against the wall clock that a loaded machine loses: a
-// call to a real redis-server or miniredis (or to a stub run from the
-// engine's guard goroutine) past it is refused, and after FallbackAfter of
-// such failures the fallback decides, so exact counts would split between
-// two backends. Tests whose point is a timeout set Timeout themselves.
-func newMW(t testing.TB, b algorithms.Backend, cfg middleware.Config) *middleware.Middleware {
+// newMW builds a Limiter and its Middleware from s (see spec), defaulting
+// Now to the fixed clock, Logger to quiet and Timeout to 10s, and closes
+// both when t ends. The default 100ms Timeout is a race against the wall
+// clock that a loaded machine loses: a call to a real redis-server or
+// miniredis (or to a stub run from the limiter's guard goroutine) past it
+// is refused, and after FallbackAfter of such failures the fallback
+// decides, so exact counts would split between two backends. Tests whose
+// point is a timeout set Timeout themselves.
+func newMW(t testing.TB, b algorithms.Backend, s spec) *middleware.Middleware {
 	t.Helper()
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
+	if s.Timeout == 0 {
+		s.Timeout = 10 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = fixed
+	if s.Now == nil {
+		s.Now = fixed
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
+	if s.Logger == nil {
+		s.Logger = quiet
 	}
-	mw, err := middleware.New(b, cfg)
+	mw, err := build(b, s)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -2,7 +2,9 @@ package middleware
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,47 +13,65 @@ import (
 	"github.com/redlimit/redlimit/internal/after"
 )
 
-// Middleware limits requests by its rules. Build it with [New]; it is safe
-// for concurrent use. Close it when done to stop a fallback probe.
+// Middleware limits HTTP requests by the rules of a [redlimit.Limiter].
+// Build it with [New] (or a shortcut: [PerIP], ...); it is safe for
+// concurrent use. Close it when done to finish the work queued after
+// responses.
 type Middleware struct {
-	engine  *redlimit.Limiter
+	lim     *redlimit.Limiter
+	own     bool   // built by a shortcut: Close closes lim
 	cfg     Config // after defaults
+	rules   []rule // cfg.Rules in lim's rule order
 	pool    sync.Pool
-	wallNow bool // cfg.Now is time.Now: reuse the time decide read
-	timed   bool // something besides debug logging reads Decision.Latency
-	settles bool // a rule has a ResponseCost: requests are settled after the response (settle.go)
-	holds   bool // a rule is a concurrency rule: an allowed request holds slots until settled
-	// stopsMissing[i]: rule i denies a request without key material
-	// (DenyMissingKey, not in shadow mode): no later rule's funcs run
-	stopsMissing []bool
+	now     func() time.Time // lim's clock, for the epoch reset header
+	wallNow bool             // now is time.Now: reuse the time decide read
+	log     *slog.Logger     // lim's Logger
+	timed   bool             // something besides debug logging reads Decision.Latency
+	settles bool             // a rule has a ResponseCost: requests are settled after the response (settle.go)
+	holds   bool             // a rule is a concurrency rule: an allowed request holds slots until settled
 
 	after         *after.Queue[job] // the work after responses (after.go), shared with With
 	localPrimary  bool              // the backend runs in process: no work after a response is queued
 	localFallback bool              // so does the fallback
 }
 
-// Engine returns the decision engine m runs its rules on, with m's rules,
-// backend, deny cache and fallback: code outside a handler can Allow, Wait,
-// Peek or Reset the same buckets by key material (redlimit.Limiter.Allow).
-// Resetting through it also clears m's deny cache, so a reset client is
-// allowed at once by m. Config.OnDecision hears of HTTP requests only:
-// decisions made through the engine directly reach no hook (the engine
-// has no request to give it).
-func (m *Middleware) Limiter() *redlimit.Limiter { return m.engine }
+// With returns a new Middleware on lim, a Limiter with more rules than
+// m's (typically derived from m's with redlimit.Limiter.With), with m's
+// Config and the given Rules added to m's: per-route rules layered on
+// shared ones, decided together in one call. Every rule of lim needs a
+// Rule, from m or from rules. It shares m's queue of work after
+// responses (Close of either closes it). Like [New], it does not own lim.
+func (m *Middleware) With(lim *redlimit.Limiter, rules ...Rule) (*Middleware, error) {
+	cfg := m.cfg
+	cfg.Rules = append(slices.Clone(m.cfg.Rules), rules...)
+	return build(lim, cfg, m.after)
+}
 
-// Close stops the fallback probe, if one runs, for m and the Middlewares
-// derived from it with With, and waits until the work queued after their
-// responses is done: every slot of a concurrency rule released, every
-// ResponseCost rule settled (or its error given to Config.OnSettleError).
-// That takes at most the time of the queued calls, each bounded by
-// Config.Timeout (see Handler; with the Timeout disabled, as long as the
-// backend takes). They keep working: after Close, a request makes its
-// own release and settle after its handler. Close a Middleware after the
-// server that runs it has shut down (http.Server.Shutdown), so that
-// every request's work is done.
+// Limiter returns the Limiter m decides with: code outside a handler can
+// Allow, Wait, Peek or Reset the same buckets by key material
+// (redlimit.Limiter.Allow). Config.OnDecision hears of HTTP requests
+// only: decisions made through the Limiter directly reach no hook of m.
+func (m *Middleware) Limiter() *redlimit.Limiter { return m.lim }
+
+// Close waits until the work queued after the responses of m and the
+// Middlewares derived from it with With is done: every slot of a
+// concurrency rule released, every ResponseCost rule settled (or its
+// error given to Config.OnSettleError). That takes at most the time of
+// the queued calls, each bounded by redlimit.Config.Timeout (see Handler;
+// with the Timeout disabled, as long as the backend takes). They keep
+// working: after Close, a request makes its own release and settle after
+// its handler. Close a Middleware after the server that runs it has shut
+// down (http.Server.Shutdown), so that every request's work is done.
+//
+// Close does not close a Limiter given to New or With: close it after
+// the Middleware. A Middleware built by a shortcut ([PerIP], [PerHeader],
+// [PerUser], [PerKey]) owns its Limiter, and Close closes it too.
 func (m *Middleware) Close() error {
 	m.after.Close()
-	return m.engine.Close()
+	if m.own {
+		return m.lim.Close()
+	}
+	return nil
 }
 
 // scratch is the per-request working memory, pooled.
@@ -59,7 +79,7 @@ type scratch struct {
 	in       []redlimit.Input
 	policies []headers.Policy
 	dec      redlimit.Decision
-	now      time.Time       // when decide finished: the wall clock for headers when Config.Now is time.Now
+	now      time.Time       // when decide finished: the wall clock for headers when the Limiter's clock is time.Now
 	costs    []redlimit.Cost // what the response cost, per ResponseCost rule, when settle
 	settle   bool            // the ResponseCost rules of dec are to be settled with costs (after.go)
 }
@@ -75,10 +95,10 @@ type scratch struct {
 // (per Middleware and those derived with With), and at most 1024
 // requests' work waits for one; when the queue is full, or after Close,
 // the request makes its own after next returns (its client then waits
-// for them, at most Config.Timeout each), so nothing is dropped. On a
+// for them, at most redlimit.Config.Timeout each), so nothing is dropped. On a
 // backend that runs in process (memstore) they are made at once. A
 // release or settle that fails goes to Config.OnSettleError and the
-// Logger.
+// Limiter's Logger.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := m.pool.Get().(*scratch)
@@ -134,7 +154,7 @@ func (m *Middleware) Check(r *http.Request) (*redlimit.Decision, error) {
 // RuleDecision built by the caller without a Limit gets none.
 func (m *Middleware) WriteHeaders(h http.Header, d *redlimit.Decision) {
 	if m.cfg.Headers.Style != headers.None {
-		m.write(h, m.cfg.Now(), d, nil)
+		m.write(h, m.now(), d, nil)
 	}
 }
 
@@ -163,13 +183,13 @@ func (m *Middleware) writeHeaders(h http.Header, s *scratch) {
 	}
 	now := s.now
 	if !m.wallNow || now.IsZero() {
-		now = m.cfg.Now()
+		now = m.now()
 	}
 	s.policies = m.write(h, now, &s.dec, s.policies)
 }
 
 // missingKey reports whether the denied decision d was denied because a
-// rule not in shadow mode found no key: the engine stopped there, before
+// rule not in shadow mode found no key: the Limiter stopped there, before
 // any backend call, and no other rule denied the request.
 func missingKey(d *redlimit.Decision) bool {
 	if d.Failed {

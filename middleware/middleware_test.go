@@ -13,7 +13,6 @@ import (
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/headers"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 )
 
 // gcra3 is 3 requests a minute: with the fixed clock, each request moves
@@ -59,8 +58,8 @@ func TestChi(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recorder
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules:      []middleware.Rule{{Name: "route", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}},
+			mw := newMW(t, newMemory(t, fixed), spec{
+				Rules:      []specRule{{Name: "route", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}},
 				OnDecision: rec.hook,
 			})
 			r := chi.NewRouter()
@@ -82,12 +81,12 @@ func TestChi(t *testing.T) {
 // top-level r.Use runs before routing, keyfunc.Route finds no pattern, and
 // the rule's MissingKey policy applies.
 func TestChiTopLevelUse(t *testing.T) {
-	route := middleware.Rule{Name: "route", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}
-	ip := middleware.Rule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}
+	route := specRule{Name: "route", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}
+	ip := specRule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}
 
 	t.Run("deny", func(t *testing.T) {
 		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{route}, OnDecision: rec.hook})
+		mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{route}, OnDecision: rec.hook})
 		r := chi.NewRouter()
 		r.Use(mw.Handler)
 		r.Get("/users/{id}", ok)
@@ -102,7 +101,7 @@ func TestChiTopLevelUse(t *testing.T) {
 		route := route
 		route.MissingKey = redlimit.SkipMissingKey
 		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{ip, route}, OnDecision: rec.hook})
+		mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{ip, route}, OnDecision: rec.hook})
 		r := chi.NewRouter()
 		r.Use(mw.Handler)
 		r.Get("/users/{id}", ok)
@@ -122,8 +121,8 @@ func TestChiTopLevelUse(t *testing.T) {
 // every route of the sub-router shares one bucket. Use r.With there.
 func TestChiSubRouterUse(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:      []middleware.Rule{{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules:      []specRule{{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnDecision: rec.hook,
 	})
 	r := chi.NewRouter()
@@ -191,8 +190,8 @@ func TestServeMuxStyles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules:   []middleware.Rule{{Name: "orders", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}},
+			mw := newMW(t, newMemory(t, fixed), spec{
+				Rules:   []specRule{{Name: "orders", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: gcra3}},
 				Headers: tt.writer,
 			})
 			mux := http.NewServeMux()
@@ -223,15 +222,15 @@ func TestServeMuxStyles(t *testing.T) {
 // user rules; X- fields follow the most restrictive rule, IETF lists all.
 func TestLayered(t *testing.T) {
 	var rec recorder
-	base := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	base := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)},
 			{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(8)},
 		},
 		Headers:    headers.Writer{Style: headers.Both},
 		OnDecision: rec.hook,
 	})
-	payments, err := base.With(middleware.Rule{Name: "payments", Key: mustKey(keyfunc.Join(keyfunc.Route(), userFunc)), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(5)})
+	payments, err := with(base, specRule{Name: "payments", Key: mustKey(keyfunc.Join(keyfunc.Route(), userFunc)), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +285,8 @@ func TestLayered(t *testing.T) {
 // TestTiers gives each tier its own limit: exact remaining per tier, and the
 // IETF window of the tier's own limit even when two tiers share a capacity.
 func TestTiers(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{{
 			Name: "api", Key: userFunc, Algorithm: algorithms.GCRA,
 			Limit: algorithms.PerMinute(2),
 			Tier:  func(r *http.Request) string { return r.Header.Get("X-Plan") },
@@ -334,8 +333,8 @@ func TestCost(t *testing.T) {
 		n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 		return n
 	}
-	rule := middleware.Rule{Name: "export", Key: ipFunc(t), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), Cost: cost}
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{rule}})
+	rule := specRule{Name: "export", Key: ipFunc(t), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), Cost: cost}
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{rule}})
 	h := mw.Handler(ok)
 	steps := []struct {
 		cost string
@@ -380,8 +379,8 @@ func TestNegativeCost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec recorder
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{
-				Rules: []middleware.Rule{
+			mw := newMW(t, newMemory(t, fixed), spec{
+				Rules: []specRule{
 					{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 					{Name: "export", Key: ipFunc(t), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), Cost: cost, Shadow: tt.shadow},
 				},
@@ -421,8 +420,8 @@ func TestNegativeCost(t *testing.T) {
 func TestShadow(t *testing.T) {
 	t.Run("rule", func(t *testing.T) {
 		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{
-			Rules: []middleware.Rule{
+		mw := newMW(t, newMemory(t, fixed), spec{
+			Rules: []specRule{
 				{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)},
 				{Name: "strict", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2), Shadow: true},
 			},
@@ -454,8 +453,8 @@ func TestShadow(t *testing.T) {
 	})
 	t.Run("config", func(t *testing.T) {
 		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{
-			Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+		mw := newMW(t, newMemory(t, fixed), spec{
+			Rules:      []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 			Shadow:     true,
 			OnDecision: rec.hook,
 		})
@@ -471,8 +470,8 @@ func TestShadow(t *testing.T) {
 	})
 	t.Run("missing key", func(t *testing.T) {
 		var rec recorder
-		mw := newMW(t, newMemory(t, fixed), middleware.Config{
-			Rules: []middleware.Rule{
+		mw := newMW(t, newMemory(t, fixed), spec{
+			Rules: []specRule{
 				{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3},
 				{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: gcra3, Shadow: true},
 			},
@@ -489,8 +488,8 @@ func TestShadow(t *testing.T) {
 // TestRetryAfterUntouched: an allowed request leaves a Retry-After that an
 // outer handler set alone; only a shadow denial's own Retry-After is removed.
 func TestRetryAfterUntouched(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 	})
 	outer := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -508,8 +507,8 @@ func TestRetryAfterUntouched(t *testing.T) {
 // within the time the whole request took.
 func TestLatencyField(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules:      []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnDecision: rec.hook,
 	})
 	start := time.Now()

@@ -22,8 +22,8 @@ import (
 // TestDefaultDenied: plain text unless the client asks for JSON, then an
 // RFC 9457 problem with the draft's quota-exceeded type.
 func TestDefaultDenied(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 			{Name: "user", Key: userFunc, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 		},
@@ -92,8 +92,8 @@ func mustJSON(v any) string {
 func TestDeniedHandler(t *testing.T) {
 	var seen *redlimit.Decision
 	var hdr string
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}},
 		Denied: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			seen, _ = middleware.FromContext(r.Context())
 			hdr = w.Header().Get("Retry-After")
@@ -138,12 +138,12 @@ func (f *failing) Allow(ctx context.Context, checks []algorithms.Check, results 
 // through bare, FailClosed answers with ErrorHandler, Fallback decides with
 // the fallback backend; every decision carries the error.
 func TestErrorPolicies(t *testing.T) {
-	rules := []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}}
+	rules := []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}}
 	t.Run("fail open", func(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
 		var rec recorder
-		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: redlimit.FailOpen, OnDecision: rec.hook})
+		mw := newMW(t, b, spec{Rules: rules, OnError: redlimit.FailOpen, OnDecision: rec.hook})
 		for range 5 {
 			checkResponse(t, "down", serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")), 200, map[string]string{})
 			if d := rec.last(t); !d.Allowed || !errors.Is(d.Err, errDown) || !errors.Is(d.Err, algorithms.ErrBackend) || d.Source != redlimit.SourceNone || d.Rules[0].Evaluated {
@@ -156,14 +156,14 @@ func TestErrorPolicies(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
-		mw := newMW(t, b, middleware.Config{Rules: rules, OnError: redlimit.FailClosed})
+		mw := newMW(t, b, spec{Rules: rules, OnError: redlimit.FailClosed})
 		w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
 		checkResponse(t, "down", w, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"})
 		if w.Body.String() != "rate limiter unavailable\n" {
 			t.Errorf("body %q", w.Body.String())
 		}
 		var seen error
-		custom := newMW(t, b, middleware.Config{Rules: rules, OnError: redlimit.FailClosed,
+		custom := newMW(t, b, spec{Rules: rules, OnError: redlimit.FailClosed,
 			ErrorHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				d, _ := middleware.FromContext(r.Context())
 				seen = d.Err
@@ -178,7 +178,7 @@ func TestErrorPolicies(t *testing.T) {
 		b := &failing{mem: newMemory(t, fixed)}
 		b.down.Store(true)
 		var rec recorder
-		mw := newMW(t, b, middleware.Config{Rules: rules, ProbeInterval: 10 * time.Millisecond, FallbackAfter: time.Millisecond,
+		mw := newMW(t, b, spec{Rules: rules, ProbeInterval: 10 * time.Millisecond, FallbackAfter: time.Millisecond,
 			FallbackBackend: newMemory(t, fixed), OnDecision: rec.hook})
 		// The first failure is refused (503); the next, FallbackAfter
 		// later, switches to the fallback.
@@ -215,8 +215,8 @@ func TestErrorPolicies(t *testing.T) {
 			policy redlimit.ErrorPolicy
 			code   int
 		}{{redlimit.Fallback, 200}, {redlimit.FailOpen, 200}, {redlimit.FailClosed, 503}} {
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{OnError: tt.policy,
-				Rules: []middleware.Rule{{Name: "s", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}}})
+			mw := newMW(t, newMemory(t, fixed), spec{OnError: tt.policy,
+				Rules: []specRule{{Name: "s", Key: broken, Algorithm: algorithms.GCRA, Limit: gcra3}}})
 			if w := serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1")); w.Code != tt.code {
 				t.Errorf("%v: status %d, want %d", tt.policy, w.Code, tt.code)
 			}
@@ -230,8 +230,8 @@ func TestErrorLogThrottled(t *testing.T) {
 	var buf syncBuffer
 	b := &failing{mem: newMemory(t, fixed)}
 	b.down.Store(true)
-	mw := newMW(t, b, middleware.Config{
-		Rules:   []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, b, spec{
+		Rules:   []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnError: redlimit.FailOpen,
 		Logger:  slogTo(&buf),
 	})
@@ -266,8 +266,8 @@ func TestTimeoutEnforced(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			b := &hanging{release: make(chan struct{})}
 			var rec recorder
-			mw := newMW(t, b, middleware.Config{
-				Rules:         []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+			mw := newMW(t, b, spec{
+				Rules:         []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 				OnError:       policy,
 				Timeout:       timeout,
 				ProbeInterval: time.Hour,
@@ -320,8 +320,8 @@ func (b ctxBackend) Allow(ctx context.Context, checks []algorithms.Check, result
 // middleware to the fallback because of it.
 func TestClientGone(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, ctxBackend{newMemory(t, fixed)}, middleware.Config{
-		Rules:         []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, ctxBackend{newMemory(t, fixed)}, spec{
+		Rules:         []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		ProbeInterval: time.Hour,
 		OnDecision:    rec.hook,
 	})
@@ -349,8 +349,8 @@ type honest struct {
 // Timeout.
 func TestHonoursDeadline(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, honest{contract.Carry(contract.Traits{HonoursDeadline: true}), ctxBackend{newMemory(t, fixed)}}, middleware.Config{
-		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, honest{contract.Carry(contract.Traits{HonoursDeadline: true}), ctxBackend{newMemory(t, fixed)}}, spec{
+		Rules:      []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnError:    redlimit.FailOpen,
 		Timeout:    20 * time.Millisecond,
 		OnDecision: rec.hook,
@@ -377,8 +377,8 @@ func (panicking) Allow(context.Context, []algorithms.Check, []algorithms.Result)
 // becomes an error for the policy instead of killing the process.
 func TestBackendPanic(t *testing.T) {
 	var rec recorder
-	mw := newMW(t, panicking{}, middleware.Config{
-		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
+	mw := newMW(t, panicking{}, spec{
+		Rules:      []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: gcra3}},
 		OnError:    redlimit.FailClosed,
 		OnDecision: rec.hook,
 	})
@@ -390,8 +390,8 @@ func TestBackendPanic(t *testing.T) {
 
 // TestHeadersNoneDenied: with Style None a denial carries no field at all.
 func TestHeadersNoneDenied(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules:   []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}},
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules:   []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}},
 		Headers: headers.Writer{Style: headers.None},
 	})
 	serve(mw.Handler(ok), req("GET", "/", "192.0.2.1:1"))
@@ -407,8 +407,8 @@ func TestHeadersNoneDenied(t *testing.T) {
 // JSON, naming the rule); rate denials still get DefaultDenied's 429, and
 // a shadow rule's missing key changes nothing.
 func TestMissingKeyDenied(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, newMemory(t, fixed), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)},
 			{Name: "api", Key: userFunc, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)},
 			{Name: "tenant", Key: func(r *http.Request) (string, error) { return "", keyfunc.ErrNoKey }, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10), Shadow: true},

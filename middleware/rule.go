@@ -1,70 +1,58 @@
 package middleware
 
 import (
-	"context"
 	"net/http"
 
-	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
-// Rule is one limit applied to requests: whose requests (Key), how many
-// (Limit, a per-tier limit, or a limit per request from LimitFunc) and how
-// (Algorithm). A rule is data; validate it by building a Middleware.
+// Rule is what the Middleware finds in a request for one rule of its
+// [redlimit.Limiter]: the key material (Key) and, optionally, the
+// request's tier, limit and cost, and whether it is exempt. The rule's
+// limit, algorithm, missing-key policy, shadow mode and quota blocks are
+// the Limiter's ([redlimit.Rule]). A rule is data; validate it by
+// building a Middleware.
 type Rule struct {
-	// Name identifies the rule in storage keys, headers, logs and hooks:
-	// 1 to 64 characters from [A-Za-z0-9_.-], unique within a Middleware.
-	//
-	// A rule stores its state under "<prefix>:<name>:<tag>:{<material>}",
-	// where tag names the algorithm ("fw" fixed window, "sl" sliding log,
-	// "sw" sliding window, "tb" token bucket, "gcra") and material is the
-	// sanitised key material (see Config.Prefix). A deploy that changes a
-	// rule's algorithm therefore starts that rule afresh, never reading
-	// another algorithm's state; changing its Limit or tier keeps the state
-	// (see Tier). The braces are the Redis Cluster hash tag: every rule of
-	// one key material lives in one hash slot.
+	// Name names the Limiter's rule (redlimit.Rule.Name) this Rule finds
+	// the request's inputs of. Every rule of the Limiter has one Rule.
 	Name string
 
 	// Key returns the request's key material for this rule (the client IP,
 	// the user, the route, ...). Required. A key func returning an error
-	// wrapping [keyfunc.ErrNoKey] triggers MissingKey; any other error goes
-	// to the error policy.
+	// wrapping [keyfunc.ErrNoKey] triggers the rule's MissingKey
+	// (redlimit.Rule.MissingKey); any other error goes to the error
+	// policy (redlimit.Config.OnError).
 	Key keyfunc.Func
 
-	// Algorithm and Limit say how many requests a key may make.
-	Algorithm algorithms.Algorithm
-	Limit     algorithms.Limit
-
-	// Tier, when set, names the request's tier (for example the user's plan);
-	// a tier listed in Tiers gets that limit instead of Limit, and any other
-	// tier (or "") gets Limit. All limits are validated by New. A key's
+	// Tier names the request's tier (for example the user's plan): a tier
+	// listed in the Limiter rule's Tiers gets that limit instead of its
+	// Limit, and any other tier (or "") gets Limit. Required when the
+	// Limiter's rule has Tiers, and refused when it has none. A key's
 	// stored state carries over when its tier changes.
-	Tier  func(*http.Request) string
-	Tiers map[string]algorithms.Limit
+	Tier func(*http.Request) string
 
-	// LimitFunc, when set, returns the request's limit, for limits that are
-	// not known when the rule is built: the caller's plan, loaded from a
-	// database or from what an authentication middleware stored in the
-	// request's context. Limit, Tier and Tiers must then be unset. It is
-	// called on every request that reaches the rule (after its Key is
-	// found), so cache slow lookups; it must be safe for concurrent use and
-	// must not modify the request. What it returns is validated under
-	// Algorithm.
+	// LimitFunc, when set, returns the request's limit, for limits that
+	// are not known when the rule is built: the caller's plan, loaded from
+	// a database or from what an authentication middleware stored in the
+	// request's context. For HTTP requests it takes the place of the
+	// Limiter rule's Limit and LimitFunc (redlimit.Input.Limit); those
+	// still serve the Limiter's callers without a request
+	// (redlimit.Limiter.Allow). Not with Tier, nor on a rule with Tiers. It
+	// is called on every request that reaches the rule (after its Key is
+	// found), so cache slow lookups; it must be safe for concurrent use
+	// and must not modify the request. What it returns is validated under
+	// the rule's Algorithm.
 	//
-	// A key's stored state carries over when its limit changes (see
-	// [algorithms.Check]), and the deny cache holds a denial only for the
-	// limit it was made under: a key whose limit grows is decided afresh
-	// at once.
-	//
-	// An error, or a limit Algorithm cannot enforce (the zero Limit
+	// An error, or a limit the Algorithm cannot enforce (the zero Limit
 	// included), is never replaced by a default limit: the rule is not
 	// decided for that request, the decision's RuleDecision.LimitFailed is
-	// set and Decision.Err is an *[redlimit.LimitError] naming the rule. The
-	// error policy then applies to that rule alone: under redlimit.FailClosed
-	// ErrorHandler answers (503); under redlimit.FailOpen and redlimit.Fallback
-	// the rule is left out and the other rules still apply. Return a
-	// default plan for unknown callers yourself if that is what you mean.
+	// set and Decision.Err is an *[redlimit.LimitError] naming the rule.
+	// The error policy then applies to that rule alone: under
+	// redlimit.FailClosed ErrorHandler answers (503); under
+	// redlimit.FailOpen and redlimit.Fallback the rule is left out and the
+	// other rules still apply. Return a default plan for unknown callers
+	// yourself if that is what you mean.
 	LimitFunc func(*http.Request) (algorithms.Limit, error)
 
 	// Exempt, when set, reports whether the request is exempt from this
@@ -79,14 +67,15 @@ type Rule struct {
 	// A cost of 0 counts as 1, as in [algorithms.Check]: every request that
 	// reaches the rule takes something. A cost larger than the limit's
 	// capacity is denied without Retry-After: waiting cannot help. A
-	// negative cost denies the request under every error policy (429
-	// without Retry-After, nothing consumed by any rule): the decision's
+	// negative cost refuses the request under every error policy
+	// (ErrorHandler, 500; nothing consumed by any rule): the decision's
 	// RuleDecision.InvalidCost is set and Decision.Err says which cost. A
 	// shadow rule only reports that it would have denied.
 	Cost func(*http.Request) int64
 
 	// ResponseCost, when set, charges the request after the response:
-	// "count only failed logins", "refund on 5xx". The rule reserves the
+	// "count only failed logins", "refund on 5xx". The Limiter's rule must
+	// be refundable (redlimit.Rule.Refundable). The rule reserves the
 	// request's Cost (default 1) when the request is decided, before the
 	// handler runs, so a key already at its limit is denied up front and
 	// requests in flight count against it; once the handler has returned
@@ -110,71 +99,21 @@ type Rule struct {
 	// request may be denied because of it (its denial is then
 	// provisional, and the deny cache does not remember it). A cost
 	// below 0 or above the reservation is an error (Config.OnSettleError
-	// and the Logger hear of it) and the reservation stays charged:
-	// nothing is ever charged beyond what was checked.
+	// and the Limiter's Logger hear of it) and the reservation stays
+	// charged: nothing is ever charged beyond what was checked.
 	//
 	// Only requests with a ResponseCost rule pay for it: their
 	// ResponseWriter is wrapped to see the status and the bytes (the
 	// wrapper has http.Flusher, http.Hijacker and io.ReaderFrom when,
 	// and only when, the ResponseWriter it wraps has them, and reaches
-	// the rest through Unwrap for http.ResponseController), and their
-	// keys get refund markers in the store for the refund window. It
-	// must be safe for concurrent use.
+	// the rest through Unwrap for http.ResponseController). It must be
+	// safe for concurrent use.
 	ResponseCost func(status int, written int64) int64
-
-	// Blocks, when set, turns on quota blocks for the rule: most checks
-	// of a hot key answered from units already charged in the store, k at
-	// a time, exactly (see redlimit.Rule.Blocks and docs/leasing.md). Fixed
-	// window, sliding window, token bucket and GCRA rules, without
-	// ResponseCost or Shadow; Close the Middleware when done to give back
-	// what the blocks hold.
-	Blocks *redlimit.BlockConfig
-
-	// MissingKey says what happens when Key finds no key material
-	// (keyfunc.ErrNoKey): redlimit.DenyMissingKey (the zero value) answers
-	// 429 without Retry-After, the decision naming the rule;
-	// redlimit.SkipMissingKey leaves the rule out for this request. To fall
-	// back to another key instead, use [keyfunc.Or] as the Key.
-	MissingKey redlimit.MissingKey
-
-	// Shadow decides and reports the rule but never denies with it.
-	Shadow bool
 }
 
-// engineRules checks what the engine does not know of rules (their key
-// funcs, tier funcs) and returns their engine rules.
-func engineRules(rules []Rule) ([]redlimit.Rule, error) {
-	out := make([]redlimit.Rule, len(rules))
-	for i, r := range rules {
-		fail := func(field, reason string) ([]redlimit.Rule, error) {
-			return nil, &algorithms.ConfigError{Rule: r.Name, Field: field, Reason: reason}
-		}
-		switch {
-		case r.Key == nil:
-			return fail("Key", "must be set (a keyfunc.Func)")
-		case r.LimitFunc != nil && r.Tiers != nil:
-			return fail("Tiers", "must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc")
-		case r.Tiers != nil && r.Tier == nil:
-			return fail("Tier", "must be set when Tiers is")
-		case r.LimitFunc != nil && r.Tier != nil:
-			return fail("Tier", "must be nil when LimitFunc is set: a rule takes its limit from Limit and Tiers, or from LimitFunc")
-		case r.Tier != nil && len(r.Tiers) == 0:
-			return fail("Tiers", "must list at least one tier when Tier is set")
-		}
-		out[i] = redlimit.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers, MissingKey: r.MissingKey, Shadow: r.Shadow}
-		out[i].Refundable = r.ResponseCost != nil
-		out[i].Blocks = r.Blocks
-		if r.LimitFunc != nil {
-			// The middleware calls r.LimitFunc on the request and passes its
-			// outcome in Input.Limit or Input.LimitErr; the engine calls
-			// this one only when that Limit is the zero Limit, which it then
-			// reports as invalid.
-			out[i].LimitFunc = zeroLimit
-		}
-	}
-	return out, nil
+// rule is a Rule paired with what the Limiter knows of it.
+type rule struct {
+	Rule
+	alg   algorithms.Algorithm // the Limiter rule's Algorithm
+	stops bool                 // it denies a request without key material (DenyMissingKey, not in shadow mode)
 }
-
-// zeroLimit is the engine's LimitFunc of a rule whose limit the middleware
-// finds itself.
-func zeroLimit(context.Context, string) (algorithms.Limit, error) { return algorithms.Limit{}, nil }

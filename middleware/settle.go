@@ -10,16 +10,6 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// settles reports whether a rule of rules charges after the response.
-func settles(rules []Rule) bool {
-	for i := range rules {
-		if rules[i].ResponseCost != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // serveOwing serves an allowed request that owes work after its
 // response (slots to release; ResponseCost rules to settle when settle),
 // then hands the work over (done), also when next panics (the panic goes
@@ -50,7 +40,7 @@ func (m *Middleware) serveOwing(w http.ResponseWriter, r *http.Request, next htt
 // written, the body bytes): what Handler does after the next handler
 // returns (see Rule.ResponseCost and redlimit.Limiter.Settle). Call it
 // once per Decision, after the response. It makes the backend calls
-// before it returns (Config.Timeout bounds each);
+// before it returns (redlimit.Config.Timeout bounds each);
 // to keep it off the response's path, call it once the response is
 // written. Config.OnSettleError hears of its error too.
 func (m *Middleware) Settle(r *http.Request, d *redlimit.Decision, status int, written int64) error {
@@ -62,9 +52,9 @@ func (m *Middleware) Settle(r *http.Request, d *redlimit.Decision, status int, w
 // from its func, keyed by rule name; the other rules keep what they
 // charged.
 func (m *Middleware) costs(buf []redlimit.Cost, d *redlimit.Decision, status int, written int64) []redlimit.Cost {
-	for i := range m.cfg.Rules {
-		if f := m.cfg.Rules[i].ResponseCost; f != nil && i < len(d.Rules) && d.Rules[i].Key != "" {
-			buf = append(buf, redlimit.Cost{Rule: m.cfg.Rules[i].Name, Units: f(status, written)})
+	for i := range m.rules {
+		if f := m.rules[i].ResponseCost; f != nil && i < len(d.Rules) && d.Rules[i].Key != "" {
+			buf = append(buf, redlimit.Cost{Rule: m.rules[i].Name, Units: f(status, written)})
 		}
 	}
 	return buf
@@ -73,7 +63,7 @@ func (m *Middleware) costs(buf []redlimit.Cost, d *redlimit.Decision, status int
 // settleCosts settles d with costs under ctx (releasing its slots), and
 // gives its error to Config.OnSettleError.
 func (m *Middleware) settleCosts(ctx context.Context, r *http.Request, d *redlimit.Decision, costs []redlimit.Cost) error {
-	err := m.engine.Settle(ctx, d, costs...)
+	err := m.lim.Settle(ctx, d, costs...)
 	if err != nil {
 		m.reportSettle(r, err)
 	}

@@ -38,8 +38,8 @@ var login = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 })
 
 // loginRules limit failed logins per IP and per user, 5 per hour each.
-func loginRules(t testing.TB, alg algorithms.Algorithm) []middleware.Rule {
-	return []middleware.Rule{
+func loginRules(t testing.TB, alg algorithms.Algorithm) []specRule {
+	return []specRule{
 		{Name: "login-ip", Key: ipFunc(t), Algorithm: alg, Limit: algorithms.PerHour(5), ResponseCost: failedLogins},
 		{Name: "login-user", Key: userFunc, Algorithm: alg, Limit: algorithms.PerHour(5), ResponseCost: failedLogins},
 	}
@@ -108,7 +108,7 @@ func failedLoginsConcurrently(t *testing.T, mw *middleware.Middleware) {
 func TestFailedLoginsExactConcurrent(t *testing.T) {
 	for _, alg := range refundable {
 		t.Run("memory/"+alg.String(), func(t *testing.T) {
-			mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: loginRules(t, alg)})
+			mw := newMW(t, newMemory(t, fixed), spec{Rules: loginRules(t, alg)})
 			failedLoginsConcurrently(t, mw)
 		})
 	}
@@ -119,7 +119,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
+			mw := newMW(t, b, spec{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
 			failedLoginsConcurrently(t, mw)
 		})
 	}
@@ -136,7 +136,7 @@ func TestFailedLoginsExactConcurrent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mw := newMW(t, b, middleware.Config{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
+			mw := newMW(t, b, spec{Prefix: settlePrefix(t), Timeout: 10 * time.Second, Rules: loginRules(t, alg)})
 			failedLoginsConcurrently(t, mw)
 		})
 	}
@@ -154,9 +154,9 @@ func TestRefundOn5xx(t *testing.T) {
 	mem := newMemory(t, fixed)
 	var settleErrs []error
 	var mu sync.Mutex
-	mw := newMW(t, mem, middleware.Config{
+	mw := newMW(t, mem, spec{
 		OnSettleError: func(_ *http.Request, err error) { mu.Lock(); settleErrs = append(settleErrs, err); mu.Unlock() },
-		Rules: []middleware.Rule{{
+		Rules: []specRule{{
 			Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10),
 			Cost: func(*http.Request) int64 { return 2 },
 			ResponseCost: func(status int, written int64) int64 {
@@ -221,7 +221,7 @@ func TestRefundOn5xx(t *testing.T) {
 				t.Fatalf("recovered %v, want the handler's panic", v)
 			}
 		}()
-		mw2 := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10),
+		mw2 := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerHour(10),
 			ResponseCost: func(status int, _ int64) int64 {
 				if status >= 500 {
 					return 0
@@ -252,7 +252,7 @@ func TestRefundOn5xx(t *testing.T) {
 // ResponseCost rule wraps still flushes, through http.ResponseController
 // and as an http.Flusher.
 func TestResponseCostResponseController(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA,
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA,
 		Limit: algorithms.PerHour(10), ResponseCost: failedLogins}}})
 	flushed := make(chan bool, 1)
 	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -277,11 +277,11 @@ func TestResponseCostResponseController(t *testing.T) {
 // the reservation, the response and the refund, on the memory backend
 // and, when a redis-server is available, on the shared real one.
 func BenchmarkHandlerResponseCost(b *testing.B) {
-	rules := func(tb testing.TB) []middleware.Rule {
-		return []middleware.Rule{{Name: "login", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1 << 30), ResponseCost: failedLogins}}
+	rules := func(tb testing.TB) []specRule {
+		return []specRule{{Name: "login", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: algorithms.PerSecond(1 << 30), ResponseCost: failedLogins}}
 	}
 	b.Run("memory", func(b *testing.B) {
-		benchSerial(b, newMW(b, newMemory(b, fixed), middleware.Config{Rules: rules(b), Now: time.Now}).Handler(ok))
+		benchSerial(b, newMW(b, newMemory(b, fixed), spec{Rules: rules(b), Now: time.Now}).Handler(ok))
 	})
 	b.Run("redis", func(b *testing.B) {
 		srv := redistest.Require(b)
@@ -289,14 +289,14 @@ func BenchmarkHandlerResponseCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchSerial(b, newMW(b, rb, middleware.Config{Rules: rules(b), Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Now: time.Now}).Handler(ok))
+		benchSerial(b, newMW(b, rb, spec{Rules: rules(b), Prefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36), Now: time.Now}).Handler(ok))
 	})
 }
 
 // TestCheckSettle: a handler that decides with Check settles with Settle,
 // once.
 func TestCheckSettle(t *testing.T) {
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: loginRules(t, algorithms.FixedWindow)})
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: loginRules(t, algorithms.FixedWindow)})
 	r := req("POST", "/login", "203.0.113.7:1", "X-User", "alice")
 	d, err := mw.Check(r)
 	if err != nil || !d.Allowed {
@@ -350,7 +350,7 @@ func TestResponseCostWriterInterfaces(t *testing.T) {
 		written int64
 	}
 	costs := make(chan seen, 1)
-	mw := newMW(t, newMemory(t, fixed), middleware.Config{Rules: []middleware.Rule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA,
+	mw := newMW(t, newMemory(t, fixed), spec{Rules: []specRule{{Name: "api", Key: ipFunc(t), Algorithm: algorithms.GCRA,
 		Limit: algorithms.PerHour(100), ResponseCost: func(status int, written int64) int64 {
 			costs <- seen{status, written}
 			return 1

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/internal/contract"
 	"github.com/redlimit/redlimit/internal/rulename"
@@ -19,9 +20,12 @@ import (
 // The client IP is the TCP peer's (IPv6 grouped by /64) unless
 // [WithIPConfig] names the trusted proxies whose forwarding header to
 // believe (see [keyfunc.IP]). Like [PerHeader], [PerUser] and [PerKey], it
-// is [New] with a Config of one Rule: invalid arguments are an
-// *[algorithms.ConfigError], never a panic; [WithConfig] sets the rest of
-// the Config and [WithName] the rule's name. Two Middlewares whose rules
+// is [redlimit.New] with a Config of one rule and [New] on that Limiter:
+// invalid arguments are an *[algorithms.ConfigError], never a panic;
+// [WithLimiterConfig] sets the rest of the Limiter's Config (prefix,
+// timeout, error policy, ...), [WithConfig] the rest of the Middleware's
+// and [WithName] the rule's name. The Middleware owns its Limiter
+// (Middleware.Limiter): its Close closes it. Two Middlewares whose rules
 // have the same name and algorithm count in the same buckets: name the
 // rule of each route that must count alone.
 func PerIP(backend algorithms.Backend, alg algorithms.Algorithm, limit algorithms.Limit, opts ...Option) (*Middleware, error) {
@@ -129,11 +133,18 @@ func WithIPConfig(ip keyfunc.IPConfig) Option {
 	})
 }
 
-// WithConfig sets the rest of the Middleware's Config: headers, error
-// policy, Exempt, MissingKeyDenied, hooks, ... The constructor's rule is
-// added after cfg.Rules, if any.
+// WithConfig sets the rest of the Middleware's Config: headers,
+// Exempt, MissingKeyDenied, hooks, ... The constructor's Rule is added
+// after cfg.Rules, if any (each naming a rule of WithLimiterConfig's).
 func WithConfig(cfg Config) Option {
 	return optionFunc(func(s *shortcut) error { s.cfg = cfg; return nil })
+}
+
+// WithLimiterConfig sets the rest of the Limiter's Config: prefix,
+// timeout, error policy, fallback, clock, logger, ... The constructor's
+// rule is added after cfg.Rules, if any.
+func WithLimiterConfig(cfg redlimit.Config) Option {
+	return optionFunc(func(s *shortcut) error { s.lim = cfg; return nil })
 }
 
 // shortcut is what the options of a one-line constructor set.
@@ -142,6 +153,7 @@ type shortcut struct {
 	name  string
 	ip    keyfunc.IPConfig
 	cfg   Config
+	lim   redlimit.Config
 }
 
 func newShortcut(perIP bool, name string, opts []Option) (*shortcut, error) {
@@ -158,9 +170,21 @@ func newShortcut(perIP bool, name string, opts []Option) (*shortcut, error) {
 }
 
 func (s *shortcut) build(backend algorithms.Backend, key keyfunc.Func, alg algorithms.Algorithm, limit algorithms.Limit) (*Middleware, error) {
+	lcfg := s.lim
+	lcfg.Rules = append(slices.Clone(lcfg.Rules), redlimit.Rule{Name: s.name, Algorithm: alg, Limit: limit})
+	lim, err := redlimit.New(backend, lcfg)
+	if err != nil {
+		return nil, err
+	}
 	cfg := s.cfg
-	cfg.Rules = append(slices.Clone(cfg.Rules), Rule{Name: s.name, Key: key, Algorithm: alg, Limit: limit})
-	return New(backend, cfg)
+	cfg.Rules = append(slices.Clone(cfg.Rules), Rule{Name: s.name, Key: key})
+	m, err := New(lim, cfg)
+	if err != nil {
+		lim.Close()
+		return nil, err
+	}
+	m.own = true
+	return m, nil
 }
 
 // header returns keyfunc.Header(name), or the *algorithms.ConfigError with

@@ -29,8 +29,8 @@ func built(t *testing.T) func(*middleware.Middleware, error) *middleware.Middlew
 // trusted proxy names with WithIPConfig.
 func TestPerIP(t *testing.T) {
 	var rec recorder
-	cfg := middleware.WithConfig(middleware.Config{Now: fixed, Logger: quiet, OnDecision: rec.hook})
-	mw := built(t)(middleware.PerIP(newMemory(t, fixed), algorithms.GCRA, gcra3, cfg))
+	cfg := specOpts(spec{Now: fixed, Logger: quiet, OnDecision: rec.hook})
+	mw := built(t)(middleware.PerIP(newMemory(t, fixed), algorithms.GCRA, gcra3, cfg...))
 	h := mw.Handler(ok)
 	for i, code := range []int{200, 200, 200, 429} {
 		w := serve(h, req("GET", "/", "192.0.2.1:1", "X-Forwarded-For", "198.51.100.1"))
@@ -44,8 +44,8 @@ func TestPerIP(t *testing.T) {
 	checkResponse(t, "another IP", serve(h, req("GET", "/", "192.0.2.2:1")), 200, xHeaders("3", "2", epoch0+20, ""))
 
 	lbs := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	mw = built(t)(middleware.PerIP(newMemory(t, fixed), algorithms.FixedWindow, gcra3, cfg,
-		middleware.WithIPConfig(keyfunc.IPConfig{TrustedProxies: lbs}), middleware.WithName("edge")))
+	mw = built(t)(middleware.PerIP(newMemory(t, fixed), algorithms.FixedWindow, gcra3,
+		append(cfg, middleware.WithIPConfig(keyfunc.IPConfig{TrustedProxies: lbs}), middleware.WithName("edge"))...))
 	serve(mw.Handler(ok), req("GET", "/", "10.0.0.1:1", "X-Forwarded-For", "10.9.9.9, 198.51.100.1"))
 	if key := rec.last(t).Rules[0].Key; key != "rate:edge:fw:{198.51.100.1}" {
 		t.Errorf("behind a trusted proxy: key %q, want rate:edge:fw:{198.51.100.1}", key)
@@ -65,7 +65,7 @@ func TestPerHeader(t *testing.T) {
 		{strings.Repeat("K", 65), "header"},
 	} {
 		mw := built(t)(middleware.PerHeader(newMemory(t, fixed), tt.header, algorithms.GCRA, gcra3,
-			middleware.WithConfig(middleware.Config{Now: fixed, Logger: quiet, OnDecision: rec.hook})))
+			specOpts(spec{Now: fixed, Logger: quiet, OnDecision: rec.hook})...))
 		h := mw.Handler(ok)
 		for i, code := range []int{200, 200, 200, 429} {
 			if w := serve(h, req("GET", "/", "192.0.2.1:1", tt.header, "k1")); w.Code != code {
@@ -80,7 +80,7 @@ func TestPerHeader(t *testing.T) {
 		}
 	}
 	mw := built(t)(middleware.PerHeader(newMemory(t, fixed), "X-API-Key", algorithms.GCRA, gcra3,
-		middleware.WithConfig(middleware.Config{MissingKeyDenied: middleware.Unauthorized, Logger: quiet})))
+		specOpts(spec{MissingKeyDenied: middleware.Unauthorized, Logger: quiet})...))
 	h := mw.Handler(ok)
 	if w := serve(h, req("GET", "/", "192.0.2.1:1")); w.Code != http.StatusUnauthorized || w.Body.String() != "unauthorized: no key for rule x-api-key\n" {
 		t.Errorf("missing with Unauthorized: %d %q, want 401", w.Code, w.Body.String())
@@ -95,10 +95,10 @@ func TestPerHeader(t *testing.T) {
 func TestPerUserAndKey(t *testing.T) {
 	var rec recorder
 	user := func(r *http.Request) (string, bool) { u := r.Header.Get("X-User"); return u, u != "" }
-	mw := built(t)(middleware.PerUser(newMemory(t, fixed), user, algorithms.TokenBucket, gcra3, middleware.WithConfig(middleware.Config{
-		Rules:      []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}},
+	mw := built(t)(middleware.PerUser(newMemory(t, fixed), user, algorithms.TokenBucket, gcra3, specOpts(spec{
+		Rules:      []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}},
 		OnDecision: rec.hook, Logger: quiet,
-	})))
+	})...))
 	h := mw.Handler(ok)
 	for i, code := range []int{200, 200, 200, 429} {
 		if w := serve(h, req("GET", "/", "192.0.2.1:1", "X-User", "alice")); w.Code != code {
@@ -114,7 +114,7 @@ func TestPerUserAndKey(t *testing.T) {
 	}
 
 	mw = built(t)(middleware.PerKey(newMemory(t, fixed), mustKey(keyfunc.Join(keyfunc.Method(), keyfunc.Const("x"))), algorithms.SlidingWindow, gcra3,
-		middleware.WithConfig(middleware.Config{OnDecision: rec.hook, Logger: quiet})))
+		specOpts(spec{OnDecision: rec.hook, Logger: quiet})...))
 	serve(mw.Handler(ok), req("POST", "/", "192.0.2.1:1"))
 	if key := rec.last(t).Rules[0].Key; key != "rate:key:sw:{POST:x}" {
 		t.Errorf("PerKey key %q, want rate:key:sw:{POST:x}", key)
@@ -176,11 +176,11 @@ func TestShortcutsInvalid(t *testing.T) {
 			return middleware.PerIP(mem, algorithms.GCRA, gcra3, middleware.WithName("per ip"))
 		}, `redlimit: rule "per ip": Name must be 1-64 characters from [A-Za-z0-9_.-], got "per ip"`},
 		{"name used by WithConfig's rule", func() (*middleware.Middleware, error) {
-			return middleware.PerIP(mem, algorithms.GCRA, gcra3, middleware.WithConfig(middleware.Config{
-				Rules: []middleware.Rule{{Name: "ip", Key: keyfunc.Const("x"), Algorithm: algorithms.GCRA, Limit: gcra3}}}))
+			return middleware.PerIP(mem, algorithms.GCRA, gcra3, specOpts(spec{
+				Rules: []specRule{{Name: "ip", Key: keyfunc.Const("x"), Algorithm: algorithms.GCRA, Limit: gcra3}}})...)
 		}, `redlimit: rule "ip": Name is used by two rules`},
 		{"bad Config", func() (*middleware.Middleware, error) {
-			return middleware.PerIP(mem, algorithms.GCRA, gcra3, middleware.WithConfig(middleware.Config{OnError: 9}))
+			return middleware.PerIP(mem, algorithms.GCRA, gcra3, specOpts(spec{OnError: 9})...)
 		}, `redlimit: Config.OnError unknown policy ErrorPolicy(9)`},
 	} {
 		var mw *middleware.Middleware

@@ -14,7 +14,7 @@ import (
 // over [http.DefaultTransport].
 type TransportConfig struct {
 	// Key returns the key material of an outbound request, the same for
-	// every rule of the engine. Default: the request's host, lower-cased,
+	// every rule of the Limiter. Default: the request's host, lower-cased,
 	// with its port unless it is the scheme's default ("api.example.com",
 	// "api.example.com:8443"), so each host the client calls is paced on
 	// its own. keyfunc.Const("partner") paces every host as one. A key
@@ -32,7 +32,7 @@ type TransportConfig struct {
 
 // Transport is an [http.RoundTripper] that paces a client: before sending
 // a request it waits, with [redlimit.Limiter.Wait], until every rule of
-// its engine allows one more request for the request's key, then hands
+// its Limiter allows one more request for the request's key, then hands
 // the request to the next RoundTripper. A 10-per-second limit on a
 // partner's API becomes
 //
@@ -43,7 +43,7 @@ type TransportConfig struct {
 // any number of goroutines.
 //
 // On a shared backend (an [algorithms.Backend] from redisstore) the limit
-// is shared by every process whose engine has the same prefix and rule
+// is shared by every process whose Limiter has the same prefix and rule
 // (name and algorithm): ten instances pacing one partner at 10/s send 10
 // requests a second in all, not 100. On a memstore each process paces
 // alone.
@@ -52,7 +52,7 @@ type TransportConfig struct {
 // error of Wait ([redlimit.ErrNeverAllowed] when no wait can allow it,
 // [redlimit.ErrWaitExceedsDeadline] when the wait would outlast the
 // request context's deadline, the context's cause when it ends while
-// waiting, or the engine's error under FailClosed), closes the request's
+// waiting, or the Limiter's error under FailClosed), closes the request's
 // body, and http.Client returns it wrapped in a *url.Error: test it with
 // [errors.Is]. The wait honours the request's context; give the client
 // or the request a deadline.

@@ -46,7 +46,7 @@ func BenchmarkMount(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				mw := newMW(b, mem, middleware.Config{Now: time.Now, Rules: []middleware.Rule{
+				mw := newMW(b, mem, spec{Now: time.Now, Rules: []specRule{
 					{Name: "ip", Key: ipFunc(b), Algorithm: algorithms.GCRA, Limit: huge},
 					{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 					{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge, MissingKey: redlimit.SkipMissingKey},

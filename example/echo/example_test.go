@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -36,15 +37,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name:      "orders",
-			Key:       key,
-			Algorithm: algorithms.GCRA,
-			Limit:     algorithms.PerMinute(3),
-		}},
-		Now: clock,
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "orders", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+		Now:   clock,
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{Rules: []middleware.Rule{{Name: "orders", Key: key}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,12 +86,18 @@ func Example_failedLogins() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3), Refundable: true}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		Rules: []middleware.Rule{{
-			Name:      "login",
-			Key:       user,
-			Algorithm: algorithms.FixedWindow,
-			Limit:     algorithms.PerHour(3),
+			Name: "login",
+			Key:  user,
 			ResponseCost: func(status int, _ int64) int64 {
 				if status == http.StatusUnauthorized {
 					return 1
@@ -98,7 +105,6 @@ func Example_failedLogins() {
 				return 0
 			},
 		}},
-		Now: clock,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -138,7 +144,7 @@ func Example_wrapMiddleware() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	perIP, err := middleware.PerIP(backend, algorithms.GCRA, algorithms.PerMinute(2), middleware.WithConfig(middleware.Config{Now: clock}))
+	perIP, err := middleware.PerIP(backend, algorithms.GCRA, algorithms.PerMinute(2), middleware.WithLimiterConfig(redlimit.Config{Now: clock}))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -61,9 +61,9 @@ func TestSameAsNetHTTP(t *testing.T) {
 		for _, m := range mounts {
 			for _, style := range []headers.Style{headers.XRateLimit, headers.IETF, headers.Both} {
 				t.Run(b.name+"/"+m.name+"/"+style.String(), func(t *testing.T) {
-					cfg := func() middleware.Config {
-						return middleware.Config{
-							Rules:   []middleware.Rule{{Name: "orders", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+					cfg := func() spec {
+						return spec{
+							Rules:   []specRule{{Name: "orders", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
 							Headers: headers.Writer{Style: style},
 						}
 					}
@@ -148,7 +148,7 @@ func newChain(limiter echo.MiddlewareFunc, handler echo.HandlerFunc) *chain {
 // the middlewares before the limiter see the status and size it wrote
 // and no error; an allowed request runs the chain.
 func TestChain(t *testing.T) {
-	rule := middleware.Rule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}
+	rule := specRule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}
 	tests := []struct {
 		name    string
 		backend func(t *testing.T) algorithms.Backend
@@ -165,7 +165,7 @@ func TestChain(t *testing.T) {
 	for _, m := range mounts {
 		for _, tt := range tests {
 			t.Run(m.name+"/"+tt.name, func(t *testing.T) {
-				mw := newMW(t, tt.backend(t), middleware.Config{Rules: []middleware.Rule{rule}, OnError: tt.policy})
+				mw := newMW(t, tt.backend(t), spec{Rules: []specRule{rule}, OnError: tt.policy})
 				ch := newChain(m.of(mw), created)
 				for i, code := range tt.codes {
 					w := serve(ch, req("GET", "/api/orders", "203.0.113.7:1"))
@@ -210,8 +210,8 @@ func (d *decisions) take() []string {
 // share a bucket, and the handlers' Request is left without a Pattern.
 func TestRouteKey(t *testing.T) {
 	newEcho := func(t *testing.T, mount func(*middleware.Middleware) echo.MiddlewareFunc, rec *decisions, pattern *[]string) *echo.Echo {
-		mw := newMW(t, backends[0].new(t), middleware.Config{
-			Rules:      []middleware.Rule{{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
+		mw := newMW(t, backends[0].new(t), spec{
+			Rules:      []specRule{{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
 			OnDecision: rec.hook,
 		})
 		e := echo.New()
@@ -250,8 +250,8 @@ func TestRouteKey(t *testing.T) {
 		// With e.Use the limiter also runs for the requests no route
 		// matched: a 404 has no route, a 405 the route of its path.
 		var rec decisions
-		mw := newMW(t, backends[0].new(t), middleware.Config{
-			Rules:      []middleware.Rule{{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
+		mw := newMW(t, backends[0].new(t), spec{
+			Rules:      []specRule{{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
 			OnDecision: rec.hook,
 		})
 		e := echo.New()
@@ -279,8 +279,8 @@ func TestRouteKey(t *testing.T) {
 func TestDecisionInContext(t *testing.T) {
 	for _, m := range mounts {
 		t.Run(m.name, func(t *testing.T) {
-			mw := newMW(t, backends[0].new(t), middleware.Config{
-				Rules:             []middleware.Rule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+			mw := newMW(t, backends[0].new(t), spec{
+				Rules:             []specRule{{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
 				DecisionInContext: true,
 			})
 			e := echo.New()
@@ -385,7 +385,7 @@ func TestResponseCost(t *testing.T) {
 		for _, m := range mounts {
 			for _, a := range answers {
 				t.Run(b.name+"/"+m.name+"/"+a.name, func(t *testing.T) {
-					mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
+					mw := newMW(t, b.new(t), spec{Rules: []specRule{{
 						Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
 						ResponseCost: failedLogins,
 					}}})
@@ -425,7 +425,7 @@ func TestConcurrencyRelease(t *testing.T) {
 	for _, b := range backends {
 		for _, m := range mounts {
 			t.Run(b.name+"/"+m.name, func(t *testing.T) {
-				mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
+				mw := newMW(t, b.new(t), spec{Rules: []specRule{{
 					Name: "exports", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
 				}}})
 				inFlight := func() int64 {
@@ -492,8 +492,8 @@ func TestHostileRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec decisions
-	mw := newMW(t, backends[0].new(t), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, backends[0].new(t), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)},
 			{Name: "key", Key: mustKey(keyfunc.Header("X-API-Key")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
 			{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},

@@ -67,14 +67,9 @@ func newServer(backend algorithms.Backend) (*echo.Echo, *middleware.Middleware, 
 	if err != nil {
 		return nil, nil, err
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name:      "orders",
-			Key:       key,
-			Algorithm: algorithms.GCRA,
-			Limit:     algorithms.PerMinute(3),
-		}},
-	})
+	// one rule, "orders": the Middleware builds its Limiter, and its
+	// Close closes both
+	mw, err := middleware.PerKey(backend, key, algorithms.GCRA, algorithms.PerMinute(3), middleware.WithName("orders"))
 	if err != nil {
 		return nil, nil, err
 	}

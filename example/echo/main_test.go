@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
@@ -78,27 +79,33 @@ func redisStore(t *testing.T, client redis.Scripter) algorithms.Backend {
 	return s
 }
 
-// newMW builds a Middleware, defaulting Now to the fixed clock, Logger to
-// quiet, Prefix to one of the test's own (the real redis-server is
-// shared by the package's tests) and Timeout to 10s (a call that a busy
-// machine delays past the default 100ms would be decided by the
-// fallback, and exact counts would be split between two backends), and
-// closes it when t ends.
-func newMW(t testing.TB, b algorithms.Backend, cfg middleware.Config) *middleware.Middleware {
+// newMW builds a Limiter and its Middleware from s (see spec), defaulting
+// Now to the fixed clock, Logger to quiet, Prefix to one of the test's
+// own (the real redis-server is shared by the package's tests) and
+// Timeout to 10s (a call that a busy machine delays past the default
+// 100ms would be decided by the fallback, and exact counts would be split
+// between two backends), and closes both when t ends.
+func newMW(t testing.TB, b algorithms.Backend, s spec) *middleware.Middleware {
 	t.Helper()
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
+	if s.Timeout == 0 {
+		s.Timeout = 10 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = fixed
+	if s.Now == nil {
+		s.Now = fixed
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = quiet
+	if s.Logger == nil {
+		s.Logger = quiet
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = prefix(t)
+	if s.Prefix == "" {
+		s.Prefix = prefix(t)
 	}
-	mw, err := middleware.New(b, cfg)
+	lc, mc := s.configs()
+	lim, err := redlimit.New(b, lc)
+	if err != nil {
+		t.Fatalf("redlimit.New: %v", err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	mw, err := middleware.New(lim, mc)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -158,14 +158,18 @@ func TestManyKeysExpire(t *testing.T) {
 		expiredBefore := expiredKeys(t, client)
 		var errs atomic.Int64
 		var firstErr atomic.Value
-		mw, err := middleware.New(backend, middleware.Config{Prefix: "many", Timeout: 5 * time.Second, OnDecision: func(_ *http.Request, d *redlimit.Decision) {
+		lim, err := redlimit.New(backend, redlimit.Config{Prefix: "many", Timeout: 5 * time.Second, Rules: []redlimit.Rule{
+			{Name: alg.String(), Algorithm: alg, Limit: algorithms.Limit{Rate: 10, Period: *manyPeriod}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw, err := middleware.New(lim, middleware.Config{OnDecision: func(_ *http.Request, d *redlimit.Decision) {
 			if d.Err != nil || d.Source != redlimit.SourcePrimary {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, fmt.Sprintf("%v (source %v)", d.Err, d.Source))
 			}
-		}, Rules: []middleware.Rule{
-			{Name: alg.String(), Key: ip, Algorithm: alg, Limit: algorithms.Limit{Rate: 10, Period: *manyPeriod}},
-		}})
+		}, Rules: []middleware.Rule{{Name: alg.String(), Key: ip}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -90,17 +90,26 @@ func newFixture(t testing.TB, cfg Config, backend func(now func() time.Time) alg
 		b = mem
 	}
 	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
-	mw, err := middleware.New(b, middleware.Config{
-		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)},
-			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
-				MissingKey: redlimit.SkipMissingKey, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)},
-				Tier: func(*http.Request) string { return "" }},
+	lim, err := redlimit.New(b, redlimit.Config{
+		Rules: []redlimit.Rule{
+			{Name: "ip", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(3)},
+			{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100),
+				MissingKey: redlimit.SkipMissingKey, Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000)}},
 		},
-		OnDecision:    src.OnHTTP,
 		Logger:        slog.New(slog.DiscardHandler),
 		ProbeInterval: time.Hour,
 		FallbackAfter: time.Nanosecond, // the second failure switches
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules: []middleware.Rule{
+			{Name: "ip", Key: ip},
+			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Tier: func(*http.Request) string { return "" }},
+		},
+		OnDecision: src.OnHTTP,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,8 +24,9 @@
 //
 //	adm, err := admin.New(admin.Config{Authorize: admin.Token(os.Getenv("ADMIN_TOKEN")), Logger: logger})
 //	api, err := adm.Source("api")
-//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: api.OnHTTP})
-//	api.Attach(mw.Limiter())
+//	lim, err := redlimit.New(backend, redlimit.Config{Rules: rules})
+//	mw, err := middleware.New(lim, middleware.Config{Rules: keys, OnDecision: api.OnHTTP})
+//	api.Attach(lim)
 //	go http.ListenAndServe("127.0.0.1:9090", adm) // an internal listener
 //
 // # Safe by default

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -16,7 +17,7 @@ import (
 )
 
 // A service wires the admin page to its middleware: the Source's hook
-// counts every decision, Attach gives it the engine for rules, lookups
+// counts every decision, Attach gives it the Limiter for rules, lookups
 // and resets. The page is served on an internal listener; here it is
 // asked for its JSON.
 func Example() {
@@ -33,15 +34,22 @@ func Example() {
 	now := time.Unix(1_700_000_000, 0)
 	store, _ := memstore.New(memstore.Config{Now: func() time.Time { return now }})
 	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
-	mw, err := middleware.New(store, middleware.Config{
-		Rules:      []middleware.Rule{{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+	lim, err := redlimit.New(store, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "ip", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules:      []middleware.Rule{{Name: "ip", Key: ip}},
 		OnDecision: api.OnHTTP,
 	})
 	if err != nil {
 		panic(err)
 	}
 	defer mw.Close()
-	api.Attach(mw.Limiter())
+	api.Attach(lim)
 	api.DescribeKeys(map[string]string{"ip": "client IP"})
 
 	app := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

@@ -144,12 +144,12 @@ func (s *Source) noteErr(err error) {
 	s.lastErr.Store(&errorAt{err: err, at: now})
 }
 
-// Attach gives s the Engines whose rules it shows, looks up and resets:
-// a Middleware's (middleware.Middleware.Engine) and those of the
-// Middlewares derived from it with With, whose rules then appear once
-// each. A rule is looked up and reset through the first Engine attached
-// that has it. Attach may be called again with more Engines; the counts
-// of rules already attached carry on.
+// Attach gives s the Limiters whose rules it shows, looks up and resets:
+// a Middleware's (middleware.Middleware.Limiter) and those derived from
+// it with With, whose rules then appear once each. A rule is looked up
+// and reset through the first Limiter attached that has it. Attach may be
+// called again with more Limiters; the counts of rules already attached
+// carry on.
 func (s *Source) Attach(engines ...*redlimit.Limiter) {
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()

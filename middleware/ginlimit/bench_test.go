@@ -43,7 +43,7 @@ var huge = algorithms.PerSecond(1 << 30)
 // on the memory backend, with the real wall clock for the headers as in
 // production; with a ResponseCost on the user rule when settle is set.
 func benchMW(tb testing.TB, settle bool) *middleware.Middleware {
-	rules := []middleware.Rule{
+	rules := []specRule{
 		{Name: "ip", Key: ipFunc(tb), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: huge},
 		{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: huge},
@@ -55,7 +55,7 @@ func benchMW(tb testing.TB, settle bool) *middleware.Middleware {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return newMW(tb, b, middleware.Config{Rules: rules, Now: time.Now})
+	return newMW(tb, b, spec{Rules: rules, Now: time.Now})
 }
 
 // handlers are the contenders: Gin without a limiter, Gin with one,

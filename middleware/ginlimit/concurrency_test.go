@@ -10,7 +10,6 @@ import (
 
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/ginlimit"
 )
 
@@ -22,7 +21,7 @@ import (
 func TestConcurrencyRelease(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
+			mw := newMW(t, b.new(t), spec{Rules: []specRule{{
 				Name: "exports", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.Concurrency, Limit: algorithms.InFlight(1, 30*time.Second),
 			}}})
 			inFlight := func() int64 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -16,7 +17,8 @@ import (
 )
 
 // clock is the fixed time of the examples, so that their output is
-// reproducible. A real service leaves both Now fields nil.
+// reproducible. A real service leaves both Now fields nil (the store's
+// and the Limiter's).
 func clock() time.Time { return time.Unix(1_700_000_000, 0) }
 
 // Limit POST /api/orders to 3 requests a minute per client IP and route,
@@ -36,15 +38,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name:      "orders",
-			Key:       key,
-			Algorithm: algorithms.GCRA,
-			Limit:     algorithms.PerMinute(3),
-		}},
-		Now: clock,
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "orders", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}},
+		Now:   clock,
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{Rules: []middleware.Rule{{Name: "orders", Key: key}}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -81,15 +83,17 @@ func ExampleHandler_route() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := middleware.New(backend, middleware.Config{
-		Rules: []middleware.Rule{{
-			Name:      "route",
-			Key:       keyfunc.Route(),
-			Algorithm: algorithms.GCRA,
-			Limit:     algorithms.PerMinute(2),
-		}},
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "route", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)}},
+		Now:   clock,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
+		Rules:             []middleware.Rule{{Name: "route", Key: keyfunc.Route()}},
 		DecisionInContext: true,
-		Now:               clock,
 	})
 	if err != nil {
 		log.Fatal(err)

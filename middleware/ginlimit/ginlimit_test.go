@@ -24,8 +24,8 @@ import (
 // ordersRule is 3 requests a minute per route and client IP: GCRA, so on
 // the fixed clock the resets are t0+20s, +40s, +60s and the fourth
 // request waits 20s.
-func ordersRule(t testing.TB) middleware.Rule {
-	return middleware.Rule{Name: "orders", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}
+func ordersRule(t testing.TB) specRule {
+	return specRule{Name: "orders", Key: mustKey(keyfunc.Join(keyfunc.Route(), ipFunc(t))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)}
 }
 
 // TestSameAsNetHTTP: on every backend and in every header style, the
@@ -55,8 +55,8 @@ func TestSameAsNetHTTP(t *testing.T) {
 	for _, b := range backends {
 		for _, style := range []headers.Style{headers.XRateLimit, headers.IETF, headers.Both} {
 			t.Run(b.name+"/"+style.String(), func(t *testing.T) {
-				cfg := func() middleware.Config {
-					return middleware.Config{Rules: []middleware.Rule{ordersRule(t)}, Headers: headers.Writer{Style: style}}
+				cfg := func() spec {
+					return spec{Rules: []specRule{ordersRule(t)}, Headers: headers.Writer{Style: style}}
 				}
 				g := gin.New()
 				g.POST("/api/orders", ginlimit.Handler(newMW(t, b.new(t), cfg())), created)
@@ -130,7 +130,7 @@ func newChain(limiter gin.HandlerFunc, handler gin.HandlerFunc) *chain {
 // the status it wrote, its size and an aborted Context. An allowed
 // request runs the chain.
 func TestAbort(t *testing.T) {
-	rule := middleware.Rule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}
+	rule := specRule{Name: "ip", Key: ipFunc(t), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1)}
 	tests := []struct {
 		name    string
 		backend algorithms.Backend
@@ -146,7 +146,7 @@ func TestAbort(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mw := newMW(t, tt.backend, middleware.Config{Rules: []middleware.Rule{rule}, OnError: tt.policy})
+			mw := newMW(t, tt.backend, spec{Rules: []specRule{rule}, OnError: tt.policy})
 			ch := newChain(ginlimit.Handler(mw), created)
 			for i, code := range tt.codes {
 				w := serve(ch, req("GET", "/api/orders", "203.0.113.7:1"))
@@ -173,27 +173,27 @@ func TestKeyFuncError(t *testing.T) {
 	tests := []struct {
 		name     string
 		key      keyfunc.Func
-		cfg      middleware.Config
+		cfg      spec
 		want     response
 		wantNext int
 	}{
-		{"error, fail closed", broken, middleware.Config{OnError: redlimit.FailClosed},
+		{"error, fail closed", broken, spec{OnError: redlimit.FailClosed},
 			response{503, map[string]string{"Retry-After": "1", "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff"}, "rate limiter unavailable\n"}, 0},
-		{"error, fail open", broken, middleware.Config{OnError: redlimit.FailOpen},
+		{"error, fail open", broken, spec{OnError: redlimit.FailOpen},
 			response{200, map[string]string{"Content-Type": "text/plain; charset=utf-8"}, "created\n"}, 1},
-		{"error, fallback", broken, middleware.Config{OnError: redlimit.Fallback},
+		{"error, fallback", broken, spec{OnError: redlimit.Fallback},
 			response{200, map[string]string{"Content-Type": "text/plain; charset=utf-8"}, "created\n"}, 1},
-		{"missing key", missing, middleware.Config{},
+		{"missing key", missing, spec{},
 			response{429, map[string]string{"Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"},
 				"rate limit exceeded: key; this request can never be allowed (no key, invalid cost, or cost above the limit)\n"}, 0},
-		{"missing key, 401", missing, middleware.Config{MissingKeyDenied: middleware.Unauthorized},
+		{"missing key, 401", missing, spec{MissingKeyDenied: middleware.Unauthorized},
 			response{401, map[string]string{"Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"},
 				"unauthorized: no key for rule key\n"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
-			cfg.Rules = []middleware.Rule{{Name: "key", Key: tt.key, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}}
+			cfg.Rules = []specRule{{Name: "key", Key: tt.key, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(10)}}
 			ch := newChain(ginlimit.Handler(newMW(t, backends[0].new(t), cfg)), created)
 			got := responseOf(serve(ch, req("GET", "/api/orders", "203.0.113.7:1")))
 			if !reflect.DeepEqual(got, tt.want) || ch.later != tt.wantNext {
@@ -240,8 +240,8 @@ func (d *decisions) take() []string {
 func TestRouteKey(t *testing.T) {
 	var rec decisions
 	pfx := prefix(t)
-	mw := newMW(t, backends[0].new(t), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, backends[0].new(t), spec{
+		Rules: []specRule{
 			{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)},
 			{Name: "method", Key: mustKey(keyfunc.Join(keyfunc.Route(), keyfunc.Method())), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
@@ -286,8 +286,8 @@ func TestRouteKey(t *testing.T) {
 	// request no route matched is refused by the limiter (the package
 	// documentation says so, and how to let Gin answer it).
 	plain := gin.New()
-	plain.Use(ginlimit.Handler(newMW(t, backends[0].new(t), middleware.Config{
-		Rules: []middleware.Rule{{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
+	plain.Use(ginlimit.Handler(newMW(t, backends[0].new(t), spec{
+		Rules: []specRule{{Name: "route", Key: keyfunc.Route(), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100)}},
 	})))
 	plain.GET("/users/:id", see)
 	for target, code := range map[string]int{"/users/1": 204, "/nowhere": 429} {
@@ -304,7 +304,7 @@ func TestRouteKey(t *testing.T) {
 func TestDecisionInContext(t *testing.T) {
 	for _, inCtx := range []bool{true, false} {
 		t.Run(fmt.Sprintf("DecisionInContext=%v", inCtx), func(t *testing.T) {
-			mw := newMW(t, backends[0].new(t), middleware.Config{Rules: []middleware.Rule{ordersRule(t)}, DecisionInContext: inCtx})
+			mw := newMW(t, backends[0].new(t), spec{Rules: []specRule{ordersRule(t)}, DecisionInContext: inCtx})
 			r := gin.New()
 			r.ContextWithFallback = true
 			var first *http.Request
@@ -348,7 +348,7 @@ func TestNil(t *testing.T) {
 		}()
 		ginlimit.Handler(nil)
 	}()
-	mw := newMW(t, backends[0].new(t), middleware.Config{Rules: []middleware.Rule{ordersRule(t)}})
+	mw := newMW(t, backends[0].new(t), spec{Rules: []specRule{ordersRule(t)}})
 	w := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(w)
 	ginlimit.Handler(mw)(c)

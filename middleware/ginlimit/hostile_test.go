@@ -12,7 +12,6 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/middleware"
 	"github.com/redlimit/redlimit/middleware/ginlimit"
 )
 
@@ -30,8 +29,8 @@ func hostileEngine(t *testing.T) (*gin.Engine, *decisions) {
 		t.Fatal(err)
 	}
 	var rec decisions
-	mw := newMW(t, backends[0].new(t), middleware.Config{
-		Rules: []middleware.Rule{
+	mw := newMW(t, backends[0].new(t), spec{
+		Rules: []specRule{
 			{Name: "ip", Key: ip, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(3)},
 			{Name: "key", Key: mustKey(keyfunc.Header("X-API-Key")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000), MissingKey: redlimit.SkipMissingKey},
 			{Name: "route", Key: mustKey(keyfunc.Or(keyfunc.Route(), keyfunc.Const("no-route"))), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(1000)},

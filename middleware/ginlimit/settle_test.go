@@ -32,7 +32,7 @@ func failedLogins(status int, _ int64) int64 {
 // loginMW is "3 failed logins an hour per user", counted after the
 // response.
 func loginMW(t *testing.T, b algorithms.Backend) *middleware.Middleware {
-	return newMW(t, b, middleware.Config{Rules: []middleware.Rule{{
+	return newMW(t, b, spec{Rules: []specRule{{
 		Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
 		ResponseCost: failedLogins,
 	}}})
@@ -159,7 +159,7 @@ func TestResponseCostBytes(t *testing.T) {
 	}
 	for _, wr := range writes {
 		t.Run(wr.name, func(t *testing.T) {
-			mw := newMW(t, backends[0].new(t), middleware.Config{Rules: []middleware.Rule{{
+			mw := newMW(t, backends[0].new(t), spec{Rules: []specRule{{
 				Name: "bytes", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10_000),
 				Cost:         func(*http.Request) int64 { return 1000 },
 				ResponseCost: func(_ int, written int64) int64 { return written },
@@ -243,7 +243,7 @@ func TestResponseCostHijack(t *testing.T) {
 func TestResponseCostParallel(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			mw := newMW(t, b.new(t), middleware.Config{Rules: []middleware.Rule{{
+			mw := newMW(t, b.new(t), spec{Rules: []specRule{{
 				Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10_000),
 				ResponseCost: failedLogins,
 			}}})

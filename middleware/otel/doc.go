@@ -9,8 +9,9 @@
 // redisstore.Config.OnRefundError:
 //
 //	m, err := otellimit.New(otel.GetMeterProvider(), otellimit.Config{Rules: []string{"ip", "user"}})
-//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP, OnSettleError: m.SettleError})
-//	m.Watch(mw.Limiter()) // deny-cache hits and stalled calls, observed at each collection
+//	lim, err := redlimit.New(backend, redlimit.Config{Rules: rules})
+//	mw, err := middleware.New(lim, middleware.Config{Rules: keys, OnDecision: m.HTTP, OnSettleError: m.SettleError})
+//	m.Watch(lim) // deny-cache hits and stalled calls, observed at each collection
 //
 // # Instruments
 //

@@ -40,18 +40,22 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	mw, err := middleware.New(mem, middleware.Config{
+	lim, err := redlimit.New(mem, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		OnDecision: metrics.HTTP,
-		Rules: []middleware.Rule{{
-			Name: "user", Key: user,
-			Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
-		}},
+		Rules:      []middleware.Rule{{Name: "user", Key: user}},
 	})
 	if err != nil {
 		panic(err)
 	}
 	defer mw.Close()
-	metrics.Watch(mw.Limiter()) // deny-cache hits and stalled calls
+	metrics.Watch(lim) // deny-cache hits and stalled calls
 
 	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for range 3 {
@@ -146,13 +150,19 @@ func ExampleMetrics_SettleError() {
 	if err != nil {
 		panic(err)
 	}
-	mw, err := middleware.New(mem, middleware.Config{
+	lim, err := redlimit.New(mem, redlimit.Config{
+		Rules:  []redlimit.Rule{{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3), Refundable: true}},
+		Logger: slog.New(slog.DiscardHandler), // it hears of settle errors too
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		OnDecision:    metrics.HTTP,
 		OnSettleError: metrics.SettleError,
-		Logger:        slog.New(slog.DiscardHandler), // it hears of settle errors too
 		Rules: []middleware.Rule{{
 			Name: "login", Key: user,
-			Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(3),
 			// A bug: 2 units where the rule reserved 1. The settle fails
 			// and the reservation stays charged.
 			ResponseCost: func(int, int64) int64 { return 2 },

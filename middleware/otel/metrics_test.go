@@ -284,14 +284,21 @@ func TestSettleErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := middleware.New(mem, middleware.Config{
+	lim, err := redlimit.New(mem, redlimit.Config{
+		Rules:        []redlimit.Rule{{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10), Refundable: true}},
+		RefundWindow: time.Minute,
+		Logger:       quiet,
+		Now:          clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		OnDecision:    m.HTTP,
 		OnSettleError: m.SettleError,
-		RefundWindow:  time.Minute,
-		Logger:        quiet,
-		Now:           clock,
 		Rules: []middleware.Rule{{
-			Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
+			Name: "login", Key: mustKey(keyfunc.Header("X-User")),
 			ResponseCost: func(status int, _ int64) int64 {
 				switch status {
 				case http.StatusUnauthorized:

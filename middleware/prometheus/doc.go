@@ -9,8 +9,9 @@
 // redisstore.Config.OnRefundError; then register it:
 //
 //	m, err := promlimit.New(promlimit.Config{Rules: []string{"ip", "user"}})
-//	mw, err := middleware.New(backend, middleware.Config{Rules: rules, OnDecision: m.HTTP, OnSettleError: m.SettleError})
-//	m.Watch(mw.Limiter()) // deny-cache hits and stalled calls, read at each scrape
+//	lim, err := redlimit.New(backend, redlimit.Config{Rules: rules})
+//	mw, err := middleware.New(lim, middleware.Config{Rules: keys, OnDecision: m.HTTP, OnSettleError: m.SettleError})
+//	m.Watch(lim) // deny-cache hits and stalled calls, read at each scrape
 //	prometheus.MustRegister(m)
 //
 // # Metrics

@@ -284,21 +284,27 @@ func TestLocalDenialsAndRefunds(t *testing.T) {
 // added by With, through Metrics.HTTP.
 func TestMiddleware(t *testing.T) {
 	m, reg := newMetrics(t, "user", "orders")
-	mw, err := middleware.New(newMem(t), middleware.Config{
+	lim, err := redlimit.New(newMem(t), redlimit.Config{Rules: []redlimit.Rule{
+		{Name: "user", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		OnDecision: m.HTTP,
 		Exempt:     func(r *http.Request) bool { return r.Header.Get("X-Internal") != "" },
-		Rules: []middleware.Rule{{
-			Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(100),
-			MissingKey: redlimit.SkipMissingKey,
-		}},
+		Rules:      []middleware.Rule{{Name: "user", Key: mustKey(keyfunc.Header("X-User"))}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mw.Close()
-	orders, err := mw.With(middleware.Rule{
-		Name: "orders", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2),
-	})
+	orderLim, err := lim.With(redlimit.Rule{Name: "orders", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerMinute(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, err := mw.With(orderLim, middleware.Rule{Name: "orders", Key: mustKey(keyfunc.Header("X-User"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,14 +361,21 @@ func TestSettleErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := middleware.New(mem, middleware.Config{
+	lim, err := redlimit.New(mem, redlimit.Config{
+		Rules:        []redlimit.Rule{{Name: "login", Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10), Refundable: true}},
+		RefundWindow: time.Minute,
+		Logger:       quiet,
+		Now:          clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		OnDecision:    m.HTTP,
 		OnSettleError: m.SettleError,
-		RefundWindow:  time.Minute,
-		Logger:        quiet,
-		Now:           clock,
 		Rules: []middleware.Rule{{
-			Name: "login", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.FixedWindow, Limit: algorithms.PerHour(10),
+			Name: "login", Key: mustKey(keyfunc.Header("X-User")),
 			ResponseCost: func(status int, _ int64) int64 {
 				switch status {
 				case http.StatusUnauthorized:

@@ -80,21 +80,28 @@ func newService(t *testing.T) *service {
 	src, _ := adm.Source("api")
 	mem, _ := memstore.New(memstore.Config{})
 	ip, _ := keyfunc.IP(keyfunc.IPConfig{})
-	mw, err := middleware.New(mem, middleware.Config{
+	lim, err := redlimit.New(mem, redlimit.Config{Rules: []redlimit.Rule{
+		{Name: "ip", Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(5)},
+		{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100).WithBurst(20), MissingKey: redlimit.SkipMissingKey,
+			Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000).WithBurst(100)}},
+		{Name: "search", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(2), MissingKey: redlimit.SkipMissingKey, Shadow: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	mw, err := middleware.New(lim, middleware.Config{
 		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(5)},
-			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100).WithBurst(20),
-				MissingKey: redlimit.SkipMissingKey, Tier: func(r *http.Request) string { return r.Header.Get("X-Plan") },
-				Tiers: map[string]algorithms.Limit{"pro": algorithms.PerMinute(1000).WithBurst(100)}},
-			{Name: "search", Key: mustKey(keyfunc.Header("X-User")), Algorithm: algorithms.TokenBucket, Limit: algorithms.PerSecond(2),
-				MissingKey: redlimit.SkipMissingKey, Shadow: true},
+			{Name: "ip", Key: ip},
+			{Name: "user", Key: mustKey(keyfunc.Header("X-User")), Tier: func(r *http.Request) string { return r.Header.Get("X-Plan") }},
+			{Name: "search", Key: mustKey(keyfunc.Header("X-User"))},
 		},
 		OnDecision: src.OnHTTP,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Attach(mw.Limiter())
+	src.Attach(lim)
 	src.DescribeKeys(map[string]string{"ip": "client IP", "user": "X-User header", "search": "X-User header"})
 	s.api = httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })))
 	s.admin = httptest.NewServer(http.StripPrefix("/debug", adm))

@@ -136,26 +136,36 @@ func newService(client redis.UniversalClient, timeout time.Duration) (*service, 
 	if err != nil {
 		return nil, err
 	}
-	base, err := middleware.New(backend, middleware.Config{
-		Timeout:       timeout,
-		OnDecision:    metrics.HTTP,
-		OnSettleError: metrics.SettleError, // once a rule charges after the response
-		Rules: []middleware.Rule{
-			{Name: "ip", Key: ip, Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
-			{Name: "user", Key: user, Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
+	lim, err := redlimit.New(backend, redlimit.Config{
+		Timeout: timeout,
+		Rules: []redlimit.Rule{
+			{Name: "ip", Algorithm: algorithms.SlidingWindow, Limit: algorithms.PerMinute(1000)},
+			{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(100), MissingKey: redlimit.SkipMissingKey},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	orders, err := base.With(middleware.Rule{
-		Name: "orders", Key: user, Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey,
+	base, err := middleware.New(lim, middleware.Config{
+		OnDecision:    metrics.HTTP,
+		OnSettleError: metrics.SettleError, // once a rule charges after the response
+		Rules:         []middleware.Rule{{Name: "ip", Key: ip}, {Name: "user", Key: user}},
 	})
 	if err != nil {
-		base.Close()
+		lim.Close()
 		return nil, err
 	}
-	metrics.Watch(base.Limiter()) // orders shares its deny cache
+	orderLim, err := lim.With(redlimit.Rule{Name: "orders", Algorithm: algorithms.TokenBucket, Limit: algorithms.PerMinute(10), MissingKey: redlimit.SkipMissingKey})
+	if err != nil {
+		lim.Close()
+		return nil, err
+	}
+	orders, err := base.With(orderLim, middleware.Rule{Name: "orders", Key: user})
+	if err != nil {
+		lim.Close()
+		return nil, err
+	}
+	metrics.Watch(lim) // orders' Limiter shares its deny cache
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -167,7 +177,7 @@ func newService(client redis.UniversalClient, timeout time.Duration) (*service, 
 	return &service{
 		handler: mux,
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		close:   func() { base.Close(); orders.Close() },
+		close:   func() { base.Close(); lim.Close() }, // orders shares base's queue and lim's probe
 	}, nil
 }
 

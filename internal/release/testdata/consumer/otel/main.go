@@ -11,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -35,12 +36,16 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	mw, err := middleware.New(mem, middleware.Config{
+	lim, err := redlimit.New(mem, redlimit.Config{
+		Rules: []redlimit.Rule{{Name: "user", Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2)}},
+	})
+	if err != nil {
+		fail(err)
+	}
+	defer lim.Close()
+	mw, err := middleware.New(lim, middleware.Config{
 		OnDecision: metrics.HTTP,
-		Rules: []middleware.Rule{{
-			Name: "user", Key: user,
-			Algorithm: algorithms.GCRA, Limit: algorithms.PerMinute(2),
-		}},
+		Rules:      []middleware.Rule{{Name: "user", Key: user}},
 	})
 	if err != nil {
 		fail(err)
