@@ -1,115 +1,24 @@
 package middleware_test
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"net/http"
-	"time"
-
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
-	"github.com/redlimit/redlimit/algorithms/denycache"
-	"github.com/redlimit/redlimit/headers"
-	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/internal/mwspec"
 	"github.com/redlimit/redlimit/middleware"
 )
 
-// spec is a Limiter's and its Middleware's configuration in one literal,
-// each rule written once: the tests' shorthand. split gives the two
-// Configs; newMW and build build both.
-type spec struct {
-	Rules []specRule
-
-	// the Limiter's (redlimit.Config)
-	Prefix          string
-	Timeout         time.Duration
-	NoDenyCache     bool
-	DenyCache       denycache.Config
-	OnError         redlimit.ErrorPolicy
-	FallbackBackend algorithms.Backend
-	FallbackAfter   time.Duration
-	ProbeInterval   time.Duration
-	Instances       int
-	Shadow          bool
-	RefundWindow    time.Duration
-	Now             func() time.Time
-	Logger          *slog.Logger
-
-	// the Middleware's (middleware.Config)
-	Headers           headers.Writer
-	Denied            http.Handler
-	MissingKeyDenied  http.Handler
-	ErrorHandler      http.Handler
-	Exempt            func(*http.Request) bool
-	DecisionInContext bool
-	OnDecision        func(*http.Request, *redlimit.Decision)
-	OnSettleError     func(*http.Request, error)
-}
-
-// specRule is a redlimit.Rule and its middleware.Rule in one literal. A
-// rule with a ResponseCost is Refundable; a rule with a LimitFunc and no
-// Limit gets a Limiter LimitFunc that fails (its limit comes from the
-// request alone).
-type specRule struct {
-	Name         string
-	Key          keyfunc.Func
-	Algorithm    algorithms.Algorithm
-	Limit        algorithms.Limit
-	Tier         func(*http.Request) string
-	Tiers        map[string]algorithms.Limit
-	LimitFunc    func(*http.Request) (algorithms.Limit, error)
-	Exempt       func(*http.Request) bool
-	Cost         func(*http.Request) int64
-	ResponseCost func(status int, written int64) int64
-	Blocks       *redlimit.BlockConfig
-	MissingKey   redlimit.MissingKey
-	Shadow       bool
-}
-
-var errHTTPOnly = errors.New("the limit comes from the HTTP request")
-
-func httpOnly(context.Context, string) (algorithms.Limit, error) {
-	return algorithms.Limit{}, errHTTPOnly
-}
-
-// split returns the rules of rs as the Limiter's and the Middleware's.
-func split(rs []specRule) ([]redlimit.Rule, []middleware.Rule) {
-	var lr []redlimit.Rule
-	var mr []middleware.Rule
-	for _, r := range rs {
-		l := redlimit.Rule{Name: r.Name, Algorithm: r.Algorithm, Limit: r.Limit, Tiers: r.Tiers,
-			Refundable: r.ResponseCost != nil, Blocks: r.Blocks, MissingKey: r.MissingKey, Shadow: r.Shadow}
-		if r.LimitFunc != nil && r.Limit == (algorithms.Limit{}) && r.Tiers == nil {
-			l.LimitFunc = httpOnly
-		}
-		lr = append(lr, l)
-		mr = append(mr, middleware.Rule{Name: r.Name, Key: r.Key, Tier: r.Tier, LimitFunc: r.LimitFunc,
-			Exempt: r.Exempt, Cost: r.Cost, ResponseCost: r.ResponseCost})
-	}
-	return lr, mr
-}
-
-// configs returns the two Configs of s.
-func (s spec) configs() (redlimit.Config, middleware.Config) {
-	lr, mr := split(s.Rules)
-	return redlimit.Config{
-			Rules: lr, Prefix: s.Prefix, Timeout: s.Timeout, NoDenyCache: s.NoDenyCache, DenyCache: s.DenyCache,
-			OnError: s.OnError, FallbackBackend: s.FallbackBackend, FallbackAfter: s.FallbackAfter,
-			ProbeInterval: s.ProbeInterval, Instances: s.Instances, Shadow: s.Shadow,
-			RefundWindow: s.RefundWindow, Now: s.Now, Logger: s.Logger,
-		}, middleware.Config{
-			Rules: mr, Headers: s.Headers, Denied: s.Denied, MissingKeyDenied: s.MissingKeyDenied,
-			ErrorHandler: s.ErrorHandler, Exempt: s.Exempt, DecisionInContext: s.DecisionInContext,
-			OnDecision: s.OnDecision, OnSettleError: s.OnSettleError,
-		}
-}
+// spec and specRule: the tests' shorthand for a Limiter and its
+// Middleware, each rule written once (internal/mwspec).
+type (
+	spec     = mwspec.Spec
+	specRule = mwspec.Rule
+)
 
 // build builds the Limiter of s on b and its Middleware, which owns the
 // Limiter (its Close closes both); the first error of either is
 // returned.
 func build(b algorithms.Backend, s spec) (*middleware.Middleware, error) {
-	lc, mc := s.configs()
+	lc, mc := s.Configs()
 	lim, err := redlimit.New(b, lc)
 	if err != nil {
 		return nil, err
@@ -126,7 +35,7 @@ func build(b algorithms.Backend, s spec) (*middleware.Middleware, error) {
 // with returns mw with rules added, on its Limiter with their limits
 // added (redlimit.Limiter.With).
 func with(mw *middleware.Middleware, rules ...specRule) (*middleware.Middleware, error) {
-	lr, mr := split(rules)
+	lr, mr := mwspec.Split(rules)
 	lim, err := mw.Limiter().With(lr...)
 	if err != nil {
 		return nil, err
@@ -136,6 +45,6 @@ func with(mw *middleware.Middleware, rules ...specRule) (*middleware.Middleware,
 
 // specOpts returns the Options of a shortcut that set s's two Configs.
 func specOpts(s spec) []middleware.Option {
-	lc, mc := s.configs()
+	lc, mc := s.Configs()
 	return []middleware.Option{middleware.WithLimiterConfig(lc), middleware.WithConfig(mc)}
 }

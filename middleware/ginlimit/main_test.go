@@ -105,7 +105,7 @@ func newMW(t testing.TB, b algorithms.Backend, s spec) *middleware.Middleware {
 	if s.Prefix == "" {
 		s.Prefix = prefix(t)
 	}
-	lc, mc := s.configs()
+	lc, mc := s.Configs()
 	lim, err := redlimit.New(b, lc)
 	if err != nil {
 		t.Fatalf("redlimit.New: %v", err)
