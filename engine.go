@@ -159,8 +159,6 @@ type shared struct {
 	errLog        throttle           // of the lines of undecided requests
 	stalled       atomic.Int64       // abandoned backend calls still running (see bounded)
 	abandoned     atomic.Int64       // releases of failed calls' leases running (releaseAbandoned)
-	leaser        bool               // the backend given to New can release leases
-	refunder      bool               // the backend given to New can make refunds
 	settleLog     throttle           // of the lines of settle errors
 	primary       algorithms.Backend // the backend given to New, unwrapped
 	blocks        *blocks            // quota blocks of the rules with Rule.Blocks
@@ -236,8 +234,6 @@ func New(backend algorithms.Backend, cfg Config) (*Limiter, error) {
 		cfg.Now = time.Now
 	}
 	primary := backend
-	_, leaser := backend.(algorithms.Leaser)
-	_, refunder := backend.(algorithms.Refunder)
 	local := inProcess(backend)
 	if !local && !cfg.NoDenyCache && !cachesDenials(backend) {
 		dc, err := denycache.New(backend, cfg.DenyCache)
@@ -263,8 +259,6 @@ func New(backend algorithms.Backend, cfg Config) (*Limiter, error) {
 		logger:        cfg.Logger,
 		now:           cfg.Now,
 		injectedNow:   injectedNow,
-		leaser:        leaser,
-		refunder:      refunder,
 		primary:       primary,
 	}
 	s.blocks = newBlocks(s, cfg.Now, injectedNow)

@@ -209,14 +209,19 @@ func (e *Limiter) noLeases(what string) error {
 	return nil
 }
 
+// supports reports whether the backend given to New, and the fallback if
+// there is one, pass has: a capability a rule needs from both.
+func (s *shared) supports(has func(algorithms.Backend) bool) bool {
+	return has(s.primary) && (s.fallback == nil || has(s.fallback))
+}
+
 // checkLeaser returns a *ConfigError when r is a concurrency rule and the
 // backend given to New, or the fallback, cannot release leases.
 func (s *shared) checkLeaser(r Rule) error {
 	if r.Algorithm != algorithms.Concurrency {
 		return nil
 	}
-	_, fb := s.fallback.(algorithms.Leaser)
-	if s.leaser && (s.fallback == nil || fb) {
+	if s.supports(func(b algorithms.Backend) bool { _, ok := b.(algorithms.Leaser); return ok }) {
 		return nil
 	}
 	return &algorithms.ConfigError{Rule: r.Name, Field: "Algorithm", Reason: "concurrency needs a backend (and a fallback) that can release leases: an algorithms.Leaser"}

@@ -167,8 +167,7 @@ func (s *shared) checkRefunder(r Rule) error {
 	if !r.Refundable {
 		return nil
 	}
-	_, fb := s.fallback.(algorithms.Refunder)
-	if s.refunder && (s.fallback == nil || fb) {
+	if s.supports(func(b algorithms.Backend) bool { _, ok := b.(algorithms.Refunder); return ok }) {
 		return nil
 	}
 	return &algorithms.ConfigError{Rule: r.Name, Field: "Refundable", Reason: "needs a backend (and a fallback) that can give charges back: an algorithms.Refunder"}
