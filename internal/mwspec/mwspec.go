@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -105,4 +106,22 @@ func (s Spec) Configs() (redlimit.Config, middleware.Config) {
 			ErrorHandler: s.ErrorHandler, Exempt: s.Exempt, DecisionInContext: s.DecisionInContext,
 			OnDecision: s.OnDecision, OnSettleError: s.OnSettleError,
 		}
+}
+
+// New builds the Limiter of s on b and the Middleware that wraps it,
+// failing tb on an error of either, and closes both when tb ends.
+func (s Spec) New(tb testing.TB, b algorithms.Backend) *middleware.Middleware {
+	tb.Helper()
+	lc, mc := s.Configs()
+	lim, err := redlimit.New(b, lc)
+	if err != nil {
+		tb.Fatalf("redlimit.New: %v", err)
+	}
+	tb.Cleanup(func() { lim.Close() })
+	mw, err := middleware.New(lim, mc)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	tb.Cleanup(func() { mw.Close() })
+	return mw
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/algorithms"
 	"github.com/redlimit/redlimit/algorithms/memstore"
 	"github.com/redlimit/redlimit/algorithms/redisstore"
@@ -105,18 +104,7 @@ func newMW(t testing.TB, b algorithms.Backend, s spec) *middleware.Middleware {
 	if s.Prefix == "" {
 		s.Prefix = prefix(t)
 	}
-	lc, mc := s.Configs()
-	lim, err := redlimit.New(b, lc)
-	if err != nil {
-		t.Fatalf("redlimit.New: %v", err)
-	}
-	t.Cleanup(func() { lim.Close() })
-	mw, err := middleware.New(lim, mc)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { mw.Close() })
-	return mw
+	return s.New(t, b)
 }
 
 // prefix is a storage-key prefix of t's own: its name, with the
